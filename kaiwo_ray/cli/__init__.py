@@ -1,0 +1,1 @@
+"""The `kaiwo-ray` command line."""

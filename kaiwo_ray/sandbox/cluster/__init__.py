@@ -1,0 +1,48 @@
+"""Simulated cluster controllers that make the sandbox behave like a cluster running the
+kube-scheduler, kubelets, the Job and Deployment controllers, Kueue, KubeRay and AppWrapper.
+
+Each controller is one module and can be switched on or off by name (see `CONTROLLERS`).
+They run on the sandbox's event loop and talk to the store directly (no HTTP): the store
+applies the same semantics to their writes as to any client's.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, ControllerRunner
+from kaiwo_ray.sandbox.types import Clock, Store
+
+# name -> "module:Class". Order is start order.
+CONTROLLERS: dict[str, str] = {
+    "volume-binder": "kaiwo_ray.sandbox.cluster.volumes:VolumeBinder",
+    "scheduler": "kaiwo_ray.sandbox.cluster.scheduler:Scheduler",
+    "kubelet": "kaiwo_ray.sandbox.cluster.kubelet:Kubelet",
+    "job-controller": "kaiwo_ray.sandbox.cluster.jobs:JobController",
+    "deployment-controller": "kaiwo_ray.sandbox.cluster.deployments:DeploymentController",
+    "kueue": "kaiwo_ray.sandbox.cluster.kueue:KueueController",
+    "kuberay": "kaiwo_ray.sandbox.cluster.kuberay:KubeRayController",
+    "appwrapper": "kaiwo_ray.sandbox.cluster.appwrapper:AppWrapperController",
+}
+
+
+def load_controller(name: str) -> type[Controller]:
+    module_name, _, class_name = CONTROLLERS[name].partition(":")
+    cls: type[Controller] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None = None,
+                  enabled: Iterable[str] | None = None) -> ControllerRunner:
+    """Start the named controllers (all known ones by default) on the running event loop."""
+    settings = settings or ClusterSettings()
+    names = list(CONTROLLERS) if enabled is None else [n for n in CONTROLLERS if n in set(enabled)]
+    runner = ControllerRunner(store, clock)
+    for name in names:
+        runner.add(load_controller(name)(store, clock, settings))
+    runner.start()
+    return runner
+
+
+__all__ = ["CONTROLLERS", "ClusterSettings", "Controller", "ControllerRunner", "start_cluster"]
