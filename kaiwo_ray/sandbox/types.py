@@ -159,6 +159,13 @@ PATCH_CONTENT_TYPES: dict[str, PatchType] = {
 }
 
 
+AdmissionHook = Callable[[str, "GVR", JsonObj, JsonObj | None, str], None]
+"""Mutating admission, as a webhook would do it: (operation "CREATE"|"UPDATE", gvr, candidate
+object, old object or None, user). Mutates the candidate in place or raises ApiError to reject.
+Runs after decoding and defaulting, before validation, for writes to the main resource only
+(not subresources), never for the store's own bookkeeping writes (GC, finalizer removal)."""
+
+
 class Store(Protocol):
     """What a real apiserver does, minus HTTP. Every write goes through defaulting, validation,
     admission (e.g. Kueue's suspend-on-create), resourceVersion and generation bookkeeping,
@@ -204,6 +211,10 @@ class Store(Protocol):
     def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
         """Call `callback` synchronously after every committed write (never for dry runs).
         The callback must not write to the store; it should only record work. Returns unsubscribe."""
+        ...
+
+    def add_admission_hook(self, hook: AdmissionHook) -> Callable[[], None]:
+        """Register a mutating admission hook (see AdmissionHook). Returns a remover."""
         ...
 
 

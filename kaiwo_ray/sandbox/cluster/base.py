@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from kaiwo_ray.sandbox.types import GVR, ApiError, Clock, Store, WatchEvent
+from kaiwo_ray.sandbox.types import GVR, ApiError, Clock, JsonObj, Store, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,10 @@ class Controller:
         """Bring the world in line for `key`. Return seconds until the next call, or None."""
         raise NotImplementedError
 
+    def admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
+        """Optional mutating admission (a webhook's job, e.g. Kueue suspending new Jobs).
+        Override to mutate `obj` in place or raise ApiError; registered only when overridden."""
+
 
 def _storage_key(gvr: GVR) -> tuple[str, str]:
     return (gvr.group, gvr.resource)
@@ -80,6 +84,7 @@ class ControllerRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._unsubscribe: object = None
+        self._removers: list[Callable[[], None]] = []
         self.errors = 0
 
     def add(self, controller: Controller) -> None:
@@ -91,6 +96,9 @@ class ControllerRunner:
     def start(self) -> None:
         self._unsubscribe = self.store.subscribe(self._on_event)
         for controller in self.controllers:
+            if type(controller).admit is not Controller.admit:
+                self._removers.append(self.store.add_admission_hook(controller.admit))
+        for controller in self.controllers:
             for key in controller.initial_keys():
                 self.enqueue(controller, key)
         self._task = asyncio.get_running_loop().create_task(self._drain_forever(), name="sandbox-cluster")
@@ -98,6 +106,8 @@ class ControllerRunner:
     async def stop(self) -> None:
         if callable(self._unsubscribe):
             self._unsubscribe()
+        for remove in self._removers:
+            remove()
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
