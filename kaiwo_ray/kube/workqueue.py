@@ -1,0 +1,166 @@
+"""A rate-limited work queue per controller, with controller-runtime's contract:
+
+* a key is queued at most once (adding a queued key again is a no-op);
+* at most one reconcile per key is in flight; a key added while in flight is re-queued once
+  the current reconcile finishes (`done`), never run twice concurrently;
+* failures back off per key exponentially (5 ms doubling to 5 min) until `forget`;
+* a global token bucket caps the overall rate of retries (10 qps, burst 100 by default), so a
+  storm of failures cannot starve the API server;
+* `add_after` schedules a key for later (requeue-after), keeping the earliest deadline.
+
+Single event loop, no locks: every method is called from the loop that owns the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(slots=True)
+class Backoff:
+    """Per-key exponential backoff: base * 2**failures, capped."""
+
+    base: float = 0.005
+    cap: float = 300.0
+    failures: dict[Hashable, int] = field(default_factory=dict)
+
+    def next_delay(self, key: Hashable) -> float:
+        n = self.failures.get(key, 0)
+        self.failures[key] = n + 1
+        delay: float = min(self.base * (2.0**n), self.cap)
+        return delay
+
+    def forget(self, key: Hashable) -> None:
+        self.failures.pop(key, None)
+
+    def retries(self, key: Hashable) -> int:
+        return self.failures.get(key, 0)
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """Global budget for rate-limited re-adds: `rate` tokens/s, at most `burst` saved."""
+
+    rate: float = 10.0
+    burst: float = 100.0
+    clock: Callable[[], float] = time.monotonic
+    _tokens: float | None = None  # None until first use; negative = reservations in debt
+    _last: float = 0.0
+
+    def reserve(self) -> float:
+        """Take one token; return how long the caller must wait for it (0 when available now)."""
+        now = self.clock()
+        tokens = self.burst if self._tokens is None else self._tokens
+        tokens = min(self.burst, tokens + (now - self._last) * self.rate) - 1.0
+        self._tokens, self._last = tokens, now
+        return 0.0 if tokens >= 0 else -tokens / self.rate
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, *, backoff: Backoff | None = None, bucket: TokenBucket | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._backoff = backoff or Backoff()
+        self._bucket = bucket or TokenBucket(clock=clock)
+        self._queue: dict[K, None] = {}  # insertion-ordered set of ready keys
+        self._processing: set[K] = set()
+        self._dirty_while_processing: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._deadline: dict[K, float] = {}
+        self._seq = itertools.count()
+        self._ready = asyncio.Event()
+        self._shutting_down = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._processing)
+
+    def add(self, key: K) -> None:
+        if self._shutting_down:
+            return
+        if key in self._processing:
+            self._dirty_while_processing.add(key)
+            return
+        if key not in self._queue:
+            self._queue[key] = None
+            self._ready.set()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        when = self._clock() + delay
+        current = self._deadline.get(key)
+        if current is not None and current <= when:
+            return  # an earlier wake-up is already scheduled
+        self._deadline[key] = when
+        heapq.heappush(self._delayed, (when, next(self._seq), key))
+        self._ready.set()
+
+    def add_rate_limited(self, key: K) -> None:
+        """Re-add after a failure: the larger of the key's backoff and the global budget's wait."""
+        self.add_after(key, max(self._backoff.next_delay(key), self._bucket.reserve()))
+
+    def forget(self, key: K) -> None:
+        self._backoff.forget(key)
+
+    def retries(self, key: K) -> int:
+        return self._backoff.retries(key)
+
+    def _promote_due(self) -> float | None:
+        """Move due delayed keys to the ready queue; return seconds until the next one."""
+        now = self._clock()
+        while self._delayed:
+            when, _, key = self._delayed[0]
+            if self._deadline.get(key) != when:
+                heapq.heappop(self._delayed)  # superseded by an earlier deadline or already fired
+                continue
+            if when > now:
+                return when - now
+            heapq.heappop(self._delayed)
+            del self._deadline[key]
+            self.add(key)
+        return None
+
+    async def get(self) -> K:
+        """Wait for the next key and mark it in flight. Raises asyncio.CancelledError on shutdown."""
+        while True:
+            wait = self._promote_due()
+            if self._queue:
+                key = next(iter(self._queue))
+                del self._queue[key]
+                self._processing.add(key)
+                return key
+            if self._shutting_down:
+                raise asyncio.CancelledError("work queue shut down")
+            self._ready.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ready.wait(), timeout=wait)
+
+    def done(self, key: K) -> None:
+        """The reconcile of `key` finished; re-queue it if it was added meanwhile."""
+        self._processing.discard(key)
+        if key in self._dirty_while_processing:
+            self._dirty_while_processing.discard(key)
+            self.add(key)
+
+    def shutdown(self) -> None:
+        """Stop handing out new keys; keys in flight may still call `done`."""
+        self._shutting_down = True
+        self._queue.clear()
+        self._ready.set()
+
+    def pending_keys(self) -> list[K]:
+        return list(self._queue)

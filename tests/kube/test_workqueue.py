@@ -1,0 +1,128 @@
+"""The work queue's contract: de-duplication, one in flight per key, backoff, budget, requeue-after."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from kaiwo_ray.kube.workqueue import Backoff, TokenBucket, WorkQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(coro)
+
+
+def test_duplicate_adds_queue_once() -> None:
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        q.add("a")
+        q.add("a")
+        q.add("b")
+        assert len(q) == 2
+        assert await q.get() == "a"
+        assert await q.get() == "b"
+
+    run(body())
+
+
+def test_key_added_while_in_flight_runs_again_after_done_not_concurrently() -> None:
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        q.add("a")
+        key = await q.get()
+        q.add("a")  # an event arrives while reconciling
+        assert len(q) == 0, "must not be handed out while in flight"
+        q.done(key)
+        assert q.pending_keys() == ["a"]
+
+    run(body())
+
+
+def test_backoff_doubles_from_5ms_and_caps_at_5min() -> None:
+    b = Backoff()
+    delays = [b.next_delay("k") for _ in range(20)]
+    assert delays[0] == pytest.approx(0.005)
+    assert delays[1] == pytest.approx(0.010)
+    assert delays[2] == pytest.approx(0.020)
+    assert delays[-1] == 300.0
+    b.forget("k")
+    assert b.next_delay("k") == pytest.approx(0.005)
+
+
+def test_token_bucket_limits_burst_then_rate() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=10, burst=3, clock=clock)
+    waits = [bucket.reserve() for _ in range(5)]
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert waits[3] == pytest.approx(0.1)
+    assert waits[4] == pytest.approx(0.2)
+    clock.t += 10
+    assert bucket.reserve() == 0.0
+
+
+def test_add_after_keeps_earliest_deadline() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        q: WorkQueue[str] = WorkQueue(clock=clock)
+        q.add_after("late", 5)
+        q.add_after("x", 2)
+        q.add_after("x", 1)  # earlier wins
+        q.add_after("x", 3)  # later is ignored
+        clock.t += 1.5
+        assert await asyncio.wait_for(q.get(), 1) == "x"
+        q.done("x")
+        clock.t += 2.0  # x's superseded deadlines (2 and 3) must not fire it again
+        q.add("poke")
+        assert await asyncio.wait_for(q.get(), 1) == "poke"
+        assert q.pending_keys() == []
+        clock.t += 2.0
+        assert await asyncio.wait_for(q.get(), 1) == "late"
+
+    run(body())
+
+
+def test_get_wakes_for_delayed_key_in_real_time() -> None:
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        q.add_after("k", 0.05)
+        assert await asyncio.wait_for(q.get(), 2) == "k"
+
+    run(body())
+
+
+def test_rate_limited_add_uses_per_key_backoff() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        q: WorkQueue[str] = WorkQueue(clock=clock, bucket=TokenBucket(rate=1000, burst=1000, clock=clock))
+        q.add_rate_limited("k")
+        q.add_rate_limited("k")
+        assert q.retries("k") == 2
+        assert len(q) == 0
+        clock.t += 0.006
+        assert await asyncio.wait_for(q.get(), 1) == "k"
+        q.forget("k")
+        assert q.retries("k") == 0
+
+    run(body())
+
+
+def test_shutdown_stops_handing_out_keys() -> None:
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        q.add("a")
+        q.shutdown()
+        with pytest.raises(asyncio.CancelledError):
+            await q.get()
+
+    run(body())
