@@ -1,0 +1,118 @@
+"""An in-memory cache of one kind, with secondary indexes by owner UID and by chosen label keys.
+
+Controllers read children from here instead of listing the API on every reconcile: that is what
+makes a no-op resync cost zero API calls. Objects are stored as received (plain dicts) and must
+be treated as read-only by readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+JsonObj = dict[str, Any]
+ObjectKey = tuple[str, str]  # (namespace or "", name)
+
+
+def object_key(obj: JsonObj) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+class ObjectCache:
+    def __init__(self, *, label_keys: Iterable[str] = ()) -> None:
+        self._objects: dict[ObjectKey, JsonObj] = {}
+        self._by_owner: dict[str, set[ObjectKey]] = {}
+        self._label_keys = tuple(label_keys)
+        self._by_label: dict[tuple[str, str], set[ObjectKey]] = {}
+        self.resource_version = ""
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def __iter__(self) -> Iterator[JsonObj]:
+        return iter(list(self._objects.values()))
+
+    def get(self, namespace: str | None, name: str) -> JsonObj | None:
+        return self._objects.get((namespace or "", name))
+
+    def owned_by(self, owner_uid: str) -> list[JsonObj]:
+        return [self._objects[k] for k in sorted(self._by_owner.get(owner_uid, ()))]
+
+    def with_label(self, key: str, value: str) -> list[JsonObj]:
+        if key not in self._label_keys:
+            raise KeyError(f"label {key!r} is not indexed (indexed: {self._label_keys})")
+        return [self._objects[k] for k in sorted(self._by_label.get((key, value), ()))]
+
+    def upsert(self, obj: JsonObj) -> JsonObj | None:
+        """Store `obj`; return the previous version (None when new)."""
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._objects[key] = obj
+        self._index(key, obj)
+        return old
+
+    def remove(self, obj: JsonObj) -> JsonObj | None:
+        key = object_key(obj)
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def replace_all(self, objs: list[JsonObj], resource_version: str) -> list[tuple[str, JsonObj, JsonObj | None]]:
+        """Swap in a fresh list (after a relist) and return the synthesized events that explain the
+        difference: ADDED/MODIFIED (resourceVersion changed) and DELETED for objects that vanished
+        while we were not watching."""
+        events: list[tuple[str, JsonObj, JsonObj | None]] = []
+        seen: set[ObjectKey] = set()
+        for obj in objs:
+            key = object_key(obj)
+            seen.add(key)
+            old = self.upsert(obj)
+            if old is None:
+                events.append(("ADDED", obj, None))
+            elif _rv(old) != _rv(obj):
+                events.append(("MODIFIED", obj, old))
+        for key in [k for k in self._objects if k not in seen]:
+            gone = self._objects[key]
+            self.remove(gone)
+            events.append(("DELETED", gone, gone))
+        self.resource_version = resource_version
+        return events
+
+    def _index(self, key: ObjectKey, obj: JsonObj) -> None:
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or ():
+            uid = ref.get("uid")
+            if uid:
+                self._by_owner.setdefault(uid, set()).add(key)
+        labels = meta.get("labels") or {}
+        for label in self._label_keys:
+            value = labels.get(label)
+            if value is not None:
+                self._by_label.setdefault((label, value), set()).add(key)
+
+    def _unindex(self, key: ObjectKey, obj: JsonObj) -> None:
+        meta = obj.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or ():
+            keys = self._by_owner.get(ref.get("uid", ""))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_owner[ref["uid"]]
+        labels = meta.get("labels") or {}
+        for label in self._label_keys:
+            value = labels.get(label)
+            if value is None:
+                continue
+            keys = self._by_label.get((label, value))
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_label[(label, value)]
+
+
+def _rv(obj: JsonObj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))

@@ -1,0 +1,193 @@
+"""An async client for every resource in `resources.py`, over the official `kubernetes.aio` package.
+
+It uses the package's configuration, auth and connection pool, but parses responses with orjson
+into plain dicts instead of building the generated per-field model objects: that is the
+controllers' hot path, and the objects are fed to pydantic models and the renderer as dicts anyway.
+Every non-2xx answer raises a typed `KubeError` subclass.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+import orjson
+
+from kaiwo_ray.kube.errors import KubeError, TransportError, error_from_response
+from kaiwo_ray.kube.resources import Resource
+
+JsonObj = dict[str, Any]
+
+FIELD_MANAGER = "kaiwo-ray"
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+class KubeClient:
+    """Thin async verbs: get, list, create, replace, apply, patch, delete, watch."""
+
+    def __init__(self, api_client: Any, *, request_timeout: float = 30.0, user_agent: str = "kaiwo-ray") -> None:
+        self._api = api_client
+        self._timeout = request_timeout
+        self._api.user_agent = user_agent
+
+    @classmethod
+    async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
+        from kubernetes.aio import client as aio_client
+        from kubernetes.aio import config as aio_config
+
+        configuration = aio_client.Configuration()
+        load: Any = aio_config.load_kube_config  # untyped upstream
+        await load(config_file=path, context=context, client_configuration=configuration)
+        return cls(aio_client.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls) -> KubeClient:
+        from kubernetes.aio import client as aio_client
+        from kubernetes.aio import config as aio_config
+
+        configuration = aio_client.Configuration()
+        load: Any = aio_config.load_incluster_config  # untyped upstream
+        load(client_configuration=configuration)
+        return cls(aio_client.ApiClient(configuration))
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    # -- transport ---------------------------------------------------------------------------
+
+    async def _send(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+                    body: Any = None, content_type: str = "application/json",
+                    timeout: float | None = None) -> Any:
+        """One request; returns the aiohttp response (status already checked)."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        method, url, headers, body, _ = await self._api.param_serialize(
+            method=method, resource_path=path, query_params=params, header_params=headers,
+            body=body, auth_settings=["BearerToken"],
+        )
+        try:
+            response = await self._api.call_api(method, url, header_params=headers, body=body,
+                                                _request_timeout=timeout or self._timeout)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
+        if response.status >= 300:
+            data = await response.read()
+            raise error_from_response(response.status, data, response.headers.get("Retry-After"))
+        return response
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self._send(method, path, **kwargs)
+        data = await response.read()
+        return orjson.loads(data) if data else None
+
+    # -- verbs ---------------------------------------------------------------------------------
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None, *,
+                  subresource: str | None = None) -> JsonObj:
+        result: JsonObj = await self.request("GET", res.path(namespace, name, subresource))
+        return result
+
+    async def list(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
+                   field_selector: str | None = None, limit: int | None = None,
+                   continue_token: str | None = None, resource_version: str | None = None) -> JsonObj:
+        query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit,
+                 "continue": continue_token, "resourceVersion": resource_version}
+        result: JsonObj = await self.request("GET", res.path(namespace), query=query)
+        return result
+
+    async def list_all(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
+                       page_size: int = 500) -> tuple[builtins.list[JsonObj], str]:
+        """Every item, following continue tokens; returns (items, resourceVersion of the list)."""
+        items: builtins.list[JsonObj] = []
+        token: str | None = None
+        while True:
+            page = await self.list(res, namespace, label_selector=label_selector, limit=page_size,
+                                   continue_token=token)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue") or None
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+
+    async def create(self, res: Resource, body: JsonObj, namespace: str | None = None, *,
+                     field_manager: str = FIELD_MANAGER) -> JsonObj:
+        ns = namespace or (body.get("metadata") or {}).get("namespace")
+        result: JsonObj = await self.request("POST", res.path(ns), body=body,
+                                             query={"fieldManager": field_manager})
+        return result
+
+    async def replace(self, res: Resource, body: JsonObj, *, subresource: str | None = None,
+                      field_manager: str = FIELD_MANAGER) -> JsonObj:
+        meta = body.get("metadata") or {}
+        path = res.path(meta.get("namespace"), meta["name"], subresource)
+        result: JsonObj = await self.request("PUT", path, body=body, query={"fieldManager": field_manager})
+        return result
+
+    async def apply(self, res: Resource, body: JsonObj, *, field_manager: str = FIELD_MANAGER,
+                    force: bool = True, subresource: str | None = None) -> JsonObj:
+        """Server-side apply: send only the fields we own; `force` takes them over from others."""
+        meta = body.get("metadata") or {}
+        path = res.path(meta.get("namespace"), meta["name"], subresource)
+        query = {"fieldManager": field_manager, "force": "true" if force else None}
+        result: JsonObj = await self.request("PATCH", path, body=body, query=query,
+                                             content_type=PATCH_TYPES["apply"])
+        return result
+
+    async def patch(self, res: Resource, name: str, patch: Any, namespace: str | None = None, *,
+                    patch_type: str = "merge", subresource: str | None = None,
+                    field_manager: str = FIELD_MANAGER) -> JsonObj:
+        result: JsonObj = await self.request("PATCH", res.path(namespace, name, subresource), body=patch,
+                                             query={"fieldManager": field_manager},
+                                             content_type=PATCH_TYPES[patch_type])
+        return result
+
+    async def delete(self, res: Resource, name: str, namespace: str | None = None, *,
+                     propagation_policy: str | None = "Background", uid: str | None = None) -> JsonObj | None:
+        """Delete; `uid` adds a precondition so we never delete a same-named successor."""
+        options: JsonObj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        result: JsonObj | None = await self.request("DELETE", res.path(namespace, name), body=options)
+        return result
+
+    async def watch(self, res: Resource, namespace: str | None = None, *, resource_version: str,
+                    timeout_seconds: int = 300, allow_bookmarks: bool = True,
+                    label_selector: str | None = None) -> AsyncIterator[JsonObj]:
+        """Yield watch events ({type, object}) until the server ends the stream.
+
+        An ERROR event is yielded as is (the caller relists on code 410)."""
+        query = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": timeout_seconds,
+                 "allowWatchBookmarks": "true" if allow_bookmarks else None, "labelSelector": label_selector}
+        response = await self._send("GET", res.path(namespace), query=query, timeout=timeout_seconds + 30)
+        stream = response.response.content
+        try:
+            while True:
+                try:
+                    line = await stream.readline()
+                except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                    raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
+                if not line:
+                    return
+                line = line.strip()
+                if line:
+                    yield orjson.loads(line)
+        finally:
+            response.response.release()
+
+
+def query_string(params: Mapping[str, Any]) -> str:
+    return urlencode([(k, v) for k, v in params.items() if v is not None])
+
+
+__all__ = ["FIELD_MANAGER", "KubeClient", "KubeError"]

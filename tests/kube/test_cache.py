@@ -1,0 +1,49 @@
+"""The cache's indexes follow every upsert/remove, and a relist explains itself as events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kaiwo_ray.kube.cache import ObjectCache
+
+
+def obj(name: str, rv: str, owner: str | None = None, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "resourceVersion": rv, "labels": labels or {}}
+    if owner:
+        meta["ownerReferences"] = [{"uid": owner, "kind": "KaiwoJob", "name": "o", "apiVersion": "x/v1"}]
+    return {"metadata": meta}
+
+
+def test_owner_and_label_indexes_follow_updates() -> None:
+    cache = ObjectCache(label_keys=["kaiwo.silogen.ai/run-id"])
+    cache.upsert(obj("a", "1", owner="u1", labels={"kaiwo.silogen.ai/run-id": "r1"}))
+    cache.upsert(obj("b", "2", owner="u1"))
+    assert [o["metadata"]["name"] for o in cache.owned_by("u1")] == ["a", "b"]
+    assert [o["metadata"]["name"] for o in cache.with_label("kaiwo.silogen.ai/run-id", "r1")] == ["a"]
+    # ownership and label move
+    cache.upsert(obj("a", "3", owner="u2", labels={"kaiwo.silogen.ai/run-id": "r2"}))
+    assert [o["metadata"]["name"] for o in cache.owned_by("u1")] == ["b"]
+    assert cache.with_label("kaiwo.silogen.ai/run-id", "r1") == []
+    assert [o["metadata"]["name"] for o in cache.owned_by("u2")] == ["a"]
+    cache.remove(obj("b", "4"))
+    assert cache.owned_by("u1") == []
+    assert len(cache) == 1
+
+
+def test_unindexed_label_lookup_is_an_error() -> None:
+    with pytest.raises(KeyError):
+        ObjectCache().with_label("app", "x")
+
+
+def test_replace_all_synthesizes_added_modified_deleted() -> None:
+    cache = ObjectCache()
+    cache.upsert(obj("keep", "1"))
+    cache.upsert(obj("change", "1"))
+    cache.upsert(obj("vanish", "1"))
+    events = cache.replace_all([obj("keep", "1"), obj("change", "5"), obj("new", "6")], "9")
+    assert [(t, o["metadata"]["name"]) for t, o, _ in events] == [
+        ("MODIFIED", "change"), ("ADDED", "new"), ("DELETED", "vanish")]
+    assert cache.resource_version == "9"
+    assert cache.get("ns", "vanish") is None
