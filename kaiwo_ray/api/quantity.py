@@ -55,7 +55,7 @@ def parse_quantity(quantity: str | int | float | Decimal) -> Decimal:
     number, suffix = match.group(1), match.group(2) or ""
     value = Decimal(number)
     if suffix in _BINARY:
-        return value * (1024 ** _BINARY[suffix])
+        return value * Decimal(1024) ** _BINARY[suffix]
     if suffix in _DECIMAL:
         return value.scaleb(_DECIMAL[suffix])
     return value.scaleb(int(suffix[1:]))
