@@ -1,0 +1,200 @@
+"""Reading and writing multi-document manifests (YAML or JSON), as `kubectl` users expect them.
+
+Reading accepts what people actually pass around: one object, several YAML documents separated by
+`---`, a JSON object, a JSON/YAML list of objects, or a `v1 List` (`kind: List` / `kind: NodeList`
+with `items`). Every failure is a `ManifestReadError` whose message is one line that says where the
+problem is (line/column for syntax errors, document number for shape errors), so a CLI can print
+it as-is.
+
+Writing produces what a person wants to read and diff: block-style YAML, keys in insertion order
+(the order the renderers chose, not alphabetical), multi-line strings as literal blocks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+JsonObj = dict[str, Any]
+
+STDIN = "-"
+
+
+class ManifestReadError(ValueError):
+    """A manifest could not be read or does not have the shape of Kubernetes objects."""
+
+
+def read_source(source: str) -> str:
+    """The text behind a `-f` argument: a file path, or `-` for standard input."""
+    if source == STDIN:
+        return sys.stdin.read()
+    path = Path(source)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestReadError("no such file") from None
+    except IsADirectoryError:
+        raise ManifestReadError("is a directory, expected a file") from None
+    except PermissionError:
+        raise ManifestReadError("permission denied") from None
+    except UnicodeDecodeError as exc:
+        raise ManifestReadError(f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ManifestReadError(exc.strerror or str(exc)) from None
+
+
+def parse_documents(text: str) -> list[JsonObj]:
+    """Every object in `text`, in order; lists (`kind: List`, plain arrays) are flattened."""
+    raw_documents = _load_json(text) if _looks_like_json(text) else _load_yaml(text)
+    objects: list[JsonObj] = []
+    for index, document in enumerate(raw_documents, start=1):
+        where = f"document {index}: " if len(raw_documents) > 1 else ""
+        objects.extend(_flatten(document, where))
+    return objects
+
+
+def load_documents(source: str) -> list[JsonObj]:
+    """`read_source` then `parse_documents`."""
+    return parse_documents(read_source(source))
+
+
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip().startswith(("{", "["))
+
+
+def _load_json(text: str) -> list[Any]:
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        # JSON-looking text may still be valid YAML flow style (`{a: 1}`): give YAML its chance.
+        try:
+            return _load_yaml(text)
+        except ManifestReadError:
+            raise ManifestReadError(
+                f"line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+            ) from None
+
+
+def _load_yaml(text: str) -> list[Any]:
+    try:
+        documents = list(yaml.load_all(text, Loader=_Loader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        position = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ManifestReadError(f"{position}invalid YAML: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise ManifestReadError(f"invalid YAML: {_one_line(str(exc))}") from None
+    # `---` at the end of a file, or a file of comments, yields empty (None) documents: not objects.
+    return [document for document in documents if document is not None]
+
+
+def _flatten(document: Any, where: str) -> list[JsonObj]:
+    if isinstance(document, list):
+        items = document
+    elif isinstance(document, dict) and _is_list_kind(document):
+        items = document.get("items") or []
+        if not isinstance(items, list):
+            raise ManifestReadError(f"{where}items: expected a list of objects")
+    elif isinstance(document, dict):
+        return [_check_object(document, where)]
+    else:
+        raise ManifestReadError(f"{where}expected an object (a mapping), got {_type_name(document)}")
+    return [_check_object(item, f"{where}items[{position}]: ") for position, item in enumerate(items)]
+
+
+def _is_list_kind(document: JsonObj) -> bool:
+    kind = document.get("kind")
+    return isinstance(kind, str) and kind.endswith("List") and "items" in document
+
+
+def _check_object(item: Any, where: str) -> JsonObj:
+    if not isinstance(item, dict):
+        raise ManifestReadError(f"{where}expected an object (a mapping), got {_type_name(item)}")
+    non_string_keys = [key for key in item if not isinstance(key, str)]
+    if non_string_keys:
+        raise ManifestReadError(f"{where}keys must be strings, got {non_string_keys[0]!r}")
+    return item
+
+
+def _type_name(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return type(value).__name__
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings: Kubernetes objects carry RFC 3339 strings, and
+    turning them into datetimes would change what the renderers see and what we print back."""
+
+
+# Drop the implicit timestamp resolver (PyYAML has no public API for it).
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.copy().items()
+}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, insertion order, literal blocks for multi-line strings."""
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style: str | None = None
+    if "\n" in value:
+        # PyYAML silently falls back to a quoted scalar when a literal block cannot hold the
+        # text exactly (e.g. trailing spaces on a line), so correctness never depends on this.
+        style = "|"
+    elif dumper.resolve(yaml.ScalarNode, value, (True, False)) != _STR_TAG:  # type: ignore[no-untyped-call]
+        style = '"'  # "8", "true", "1.0": quoted like kubectl does, so they stay strings
+    return dumper.represent_scalar(_STR_TAG, value, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_yaml(obj: Any) -> str:
+    """One object as block-style YAML."""
+    text: str = yaml.dump(
+        obj,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=4096,  # never fold long lines: folded commands and URLs are hard to read and diff
+    )
+    return text
+
+
+def dump_yaml_documents(objects: Iterable[Any]) -> str:
+    """Several objects as one multi-document YAML stream (`---` between documents)."""
+    return "---\n".join(dump_yaml(obj) for obj in objects)
+
+
+def dump_json_list(objects: Sequence[Any]) -> str:
+    """Several objects as a `v1 List`, the shape `kubectl get -o json` prints for many objects."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": list(objects),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
