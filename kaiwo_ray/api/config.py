@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
-from kaiwo_ray.api._base import GoDuration, QuantityString, WireModel
+from kaiwo_ray.api._base import DEFAULT_EMPTY_OBJECT, GoDuration, QuantityString, WireModel
 from kaiwo_ray.api.meta import ObjectMeta
 
 CONFIG_GROUP = "config.kaiwo.silogen.ai"
@@ -82,12 +82,18 @@ class GpuPreemptionConfig(WireModel):
 class KaiwoConfigSpec(WireModel):
     """Operator configuration; every field has a default."""
 
-    ray: RayConfig = Field(default_factory=RayConfig)
-    storage: StorageConfig = Field(default_factory=StorageConfig)
-    nodes: NodesConfig = Field(default_factory=NodesConfig)
-    scheduling: SchedulingConfig = Field(default_factory=SchedulingConfig)
-    resource_monitoring: ResourceMonitoringConfig = Field(default_factory=ResourceMonitoringConfig)
-    gpu_preemption: GpuPreemptionConfig = Field(default_factory=GpuPreemptionConfig)
+    ray: RayConfig = Field(default_factory=RayConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
+    storage: StorageConfig = Field(default_factory=StorageConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
+    nodes: NodesConfig = Field(default_factory=NodesConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
+    scheduling: SchedulingConfig = Field(
+        default_factory=SchedulingConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT
+    )
+    resource_monitoring: ResourceMonitoringConfig = Field(
+        default_factory=ResourceMonitoringConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT
+    )
+    gpu_preemption: GpuPreemptionConfig = Field(
+        default_factory=GpuPreemptionConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT
+    )
     default_cluster_queue_name: str = "kaiwo"
     """ClusterQueue (and LocalQueue) of workloads that name none."""
     default_cluster_queue_cohort_name: str = "kaiwo"
@@ -102,4 +108,4 @@ class KaiwoConfig(WireModel):
     api_version: Literal["config.kaiwo.silogen.ai/v1alpha1"] = CONFIG_API_VERSION
     kind: Literal["KaiwoConfig"] = "KaiwoConfig"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: KaiwoConfigSpec = Field(default_factory=KaiwoConfigSpec)
+    spec: KaiwoConfigSpec = Field(default_factory=KaiwoConfigSpec, json_schema_extra=DEFAULT_EMPTY_OBJECT)

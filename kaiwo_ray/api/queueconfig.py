@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from kaiwo_ray.api._base import PreservedObject, Quantity, Time, WireModel
+from kaiwo_ray.api._base import DEFAULT_EMPTY_OBJECT, PreservedObject, Quantity, Time, WireModel
 from kaiwo_ray.api.meta import Condition, NameOnlyMeta, ObjectMeta
 from kaiwo_ray.api.workloads import KAIWO_API_VERSION
 
@@ -109,8 +109,12 @@ class ClusterQueueSpec(WireModel):
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO"] = "BestEffortFIFO"
     namespace_selector: PreservedObject | None = None
     """LabelSelector of namespaces that may submit: absent means none, `{}` means all."""
-    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
-    preemption: ClusterQueuePreemption = Field(default_factory=ClusterQueuePreemption)
+    flavor_fungibility: FlavorFungibility = Field(
+        default_factory=FlavorFungibility, json_schema_extra=DEFAULT_EMPTY_OBJECT
+    )
+    preemption: ClusterQueuePreemption = Field(
+        default_factory=ClusterQueuePreemption, json_schema_extra=DEFAULT_EMPTY_OBJECT
+    )
     admission_checks: list[str] | None = None
     admission_checks_strategy: AdmissionChecksStrategy | None = None
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"

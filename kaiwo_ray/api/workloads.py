@@ -11,7 +11,7 @@ import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, WithJsonSchema
 
 from kaiwo_ray.api._base import GoDuration, PreservedObject, QuantityString, Time, WireModel
 from kaiwo_ray.api.durations import parse_go_duration
@@ -207,8 +207,35 @@ def _check_name_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return refs
 
 
-EnvVars = Annotated[list[dict[str, Any]], AfterValidator(_check_env)]
-LocalObjectReferences = Annotated[list[dict[str, Any]], AfterValidator(_check_name_refs)]
+EnvVars = Annotated[
+    list[dict[str, Any]],
+    AfterValidator(_check_env),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}},
+                "x-kubernetes-preserve-unknown-fields": True,
+            },
+        }
+    ),
+]
+LocalObjectReferences = Annotated[
+    list[dict[str, Any]],
+    AfterValidator(_check_name_refs),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "x-kubernetes-map-type": "atomic",
+            },
+        }
+    ),
+]
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
