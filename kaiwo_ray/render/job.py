@@ -1,0 +1,70 @@
+"""KaiwoJob (not Ray) -> `batch/v1` Job, suspended until Kueue admits it.
+
+Upstream quirk kept on purpose: the Job always runs exactly ONE pod, even when the GPU arithmetic
+asks for several replicas (`gpus: 16` on 8-GPU nodes gives one 8-GPU pod with NUM_GPUS=16,
+NUM_REPLICAS=2). `context.workload_gpu_check` reports such a Job as not schedulable instead of
+letting it run short of GPUs; multi-node training belongs in a RayJob.
+"""
+
+from __future__ import annotations
+
+from kaiwo_ray.api.workloads import KaiwoJobSpec
+from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.entrypoint import apply_entrypoint
+from kaiwo_ray.render.errors import RenderError
+from kaiwo_ray.render.podspec import (
+    copy_json,
+    default_template,
+    pod_spec_of,
+    require_images,
+    require_template,
+    update_pod_spec,
+)
+from kaiwo_ray.render.resources import resource_defaults
+
+DEFAULT_TTL_SECONDS = 3600
+
+
+def render_job(ctx: RenderContext, spec: KaiwoJobSpec) -> JsonObj:
+    """The main Job: user `spec.job.spec` or Kaiwo's default, with backoffLimit 0 and a TTL."""
+    if spec.job is not None:
+        field = "spec.job.spec.template"
+        job_spec = embedded_spec(spec.job, "spec.job")
+        template = require_template(job_spec, field)
+        if isinstance(job_spec.get("backoffLimit"), int) and job_spec["backoffLimit"] > 0:
+            job_spec["backoffLimit"] = 0
+        if job_spec.get("ttlSecondsAfterFinished") is None:
+            job_spec["ttlSecondsAfterFinished"] = DEFAULT_TTL_SECONDS
+        job_spec["suspend"] = True
+    else:
+        field = "template"
+        template = default_template(ctx, "workload", "1Gi", spec.image)
+        job_spec = {
+            "suspend": True,
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS,
+            "template": template,
+        }
+    apply_entrypoint(pod_spec_of(template, field), spec.entrypoint, f"{field}.spec")
+    numbers = ctx.resources
+    defaults = resource_defaults(
+        spec.resources, gpus_per_replica=numbers.gpus_per_replica, gpu_key=numbers.resource_key
+    )
+    update_pod_spec(template, ctx, defaults=defaults, field=field)
+    require_images(template, field)
+    labels = {**ctx.cr_labels, **ctx.system_labels, **ctx.kueue_labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": object_meta(ctx, ctx.name, labels),
+        "spec": job_spec,
+    }
+
+
+def embedded_spec(embedded: JsonObj, field: str) -> JsonObj:
+    """A fresh copy of a user-supplied object's `.spec` (its metadata is discarded, like upstream)."""
+    spec = embedded.get("spec")
+    if not isinstance(spec, dict):
+        raise RenderError(f"{field}.spec", "required (only the embedded object's spec is used)")
+    copied: JsonObj = copy_json(spec)
+    return copied

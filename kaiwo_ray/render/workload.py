@@ -1,0 +1,79 @@
+"""Entry points: workload + KaiwoConfig + nodes -> the child objects the operator creates, in order.
+
+`render_storage` (PVCs, download ConfigMap, download Job) and `render_main` (Job / RayJob /
+Deployment / AppWrapper) are separate so the reconciler can hold the main object back until the
+download Job has succeeded; `render_all` is both, in creation order (what `kaiwo-ray render` prints).
+Pure: no I/O, no clock, no randomness; the same input gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
+from kaiwo_ray.render.appwrapper import render_appwrapper
+from kaiwo_ray.render.context import JsonObj, RenderContext, Workload, render_context
+from kaiwo_ray.render.deployment import render_deployment
+from kaiwo_ray.render.errors import RenderError
+from kaiwo_ray.render.gpus import ResourceConfig
+from kaiwo_ray.render.job import render_job
+from kaiwo_ray.render.rayjob import render_rayjob
+from kaiwo_ray.render.storage import render_storage as _render_storage
+from kaiwo_ray.render.storage import validate_storage
+
+Nodes = Sequence[Mapping[str, Any]]
+
+
+def prepare(
+    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
+) -> RenderContext:
+    """Validate what the models cannot (cross-field rules) and derive the shared render facts."""
+    if not workload.metadata.name:
+        raise RenderError("metadata.name", "required")
+    validate_storage(workload.spec.storage)
+    return render_context(workload, config, nodes, numbers=numbers)
+
+
+def main_kind(workload: Workload) -> tuple[str, str]:
+    """(apiVersion, kind) of the main child, named like the CR: what to look up to observe it."""
+    if isinstance(workload, KaiwoJob):
+        return ("ray.io/v1", "RayJob") if workload.spec.effective_uses_ray else ("batch/v1", "Job")
+    if workload.spec.effective_uses_ray:
+        return ("workload.codeflare.dev/v1beta2", "AppWrapper")
+    return ("apps/v1", "Deployment")
+
+
+def render_main(
+    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
+) -> JsonObj:
+    """The main object: Job, RayJob, Deployment or AppWrapper(RayService)."""
+    return _main(prepare(workload, config, nodes, numbers=numbers))
+
+
+def render_storage(
+    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
+) -> list[JsonObj]:
+    """PVCs, download ConfigMap and download Job, in creation order ([] without storage)."""
+    return _render_storage(prepare(workload, config, nodes, numbers=numbers))
+
+
+def render_all(
+    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
+) -> list[JsonObj]:
+    """Every child in creation order: storage children first, the main object last."""
+    ctx = prepare(workload, config, nodes, numbers=numbers)
+    return [*_render_storage(ctx), _main(ctx)]
+
+
+def _main(ctx: RenderContext) -> JsonObj:
+    workload = ctx.workload
+    if isinstance(workload, KaiwoJob):
+        if workload.spec.effective_uses_ray:
+            return render_rayjob(ctx, workload.spec)
+        return render_job(ctx, workload.spec)
+    assert isinstance(workload, KaiwoService)
+    if workload.spec.effective_uses_ray:
+        return render_appwrapper(ctx, workload.spec)
+    return render_deployment(ctx, workload.spec)
