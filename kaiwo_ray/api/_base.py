@@ -18,7 +18,6 @@ from pydantic.alias_generators import to_camel
 from kaiwo_ray.api.durations import GO_DURATION_PATTERN, parse_go_duration
 from kaiwo_ray.api.quantity import QUANTITY_PATTERN, parse_quantity
 
-
 DEFAULT_EMPTY_OBJECT: dict[str, Any] = {"default": {}}
 """`json_schema_extra` for sub-objects the CRD defaults to `{}`, so the API server fills their nested defaults."""
 
