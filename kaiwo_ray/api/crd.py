@@ -170,7 +170,8 @@ def crd_for(info: CrdInfo) -> dict[str, Any]:
         "metadata": {"name": info.name},
         "spec": {"group": info.group, "names": names, "scope": info.scope, "versions": [version]},
     }
-    return _sorted(crd)
+    result: dict[str, Any] = _sorted(crd)
+    return result
 
 
 def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -189,7 +190,8 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     }
     properties["metadata"] = {"type": "object"}
     schema.pop("required", None)
-    return _sorted(schema)
+    result: dict[str, Any] = _sorted(schema)
+    return result
 
 
 def _convert(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any]:
@@ -197,11 +199,10 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any
     node = _collapse_optional(node, definitions)
     if "const" in node:
         node["enum"] = [node.pop("const")]
-    if node.get("additionalProperties") in (False, True):
-        if node.pop("additionalProperties") is True and "properties" not in node:
-            node["x-kubernetes-preserve-unknown-fields"] = True
-        elif "properties" in node and node.get("x-kubernetes-preserve-unknown-fields") is None:
-            pass
+    # `extra="forbid"` -> additionalProperties false: dropped, pruning rejects nothing but drops unknowns.
+    # `extra="allow"` / dict[str, Any] -> additionalProperties true: keep unknown fields instead.
+    if isinstance(node.get("additionalProperties"), bool) and node.pop("additionalProperties"):
+        node["x-kubernetes-preserve-unknown-fields"] = True
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key.startswith("x-kubernetes-"):
