@@ -1,0 +1,411 @@
+"""The KaiwoJob/KaiwoService reconcile decision (spec/workloads.md §7), as one pure function.
+
+`decide(world) -> Plan`: read the world the controller observed (the CR, KaiwoConfig, nodes, the
+queue config, the children it owns, their Kueue Workloads), decide the phase and conditions, and
+list what to write. Differences from upstream (docs/compatibility.md): children and status are
+handled in the same pass (upstream needs two), children are updated wherever Kubernetes allows
+(upstream never updates them), only the condition types this reconciler owns are compared (foreign
+ones such as ResourceUnderutilization do not cause endless rewrites), and `observedGeneration` and
+`completionTime` are set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.errors import ManifestError
+from kaiwo_ray.api.load import parse_as
+from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
+from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
+from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
+from kaiwo_ray.reconcile.drift import needs_write, update_body
+from kaiwo_ray.render import (
+    RenderError,
+    effective_queue,
+    has_downloads,
+    main_kind,
+    render_main,
+    render_storage,
+    resource_config,
+    workload_gpu_check,
+)
+
+JsonObj = dict[str, Any]
+Workload = KaiwoJob | KaiwoService
+
+FINALIZER = "kaiwo.silogen.ai/finalizer"
+
+OWNED_CONDITIONS = ("SpecValid", "Schedulable", "PvcReady", "DownloadJobSucceeded", "Admitted", "Preemptable",
+                    "WorkloadTerminatedEarly")
+
+# Children deleted on termination (§7.5): everything but the download ConfigMap.
+TERMINATED_KINDS = frozenset({"Deployment", "RayService", "AppWrapper", "Job", "RayJob", "PersistentVolumeClaim"})
+
+_PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
+    ph.DOWNLOADING: ("Normal", "WorkloadDownloading", "Workload is downloading its data"),
+    ph.PENDING: ("Normal", "WorkloadPending", "Workload is pending admission"),
+    ph.STARTING: ("Normal", "WorkloadStarting", "Workload admitted, starting"),
+    ph.RUNNING: ("Normal", "WorkloadRunning", "Workload is running"),
+    ph.COMPLETE: ("Normal", "WorkloadComplete", "Workload completed"),
+    ph.FAILED: ("Warning", "WorkloadFailed", "Workload failed"),
+    ph.TERMINATING: ("Normal", "WorkloadTermination", "Workload flagged for termination"),
+    ph.TERMINATED: ("Normal", "WorkloadTerminated", "Workload terminated"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """Everything the decision reads. `children` are the live objects whose controller owner is this
+    CR, keyed by (kind, name); `kueue_workloads` are the Workloads of the main child (of its pods for
+    a Deployment)."""
+
+    obj: JsonObj
+    config: KaiwoConfigSpec
+    nodes: Sequence[JsonObj]
+    queue_config: KaiwoQueueConfigSpec | None
+    children: Mapping[tuple[str, str], JsonObj]
+    kueue_workloads: Sequence[JsonObj]
+    local_queue_exists: bool
+    cluster_queue: JsonObj | None
+    now: datetime
+    active_gpu_demand: bool = False  # a PENDING GPU workload of our queue+vendor older than the threshold
+    any_pending_workload: bool = False  # some Kaiwo workload is PENDING (upstream's sweep path)
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the controller shell must do, in order: finalizer, applies, deletes, status, events."""
+
+    add_finalizer: bool = False
+    remove_finalizer: bool = False
+    apply: list[JsonObj] = field(default_factory=list)
+    delete: list[JsonObj] = field(default_factory=list)
+    status: JsonObj | None = None
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    phase: str = ""
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def parse_workload(obj: Mapping[str, Any]) -> Workload:
+    model: type[Workload] = KaiwoService if obj.get("kind") == "KaiwoService" else KaiwoJob
+    return parse_as(model, obj)
+
+
+def decide(world: World) -> Plan:
+    obj = world.obj
+    meta: JsonObj = obj.get("metadata") or {}
+    status: JsonObj = obj.get("status") or {}
+    stored = str(status.get("status") or "")
+    plan = Plan(phase=stored)
+
+    if meta.get("deletionTimestamp"):
+        return _deleting(world, plan)
+    if FINALIZER not in (meta.get("finalizers") or []):
+        plan.add_finalizer = True
+
+    if stored in ph.TERMINAL:
+        return plan
+    if stored == ph.TERMINATING:
+        return _terminate(world, plan, status)
+
+    try:
+        workload = parse_workload(obj)
+        return _observe_and_act(world, workload, plan, status, stored)
+    except (ManifestError, RenderError) as err:
+        cond = Cond("SpecValid", "False", "InvalidSpec", str(err))
+        return _write_status(world, plan, status, stored, ph.ERROR, [cond], error=cond)
+
+
+def _deleting(world: World, plan: Plan) -> Plan:
+    """Delete what we own, and let the CR go once nothing is left (so a same-named successor never
+    meets our leftovers)."""
+    remaining = [child for child in world.children.values() if not (child.get("metadata") or {}).get(
+        "deletionTimestamp")]
+    plan.delete.extend(remaining)
+    if not world.children and FINALIZER in ((world.obj.get("metadata") or {}).get("finalizers") or []):
+        plan.remove_finalizer = True
+    elif world.children:
+        plan.requeue_after = 1.0
+    return plan
+
+
+def _terminate(world: World, plan: Plan, status: JsonObj) -> Plan:
+    """TERMINATING -> TERMINATED: flip WorkloadTerminatedEarly to True (keeping its reason), write
+    status first, then delete the workload's children (§7.5)."""
+    early = find(status.get("conditions"), "WorkloadTerminatedEarly") or {}
+    reason = early.get("reason") or "EarlyTermination"
+    message = early.get("message") or "Workload terminated early"
+    cond = Cond("WorkloadTerminatedEarly", "True", reason, message)
+    conditions = set_conditions(status.get("conditions") or [], [cond], _stamp(world.now),
+                                owned_types=["WorkloadTerminatedEarly"])
+    plan.status = _status_body(world, status, ph.TERMINATED, conditions)
+    plan.phase = ph.TERMINATED
+    plan.events.append(Event("Warning", reason, message))
+    plan.events.append(Event(*_PHASE_EVENTS[ph.TERMINATED][:2], _PHASE_EVENTS[ph.TERMINATED][2]))
+    plan.delete.extend(c for c in world.children.values() if c.get("kind") in TERMINATED_KINDS)
+    return plan
+
+
+def _schedulable(world: World, workload: Workload, queue: str) -> Cond:
+    qc = world.queue_config
+    if qc is not None:
+        entry = next((q for q in qc.cluster_queues if q.name == queue), None)
+        if entry is None:
+            return Cond("Schedulable", "False", "ClusterQueueNotFound",
+                        f"Cluster queue '{queue}' is not defined in KaiwoQueueConfig 'kaiwo'")
+        namespace = workload.metadata.namespace or "default"
+        if entry.namespaces and namespace not in entry.namespaces:
+            return Cond("Schedulable", "False", "WrongQueueNamespace",
+                        f"Cluster queue '{queue}' does not serve namespace '{namespace}' "
+                        f"(it serves {', '.join(entry.namespaces)})")
+    check = workload_gpu_check(workload, world.config, world.nodes)
+    return Cond("Schedulable", "True" if check.schedulable else "False", check.reason, check.message)
+
+
+def _child(world: World, api_kind: tuple[str, str], name: str) -> JsonObj | None:
+    return world.children.get((api_kind[1], name))
+
+
+def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonObj, stored: str) -> Plan:
+    name = workload.metadata.name or ""
+    queue = effective_queue(workload, world.config)
+    conditions: list[Cond] = []
+
+    # a. Schedulable: a wrong queue or too few GPUs is an ERROR, and nothing is created.
+    schedulable = _schedulable(world, workload, queue)
+    if schedulable.status == "False":
+        return _write_status(world, plan, status, stored, ph.ERROR, [schedulable], error=schedulable)
+    conditions.append(schedulable)
+
+    numbers = resource_config(workload, world.config, world.nodes)
+    storage_children = render_storage(workload, world.config, world.nodes, numbers=numbers)
+    downloads = has_downloads(workload)
+
+    # b. Storage: PVC readiness and the download Job gate the main object.
+    storage_phase = ph.COMPLETE
+    if storage_children:
+        storage_phase = ph.NEW
+        observed_all = True
+        last_phase = ph.NEW
+        for desired in storage_children:
+            live = world.children.get((desired["kind"], desired["metadata"]["name"]))
+            if desired["kind"] == "ConfigMap":
+                observed_all &= live is not None
+                continue
+            if live is None:
+                observed_all = False
+                continue
+            if desired["kind"] == "PersistentVolumeClaim":
+                last_phase, pvc_cond = ph.pvc_phase(live)
+                if pvc_cond is not None:
+                    conditions.append(pvc_cond)
+            elif desired["kind"] == "Job":
+                last_phase, dl_cond = ph.download_job_condition(ph.batch_job_phase(live))
+                conditions.append(dl_cond)
+        if observed_all:
+            storage_phase = last_phase
+        conditions = _dedupe(conditions)
+
+    phase: str
+    main_allowed = True
+    if downloads and storage_phase != ph.COMPLETE:
+        main_allowed = False
+        phase = ph.FAILED if storage_phase == ph.FAILED else ph.DOWNLOADING
+    elif not downloads and storage_phase == ph.FAILED:
+        main_allowed = False
+        phase = ph.FAILED
+    else:
+        # c/d. Admission through Kueue, then the main child's own progress.
+        main = _child(world, main_kind(workload), name)
+        admitted = main is not None and ph.kueue_admitted(list(world.kueue_workloads))
+        if not admitted:
+            phase = ph.PENDING
+            conditions.append(Cond("Admitted", "False", "Pending",
+                                   f"Workload is pending admission into '{queue}'"))
+        else:
+            conditions.append(Cond("Admitted", "True", "Admitted", "Workload is admitted"))
+            phase = _main_phase(workload, main, world, stored)
+            if phase == ph.NEW:
+                phase = ph.STARTING
+            phase = _duration_rules(world, workload, status, stored, phase, conditions, plan)
+
+    # Children first (dependencies before the main object), in the same pass.
+    if phase in ph.ACTIVE or phase == ph.PENDING:
+        _ensure(world, plan, storage_children)
+        if main_allowed:
+            if not world.local_queue_exists:
+                lq = _local_queue(world, workload, queue)
+                if lq is None:
+                    plan.requeue_after = 1.0  # the queue-config controller has not made it yet
+                    main_allowed = False
+                else:
+                    _ensure(world, plan, [lq])
+            if main_allowed:
+                _ensure(world, plan, [render_main(workload, world.config, world.nodes, numbers=numbers)])
+
+    return _write_status(world, plan, status, stored, phase, conditions)
+
+
+def _main_phase(workload: Workload, main: JsonObj | None, world: World, stored: str) -> str:
+    kind = (main or {}).get("kind")
+    if kind == "Job":
+        return ph.batch_job_phase(main, stored)
+    if kind == "RayJob":
+        return ph.rayjob_phase(main)
+    if kind == "Deployment":
+        return ph.deployment_phase(main)
+    if kind == "AppWrapper":
+        return ph.rayservice_phase(_child_any(world, "RayService", workload.metadata.name or ""))
+    return ph.NEW
+
+
+def _child_any(world: World, kind: str, name: str) -> JsonObj | None:
+    return world.children.get((kind, name))
+
+
+def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: str, phase: str,
+                    conditions: list[Cond], plan: Plan) -> str:
+    """Preemptable and the two duration-preemption paths (§7.6)."""
+    spec_duration = workload.spec.duration
+    started = _parse_time(status.get("startTime"))
+    if not spec_duration or stored != ph.RUNNING or started is None:
+        return phase
+    limit = parse_go_duration(spec_duration)
+    deadline = started + limit
+    generation = workload.metadata.generation
+    if world.now < deadline:
+        conditions.append(Cond("Preemptable", "False", "DurationNotExceeded",
+                               f"Workload may run until {_stamp(deadline)}", generation))
+        plan.requeue_after = max((deadline - world.now).total_seconds(), 0.01)
+        return phase
+    conditions.append(Cond("Preemptable", "True", "DurationExceeded",
+                           f"Workload exceeded its duration of {spec_duration}", generation))
+    if world.active_gpu_demand:
+        conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceededWithActiveGpuDemand",
+                               f"Duration {spec_duration} exceeded while GPU workloads wait in the queue"))
+        return ph.TERMINATING
+    if world.any_pending_workload:
+        conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceeded",
+                               f"Duration {spec_duration} exceeded and another workload is pending"))
+        return ph.TERMINATING
+    return phase
+
+
+def _local_queue(world: World, workload: Workload, queue: str) -> JsonObj | None:
+    """The LocalQueue a workload needs when its ClusterQueue serves every namespace (§7.8)."""
+    qc = world.queue_config
+    entry = next((q for q in qc.cluster_queues if q.name == queue), None) if qc else None
+    if entry is not None and entry.namespaces:
+        return None  # the queue-config controller owns namespaced LocalQueues
+    cq = world.cluster_queue
+    if cq is None:
+        return None
+    cq_meta = cq.get("metadata") or {}
+    return {
+        "apiVersion": cq.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+        "kind": "LocalQueue",
+        "metadata": {
+            "name": queue,
+            "namespace": workload.metadata.namespace or "default",
+            "ownerReferences": [{"apiVersion": cq.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+                                 "kind": "ClusterQueue", "name": cq_meta.get("name", queue),
+                                 "uid": cq_meta.get("uid", "")}],
+        },
+        "spec": {"clusterQueue": queue},
+    }
+
+
+def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
+    for obj in desired:
+        live = world.children.get((obj["kind"], obj["metadata"]["name"]))
+        if obj["kind"] == "LocalQueue":
+            live = None  # only created when absent
+        body, not_propagated = update_body(obj, live)
+        if needs_write(body, live):
+            plan.apply.append(body)
+            if live is None:
+                plan.events.append(Event("Normal", "ResourceCreated",
+                                          f"Created {obj['apiVersion']}, Kind={obj['kind']}: "
+                                          f"{obj['metadata']['name']}"))
+            else:
+                plan.events.append(Event("Normal", "ResourceUpdated",
+                                          f"Updated {obj['kind']} {obj['metadata']['name']}"))
+        if not_propagated and needs_write(body, live):
+            plan.events.append(Event("Warning", "SpecChangeNotPropagated",
+                                      f"{obj['kind']} {obj['metadata']['name']}: "
+                                      f"{', '.join(not_propagated)} cannot change after creation"))
+
+
+def _dedupe(conds: list[Cond]) -> list[Cond]:
+    """Keep the last condition of each type (the last PVC is the one that counts, as upstream)."""
+    by_type: dict[str, Cond] = {}
+    for cond in conds:
+        by_type.pop(cond.type, None)
+        by_type[cond.type] = cond
+    return list(by_type.values())
+
+
+def _status_body(world: World, status: JsonObj, phase: str, conditions: list[JsonObj]) -> JsonObj:
+    body: JsonObj = {k: v for k, v in status.items() if k not in ("status", "conditions")}
+    body["status"] = phase
+    body["conditions"] = conditions
+    generation = (world.obj.get("metadata") or {}).get("generation")
+    if generation is not None:
+        body["observedGeneration"] = generation
+    started = _parse_time(body.get("startTime"))
+    if phase == ph.RUNNING and started is None:
+        started = world.now
+        body["startTime"] = _stamp(started)
+    if (world.obj.get("kind") == "KaiwoJob" and phase in (ph.COMPLETE, ph.FAILED)
+            and not body.get("completionTime")):
+        body["completionTime"] = _stamp(world.now)
+    if started is not None:
+        end = _parse_time(body.get("completionTime")) or world.now
+        body["duration"] = max(int((end - started) / timedelta(seconds=1)), 0)
+    return body
+
+
+def _write_status(world: World, plan: Plan, status: JsonObj, stored: str, phase: str, observed: list[Cond],
+                  *, error: Cond | None = None) -> Plan:
+    plan.phase = phase
+    stored_conditions: list[JsonObj] = status.get("conditions") or []
+    generation = (world.obj.get("metadata") or {}).get("generation")
+    unchanged = (phase == stored and same_conditions(stored_conditions, observed, OWNED_CONDITIONS)
+                 and (generation is None or status.get("observedGeneration") == generation))
+    if unchanged:
+        return plan
+    conditions = set_conditions(stored_conditions, observed, _stamp(world.now), owned_types=OWNED_CONDITIONS)
+    plan.status = _status_body(world, status, phase, conditions)
+    if phase != stored:
+        if phase == ph.ERROR and error is not None:
+            plan.events.append(Event("Warning", error.reason, error.message))
+        elif phase in _PHASE_EVENTS:
+            event_type, reason, message = _PHASE_EVENTS[phase]
+            plan.events.append(Event(event_type, reason, message))
+    return plan
