@@ -1,0 +1,110 @@
+"""Pure helpers over pod-shaped dicts shared by the scheduler, kubelet and workload controllers:
+effective resource requests, QoS class, ownership, and pod lifecycle predicates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from typing import Any, cast
+
+from kubernetes.utils.quantity import parse_quantity
+
+from kaiwo_ray.sandbox.types import JsonObj
+
+_parse_quantity = cast(Callable[[Any], Decimal], parse_quantity)
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
+
+
+def quantity(value: Any) -> Decimal:
+    """Parse a Kubernetes quantity ("500m", "16Gi", 8); unparseable values count as zero so one
+    malformed object cannot stall the whole simulated cluster (validation is the store's job)."""
+    try:
+        return _parse_quantity(value)
+    except (ValueError, TypeError, InvalidOperation):
+        return Decimal(0)
+
+
+def container_requests(container: JsonObj) -> dict[str, Decimal]:
+    """Requests of one container; a resource with only a limit requests its limit (apiserver defaulting)."""
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    merged: dict[str, Decimal] = {name: quantity(value) for name, value in limits.items()}
+    merged.update({name: quantity(value) for name, value in requests.items()})
+    return merged
+
+
+def pod_requests(pod: JsonObj) -> dict[str, Decimal]:
+    """What the scheduler charges a node for: sum over containers, at least the largest init
+    container (init containers run one at a time), plus pod overhead."""
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        for name, value in container_requests(container).items():
+            total[name] = total.get(name, Decimal(0)) + value
+    for container in spec.get("initContainers") or []:
+        for name, value in container_requests(container).items():
+            total[name] = max(total.get(name, Decimal(0)), value)
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, Decimal(0)) + quantity(value)
+    return {name: value for name, value in total.items() if value > 0}
+
+
+def qos_class(pod: JsonObj) -> str:
+    """Guaranteed when every container limits cpu and memory with requests equal to limits,
+    BestEffort when nothing is requested or limited, Burstable otherwise."""
+    spec = pod.get("spec") or {}
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    any_set = False
+    guaranteed = bool(containers)
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits = {k: quantity(v) for k, v in (resources.get("limits") or {}).items()}
+        requests = {k: quantity(v) for k, v in (resources.get("requests") or {}).items()}
+        if limits or requests:
+            any_set = True
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def is_terminal(pod: JsonObj) -> bool:
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def is_ready(pod: JsonObj) -> bool:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return False
+
+
+def controller_of(obj: JsonObj) -> JsonObj | None:
+    """The ownerReference marked controller, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def owner_reference(owner: JsonObj) -> JsonObj:
+    """A controller ownerReference to `owner`, as the built-in controllers write it."""
+    meta = owner.get("metadata") or {}
+    return {
+        "apiVersion": owner.get("apiVersion", ""),
+        "kind": owner.get("kind", ""),
+        "name": meta.get("name", ""),
+        "uid": meta.get("uid", ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def namespaced_name(obj: JsonObj) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
