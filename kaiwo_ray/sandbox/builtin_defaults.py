@@ -242,8 +242,10 @@ def _default_job(obj: JsonObj) -> None:
     meta = _dict(obj, "metadata")
     template_meta = _dict(_dict(spec, "template"), "metadata")
     uid = meta.get("uid")
-    # The Job strategy generates the selector on create once the uid exists (unless manualSelector).
-    if uid and not spec.get("manualSelector") and "selector" not in spec:
+    # The Job strategy generates the selector on create (the uid is assigned before PrepareForCreate),
+    # never on update: a create is the write without a resourceVersion.
+    creating = not meta.get("resourceVersion")
+    if uid and creating and not spec.get("manualSelector") and "selector" not in spec:
         spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
         labels = _dict(template_meta, "labels")
         labels.setdefault("batch.kubernetes.io/controller-uid", uid)

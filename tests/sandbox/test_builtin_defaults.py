@@ -252,3 +252,10 @@ def test_defaulting_is_idempotent_and_leaves_input_alone(group: str, kind: str, 
     once = apply_builtin_defaults(group, kind, obj)
     assert obj == before
     assert apply_builtin_defaults(group, kind, once) == once
+
+
+def test_job_selector_is_generated_on_create_only() -> None:
+    job = _job()
+    job["metadata"]["resourceVersion"] = "12"
+    spec = apply_builtin_defaults("batch", "Job", job)["spec"]
+    assert "selector" not in spec
