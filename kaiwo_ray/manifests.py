@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,28 @@ def read_source(source: str) -> str:
         raise ManifestReadError(exc.strerror or str(exc)) from None
 
 
+@dataclass(frozen=True, slots=True)
+class LocatedObject:
+    """An object and where it came from in its file, for error messages: `document 2`,
+    `items[3]`, `document 2: items[0]`, or "" when the file holds a single object."""
+
+    where: str
+    obj: JsonObj
+
+
+def parse_located(text: str) -> list[LocatedObject]:
+    """Every object in `text`, in order, with its location; lists are flattened."""
+    raw_documents = _load_json(text) if _looks_like_json(text) else _load_yaml(text)
+    located: list[LocatedObject] = []
+    for index, document in enumerate(raw_documents, start=1):
+        where = f"document {index}" if len(raw_documents) > 1 else ""
+        located.extend(_flatten(document, where))
+    return located
+
+
 def parse_documents(text: str) -> list[JsonObj]:
     """Every object in `text`, in order; lists (`kind: List`, plain arrays) are flattened."""
-    raw_documents = _load_json(text) if _looks_like_json(text) else _load_yaml(text)
-    objects: list[JsonObj] = []
-    for index, document in enumerate(raw_documents, start=1):
-        where = f"document {index}: " if len(raw_documents) > 1 else ""
-        objects.extend(_flatten(document, where))
-    return objects
+    return [located.obj for located in parse_located(text)]
 
 
 def load_documents(source: str) -> list[JsonObj]:
@@ -94,18 +109,22 @@ def _load_yaml(text: str) -> list[Any]:
     return [document for document in documents if document is not None]
 
 
-def _flatten(document: Any, where: str) -> list[JsonObj]:
+def _flatten(document: Any, where: str) -> list[LocatedObject]:
+    if isinstance(document, dict) and not _is_list_kind(document):
+        return [LocatedObject(where, _check_object(document, where))]
     if isinstance(document, list):
-        items = document
-    elif isinstance(document, dict) and _is_list_kind(document):
+        items: Any = document
+    elif isinstance(document, dict):
         items = document.get("items") or []
         if not isinstance(items, list):
-            raise ManifestReadError(f"{where}items: expected a list of objects")
-    elif isinstance(document, dict):
-        return [_check_object(document, where)]
+            raise ManifestReadError(_at(where, "items: expected a list of objects"))
     else:
-        raise ManifestReadError(f"{where}expected an object (a mapping), got {_type_name(document)}")
-    return [_check_object(item, f"{where}items[{position}]: ") for position, item in enumerate(items)]
+        raise ManifestReadError(_at(where, f"expected an object (a mapping), got {_type_name(document)}"))
+    located = []
+    for position, item in enumerate(items):
+        item_where = _at(where, f"items[{position}]")
+        located.append(LocatedObject(item_where, _check_object(item, item_where)))
+    return located
 
 
 def _is_list_kind(document: JsonObj) -> bool:
@@ -115,11 +134,15 @@ def _is_list_kind(document: JsonObj) -> bool:
 
 def _check_object(item: Any, where: str) -> JsonObj:
     if not isinstance(item, dict):
-        raise ManifestReadError(f"{where}expected an object (a mapping), got {_type_name(item)}")
+        raise ManifestReadError(_at(where, f"expected an object (a mapping), got {_type_name(item)}"))
     non_string_keys = [key for key in item if not isinstance(key, str)]
     if non_string_keys:
-        raise ManifestReadError(f"{where}keys must be strings, got {non_string_keys[0]!r}")
+        raise ManifestReadError(_at(where, f"keys must be strings, got {non_string_keys[0]!r}"))
     return item
+
+
+def _at(where: str, message: str) -> str:
+    return f"{where}: {message}" if where else message
 
 
 def _type_name(value: Any) -> str:

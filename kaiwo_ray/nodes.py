@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
-from kaiwo_ray.manifests import ManifestReadError, load_documents
+from kaiwo_ray.manifests import ManifestReadError, parse_located, read_source
 from kaiwo_ray.render.nodepools import desired_node_labels_and_taints, flavor_name_for_node
 
 JsonObj = dict[str, Any]
@@ -40,15 +40,16 @@ def load_nodes(source: str) -> list[JsonObj]:
     Raises ManifestReadError (one line) when the file is unreadable or holds something other than
     Nodes, so a typo'd `--nodes` file is reported instead of silently yielding an empty cluster.
     """
-    nodes = load_documents(source)
-    for index, node in enumerate(nodes, start=1):
-        kind = node.get("kind", "Node")
+    located = parse_located(read_source(source))
+    for entry in located:
+        where = f"{entry.where}: " if entry.where else ""
+        kind = entry.obj.get("kind", "Node")
         if kind != "Node":
-            raise ManifestReadError(f"object {index}: kind: expected Node, got {kind!r}")
-        name = (node.get("metadata") or {}).get("name")
+            raise ManifestReadError(f'{where}kind: expected Node, got "{kind}"')
+        name = (entry.obj.get("metadata") or {}).get("name")
         if not isinstance(name, str) or not name:
-            raise ManifestReadError(f"object {index}: metadata.name: required")
-    return nodes
+            raise ManifestReadError(f"{where}metadata.name: required")
+    return [entry.obj for entry in located]
 
 
 def with_pool_labels(nodes: Iterable[Mapping[str, Any]], config: KaiwoConfigSpec) -> list[JsonObj]:
