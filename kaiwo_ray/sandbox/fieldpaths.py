@@ -1,0 +1,432 @@
+"""Field paths and field sets as sigs.k8s.io/structured-merge-diff defines them, plus the typed
+walks server-side apply needs over JSON values: which fields a value sets, merging two values,
+comparing them, and removing a set of fields.
+
+A path is a tuple of path elements, each a 2-tuple:
+    ("f", "name")                 a struct field or map key       fieldsV1 "f:name"
+    ("k", '{"name":"c"}')         an associative-list item by key "k:{...}"  (canonical JSON)
+    ("v", '"x"')                  a set-list item by value        "v:..."
+    ("i", 3)                      a list item by index            "i:3"
+A field set is a plain Python set of paths (its members). fieldsV1 is the trie encoding of a
+set, where "." marks a node that is itself a member and also has members below it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from kaiwo_ray.sandbox.merge_keys import Schema
+from kaiwo_ray.sandbox.types import JsonObj
+
+PathElement = tuple[str, Any]
+Path = tuple[PathElement, ...]
+FieldSet = set[Path]
+
+_ORDER = {"f": 0, "k": 1, "v": 2, "i": 3}
+
+
+class FieldPathError(ValueError):
+    """A value that cannot be addressed by field paths (duplicate or key-less list items)."""
+
+
+def canonical_json(value: Any) -> str:
+    """Go's encoding/json output for a decoded value: compact, object keys sorted."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def element_sort_key(element: PathElement) -> tuple[int, str]:
+    kind, value = element
+    return _ORDER[kind], f"{value:020d}" if kind == "i" else str(value)
+
+
+def path_sort_key(path: Path) -> tuple[tuple[int, str], ...]:
+    return tuple(element_sort_key(e) for e in path)
+
+
+def _value_string(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return canonical_json(value)
+
+
+def element_string(element: PathElement) -> str:
+    """How structured-merge-diff prints one element in conflict messages."""
+    kind, value = element
+    if kind == "f":
+        return "." + str(value)
+    if kind == "k":
+        fields = json.loads(value)
+        return "[" + ",".join(f"{k}={_value_string(fields[k])}" for k in sorted(fields)) + "]"
+    if kind == "v":
+        return f"[={_value_string(json.loads(value))}]"
+    return f"[{value}]"
+
+
+def path_string(path: Path) -> str:
+    """`.spec.template.spec.containers[name="c"].image`, as in apply conflict messages."""
+    return "".join(element_string(e) for e in path)
+
+
+# ----------------------------------------------------------------------------------------------
+# fieldsV1 codec
+
+
+def _encode_element(element: PathElement) -> str:
+    kind, value = element
+    return f"{kind}:{value}"
+
+
+def _decode_element(text: str) -> PathElement:
+    kind, sep, rest = text.partition(":")
+    if not sep or kind not in _ORDER:
+        raise FieldPathError(f"unknown path element {text!r}")
+    if kind == "f":
+        return ("f", rest)
+    if kind == "i":
+        return ("i", int(rest))
+    return (kind, canonical_json(json.loads(rest)))
+
+
+def encode_fields_v1(paths: Iterable[Path]) -> JsonObj:
+    """The fieldsV1 trie of a set: members without descendants are `{}`, members with
+    descendants carry a "." entry; children sorted as structured-merge-diff sorts them."""
+    trie: dict[PathElement, Any] = {}
+    members: set[Path] = set(paths)
+    for path in members:
+        node = trie
+        for element in path:
+            node = node.setdefault(element, {})
+
+    def render(node: dict[PathElement, Any], prefix: Path) -> JsonObj:
+        out: JsonObj = {}
+        if prefix and node and prefix in members:
+            out["."] = {}
+        for element in sorted(node, key=element_sort_key):
+            out[_encode_element(element)] = render(node[element], (*prefix, element))
+        return out
+
+    return render(trie, ())
+
+
+def decode_fields_v1(fields: Any) -> FieldSet:
+    """The set a fieldsV1 trie encodes. Raises FieldPathError on malformed input."""
+    out: FieldSet = set()
+
+    def walk(node: Any, prefix: Path) -> None:
+        if not isinstance(node, dict):
+            raise FieldPathError("fieldsV1 nodes must be objects")
+        if not node and prefix:
+            out.add(prefix)
+        for text, child in node.items():
+            if text == ".":
+                out.add(prefix)
+                continue
+            walk(child, (*prefix, _decode_element(text)))
+
+    walk(fields, ())
+    out.discard(())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Typed walks
+
+
+def list_item_element(schema: Schema, item: Any, index: int) -> PathElement:
+    """The path element that names `item` inside an associative list."""
+    if schema.list_type == "set":
+        if isinstance(item, dict | list):
+            raise FieldPathError("set lists may only hold scalars")
+        return ("v", canonical_json(item))
+    if schema.list_type == "map" and schema.map_keys:
+        if not isinstance(item, dict):
+            raise FieldPathError("associative list items must be objects")
+        key: JsonObj = {}
+        for name in schema.map_keys:
+            if name in item and item[name] is not None:
+                key[name] = item[name]
+            elif name in schema.key_defaults:
+                key[name] = schema.key_defaults[name]
+            elif len(schema.map_keys) == 1:
+                raise FieldPathError(
+                    f"associative list with keys has an element that omits key field {name!r} "
+                    "(and doesn't have default value)")
+        return ("k", canonical_json(key))
+    return ("i", index)
+
+
+def index_list(schema: Schema, items: list[Any], *, path: Path, allow_duplicates: bool) -> list[PathElement]:
+    elements = [list_item_element(schema, item, i) for i, item in enumerate(items)]
+    if not allow_duplicates:
+        seen: set[PathElement] = set()
+        for element in elements:
+            if element in seen:
+                raise FieldPathError(
+                    f"{path_string(path)}: duplicate entries for key {element_string(element)}")
+            seen.add(element)
+    return elements
+
+
+def to_field_set(value: Any, schema: Schema) -> FieldSet:
+    """The fields an applied configuration sets (structured-merge-diff's ToFieldSet): every scalar
+    and atomic value, every associative-list item, every map entry that is data rather than a
+    declared struct field, and every null or empty-object field."""
+    out: FieldSet = set()
+
+    def walk(node: Any, sch: Schema, path: Path) -> None:
+        if isinstance(node, dict):
+            if sch.atomic:
+                out.add(path)
+                return
+            for key, child in node.items():
+                child_path = (*path, ("f", key))
+                walk(child, sch.field_schema(key), child_path)
+                if child is None or child == {} or not sch.is_named_field(key):
+                    out.add(child_path)
+        elif isinstance(node, list):
+            if not sch.associative:
+                out.add(path)
+                return
+            elements = index_list(sch, node, path=path, allow_duplicates=False)
+            for element, item in zip(elements, node, strict=True):
+                child_path = (*path, element)
+                walk(item, sch.item_schema(), child_path)
+                out.add(child_path)
+        elif node is not None:
+            out.add(path)
+
+    walk(value, schema, ())
+    out.discard(())
+    return out
+
+
+def all_paths(value: Any, schema: Schema) -> FieldSet:
+    """Every addressable node of a value (ToFieldSet with every named field made a member)."""
+    out: FieldSet = set()
+
+    def walk(node: Any, sch: Schema, path: Path) -> None:
+        if path:
+            out.add(path)
+        if isinstance(node, dict) and not sch.atomic:
+            for key, child in node.items():
+                walk(child, sch.field_schema(key), (*path, ("f", key)))
+        elif isinstance(node, list) and sch.associative:
+            elements = index_list(sch, node, path=path, allow_duplicates=True)
+            for element, item in zip(elements, node, strict=True):
+                walk(item, sch.item_schema(), (*path, element))
+
+    walk(value, schema, ())
+    return out
+
+
+def child_schema(schema: Schema, element: PathElement) -> Schema:
+    return schema.field_schema(element[1]) if element[0] == "f" else schema.item_schema()
+
+
+def ensure_named_fields_are_members(paths: FieldSet, schema: Schema) -> FieldSet:
+    """Add every ancestor that is a struct field, as structured-merge-diff's
+    EnsureNamedFieldsAreMembers does before removing items."""
+    out = set(paths)
+    for path in paths:
+        sch = schema
+        for depth, element in enumerate(path[:-1]):
+            if element[0] == "f" and sch.is_named_field(element[1]):
+                out.add(path[:depth + 1])
+            sch = child_schema(sch, element)
+    return out
+
+
+def _trie(paths: Iterable[Path]) -> dict[PathElement, Any]:
+    """{element: (is_member, children)} so removals can tell members from ancestors."""
+    root: dict[PathElement, Any] = {}
+    for path in paths:
+        node = root
+        for depth, element in enumerate(path):
+            member, children = node.get(element, (False, {}))
+            if depth == len(path) - 1:
+                member = True
+            node[element] = (member, children)
+            node = children
+    return root
+
+
+def remove_items(value: Any, paths: Iterable[Path], schema: Schema) -> Any:
+    """A copy of `value` without the members of `paths` (a removed member takes its subtree)."""
+    def walk(node: Any, sch: Schema, trie: dict[PathElement, Any]) -> Any:
+        if not trie:
+            return node
+        if isinstance(node, dict) and not sch.atomic:
+            out: JsonObj = {}
+            for key, child in node.items():
+                entry = trie.get(("f", key))
+                if entry is None:
+                    out[key] = child
+                elif not entry[0]:
+                    out[key] = walk(child, sch.field_schema(key), entry[1])
+            return out
+        if isinstance(node, list) and sch.associative:
+            elements = index_list(sch, node, path=(), allow_duplicates=True)
+            items: list[Any] = []
+            for element, item in zip(elements, node, strict=True):
+                entry = trie.get(element)
+                if entry is None:
+                    items.append(item)
+                elif not entry[0]:
+                    items.append(walk(item, sch.item_schema(), entry[1]))
+            return items
+        return node
+
+    return walk(value, schema, _trie(paths))
+
+
+def merge_values(lhs: Any, rhs: Any, schema: Schema) -> Any:
+    """structured-merge-diff's merge of an applied configuration (rhs) into a live object (lhs):
+    dicts merge key by key, associative lists item by item (keeping live-only items where they
+    were), everything else (scalars, atomic values) is taken from rhs. A null in rhs unsets."""
+    if isinstance(lhs, dict) and isinstance(rhs, dict) and not schema.atomic:
+        out: JsonObj = dict(lhs)
+        for key, value in rhs.items():
+            if value is None:
+                out.pop(key, None)
+            elif key in lhs:
+                out[key] = merge_values(lhs[key], value, schema.field_schema(key))
+            else:
+                out[key] = value
+        return out
+    if isinstance(lhs, list) and isinstance(rhs, list) and schema.associative:
+        return _merge_lists(lhs, rhs, schema)
+    return rhs
+
+
+def _merge_lists(lhs: list[Any], rhs: list[Any], schema: Schema) -> list[Any]:
+    """Port of structured-merge-diff's list merge order: shared items in rhs order, live-only
+    items kept next to the live items they followed, new items where rhs puts them."""
+    item_schema = schema.item_schema()
+    rhs_elements = index_list(schema, rhs, path=(), allow_duplicates=True)
+    lhs_elements = index_list(schema, lhs, path=(), allow_duplicates=True)
+    observed_lhs: dict[PathElement, Any] = {}
+    for element, item in zip(lhs_elements, lhs, strict=True):
+        observed_lhs.setdefault(element, item)
+    observed_rhs: dict[PathElement, Any] = {}
+    for element, item in zip(rhs_elements, rhs, strict=True):
+        observed_rhs.setdefault(element, item)
+    shared = [e for e in rhs_elements if e in observed_lhs]
+    shared.reverse()
+    next_shared = shared.pop() if shared else None
+    merged_rhs: set[PathElement] = set()
+    out: list[Any] = []
+    li = ri = 0
+    while li < len(lhs_elements) or ri < len(rhs_elements):
+        if li < len(lhs_elements) and ri < len(rhs_elements):
+            element = lhs_elements[li]
+            if element == rhs_elements[ri]:
+                merged_rhs.add(element)
+                out.append(merge_values(observed_lhs[element], observed_rhs[element], item_schema))
+                li += 1
+                ri += 1
+                next_shared = shared.pop() if shared else None
+                continue
+            if element in observed_rhs and next_shared is not None and next_shared != element:
+                li += 1
+                continue
+        if li < len(lhs_elements):
+            element = lhs_elements[li]
+            if element not in observed_rhs:
+                out.append(lhs[li])
+                li += 1
+                continue
+            if element in merged_rhs:
+                li += 1
+                continue
+        if ri < len(rhs_elements):
+            element = rhs_elements[ri]
+            merged_rhs.add(element)
+            live = observed_lhs.get(element)
+            incoming = observed_rhs[element]
+            out.append(incoming if live is None else merge_values(live, incoming, item_schema))
+            ri += 1
+            if next_shared is not None and next_shared == element:
+                next_shared = shared.pop() if shared else None
+    return out
+
+
+_MISSING: Any = object()
+
+
+def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[FieldSet, FieldSet, FieldSet]:
+    """(added, modified, removed) between two values, as structured-merge-diff's Compare:
+    leaves (scalars, atomic values) are added/removed/modified; containers only added/removed.
+
+    `mark_structs` False leaves struct-typed containers unmarked, which is what a built-in kind
+    shows because Go's zero value of a struct field is an empty struct, present on both sides."""
+    added: FieldSet = set()
+    modified: FieldSet = set()
+    removed: FieldSet = set()
+
+    def container(node: Any, sch: Schema) -> bool:
+        return (isinstance(node, dict) and not sch.atomic) or (isinstance(node, list) and sch.associative)
+
+    def walk(lhs: Any, rhs: Any, sch: Schema, path: Path) -> None:
+        left_container = lhs is not _MISSING and container(lhs, sch)
+        right_container = rhs is not _MISSING and container(rhs, sch)
+        both_present = lhs is not _MISSING and rhs is not _MISSING
+        if both_present and (left_container != right_container
+                             or (left_container and type(lhs) is not type(rhs))):
+            modified.add(path)
+            return
+        if not (left_container or right_container):
+            if lhs is _MISSING:
+                added.add(path)
+            elif rhs is _MISSING:
+                removed.add(path)
+            elif not _equal(lhs, rhs):
+                modified.add(path)
+            return
+        sample = rhs if rhs is not _MISSING else lhs
+        if isinstance(sample, dict):
+            left = lhs if isinstance(lhs, dict) else {}
+            right = rhs if isinstance(rhs, dict) else {}
+            for key in {**left, **right}:
+                walk(left.get(key, _MISSING), right.get(key, _MISSING), sch.field_schema(key), (*path, ("f", key)))
+        else:
+            left_items = _items(sch, lhs if isinstance(lhs, list) else [])
+            right_items = _items(sch, rhs if isinstance(rhs, list) else [])
+            for element in {**left_items, **right_items}:
+                walk(left_items.get(element, _MISSING), right_items.get(element, _MISSING),
+                     sch.item_schema(), (*path, element))
+        if path and (mark_structs or _marked_container(sch, path)):
+            if lhs is _MISSING:
+                added.add(path)
+            elif rhs is _MISSING:
+                removed.add(path)
+
+    walk(old, new, schema, ())
+    return added, modified, removed
+
+
+def _marked_container(schema: Schema, path: Path) -> bool:
+    """Containers a built-in kind's Compare marks: list items, lists, maps, map entries."""
+    return path[-1][0] != "f" or schema.kind in ("map", "list") or schema.deduced
+
+
+def _items(schema: Schema, items: list[Any]) -> dict[PathElement, Any]:
+    out: dict[PathElement, Any] = {}
+    for element, item in zip(index_list(schema, items, path=(), allow_duplicates=True), items, strict=True):
+        out.setdefault(element, item)
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return type(a) is type(b) and a == b
