@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from kaiwo_ray.render.errors import RenderError
 
@@ -36,7 +37,7 @@ def shell_command(entrypoint: str) -> list[str]:
     return [DEFAULT_SHELL, "-c", script]
 
 
-def apply_entrypoint(pod_spec: dict[str, object], entrypoint: str | None, field: str) -> None:
+def apply_entrypoint(pod_spec: dict[str, Any], entrypoint: str | None, field: str) -> None:
     """Set the first container's `command` (its `args` stay, and become `$0...` of the script).
 
     An empty (or all-whitespace) entrypoint changes nothing. `field` names the template in errors.

@@ -1,11 +1,11 @@
 """Default requests/limits of main containers (upstream `CreateResourceRequirements` + fill), without
 upstream's shared mutation: every container gets fresh maps built from an immutable `ResourceDefaults`.
 
-Precedence per resource key: the container's own value, then `spec.resources`, then the GPU-derived
-value (vendor key = GPUs per replica, cpu = 4 per GPU, memory = 32Gi per GPU; `2` / `16Gi` without
-GPUs). Filled values are kept consistent with the container's own ones so a child is never rejected
-for `limit < request`: a filled request is capped at the container's limit, a filled limit is raised
-to the request, and extended resources (GPUs) get request == limit.
+Precedence per resource key: the container's own value, then `spec.resources` (and the GPU count /
+Ray head memory), then the derived default (cpu = 4 per GPU, memory = 32Gi per GPU; `2` / `16Gi`
+without GPUs). A filled value yields to a higher-precedence value on the other side, so a child is
+never rejected for `limit < request`: a defaulted limit is raised to the request, a defaulted request
+is capped at an explicit limit, and extended resources (GPUs) take the other side's value.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ class ResourceDefaults:
 
     requests: Mapping[str, Any]
     limits: Mapping[str, Any]
+    explicit_requests: frozenset[str] = frozenset()
+    """Keys of `requests` set by the user or the GPU arithmetic (the rest are derived defaults)."""
+    explicit_limits: frozenset[str] = frozenset()
 
 
 def resource_defaults(
@@ -45,18 +48,24 @@ def resource_defaults(
     """
     source = spec_resources or {}
     maps: list[dict[str, Any]] = []
+    explicit: list[frozenset[str]] = []
     for side in ("requests", "limits"):
         values = dict(source.get(side) or {})
         if head_memory and _positive(head_memory):
             values["memory"] = head_memory
         if gpus_per_replica > 0:
             values[gpu_key] = str(gpus_per_replica)
+        explicit.append(frozenset(values))
         values.setdefault("cpu", str(CPU_PER_GPU * gpus_per_replica) if gpus_per_replica > 0 else DEFAULT_CPU)
         values.setdefault(
             "memory", f"{MEMORY_GI_PER_GPU * gpus_per_replica}Gi" if gpus_per_replica > 0 else DEFAULT_MEMORY
         )
         maps.append(values)
-    return ResourceDefaults(requests=maps[0], limits=maps[1])
+    return ResourceDefaults(maps[0], maps[1], explicit[0], explicit[1])
+
+
+# Precedence of a value: the container's own > explicit (spec.resources, GPUs, head memory) > derived.
+_OWN, _EXPLICIT, _DERIVED = 3, 2, 1
 
 
 def fill_container_resources(container: dict[str, Any], defaults: ResourceDefaults) -> None:
@@ -65,13 +74,27 @@ def fill_container_resources(container: dict[str, Any], defaults: ResourceDefaul
     own_requests: Mapping[str, Any] = resources.get("requests") or {}
     own_limits: Mapping[str, Any] = resources.get("limits") or {}
     requests = dict(own_requests)
+    request_rank: dict[str, int] = dict.fromkeys(own_requests, _OWN)
     for key, value in defaults.requests.items():
-        if key not in requests:
-            requests[key] = _bounded(key, value, own_limits.get(key), upper=True)
+        if key in requests:
+            continue
+        rank = _EXPLICIT if key in defaults.explicit_requests else _DERIVED
+        if key in own_limits:
+            limit, limit_rank = own_limits[key], _OWN
+        elif key in defaults.explicit_limits:
+            limit, limit_rank = defaults.limits[key], _EXPLICIT
+        else:
+            limit, limit_rank = None, _DERIVED
+        requests[key] = _bounded(key, value, limit, upper=True) if limit_rank > rank else value
+        request_rank[key] = rank
     limits = dict(own_limits)
     for key, value in defaults.limits.items():
-        if key not in limits:
-            limits[key] = _bounded(key, value, requests.get(key), upper=False)
+        if key in limits:
+            continue
+        rank = _EXPLICIT if key in defaults.explicit_limits else _DERIVED
+        if key in requests and request_rank[key] > rank:
+            value = _bounded(key, value, requests[key], upper=False)
+        limits[key] = value
     resources["requests"] = requests
     resources["limits"] = limits
     container["resources"] = resources
