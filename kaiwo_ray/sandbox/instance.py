@@ -1,0 +1,152 @@
+"""One running sandbox: store + HTTP server + (optionally) simulated cluster + persistence, with
+the seeding a fresh cluster has (system namespaces, nodes, preinstalled CRDs). Runs on the current
+asyncio loop; `testing.start_sandbox` and the CLI are thin shells around it."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from kaiwo_ray.sandbox.audit import AuditLog
+from kaiwo_ray.sandbox.cluster.base import ClusterSettings
+from kaiwo_ray.sandbox.faults import FaultInjector
+from kaiwo_ray.sandbox.persistence import Persister, load_or_create_token, load_state
+from kaiwo_ray.sandbox.server import ApiServer
+from kaiwo_ray.sandbox.store import ObjectStore, clone
+from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+from kaiwo_ray.sandbox.types import NAMESPACES, NODES, ApiError, JsonObj, RealClock
+
+log = logging.getLogger(__name__)
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+ADMIN_USER = "kaiwo-admin"
+CONTEXT = "kaiwo-sandbox"
+
+
+@dataclass(slots=True)
+class SandboxConfig:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port
+    nodes: list[JsonObj] | None = None  # None: kaiwo_ray.nodes.default_nodes(); []: none
+    cluster: bool | Iterable[str] = False  # True: every simulated controller; names: only those
+    time_factor: float = 1.0
+    cluster_settings: ClusterSettings | None = None
+    state_dir: Path | None = None
+    kubeconfig_path: Path | None = None
+    bookmark_interval: float = 60.0
+    install_crds: bool = True
+    fault_seed: int = 0
+    extra_crds: list[JsonObj] = field(default_factory=list)
+
+
+def default_nodes() -> list[JsonObj]:
+    try:
+        from kaiwo_ray.nodes import default_nodes as make
+    except Exception as exc:  # written in parallel by another part of the project
+        log.info("sandbox: no default nodes (%s)", exc)
+        return []
+    return list(make())
+
+
+def kubeconfig(url: str, token: str, namespace: str = "default") -> JsonObj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT, "user": {"token": token}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace}}],
+        "current-context": CONTEXT,
+        "preferences": {},
+    }
+
+
+def write_kubeconfig(path: Path, url: str, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(kubeconfig(url, token), sort_keys=False))
+    tmp.chmod(0o600)
+    tmp.replace(path)
+
+
+class Sandbox:
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self.clock = RealClock(time_factor=self.config.time_factor)
+        self.store = ObjectStore(self.clock)
+        self.audit = AuditLog()
+        self.faults = FaultInjector(seed=self.config.fault_seed)
+        state_dir = self.config.state_dir
+        fresh = secrets.token_urlsafe(24)
+        self.token = load_or_create_token(state_dir, fresh) if state_dir is not None else fresh
+        self.server = ApiServer(self.store, tokens={self.token: ADMIN_USER}, audit=self.audit, faults=self.faults,
+                                bookmark_interval=self.config.bookmark_interval)
+        self.url = ""
+        self.port = 0
+        self.cluster: Any = None
+        self._runner: web.AppRunner | None = None
+        self._persister: Persister | None = None
+
+    async def start(self) -> None:
+        cfg = self.config
+        if cfg.state_dir is not None:
+            state = load_state(cfg.state_dir)
+            if state is not None:
+                self.store.load(state)
+        self._seed()
+        runner = web.AppRunner(self.server.application(), access_log=None, handler_cancellation=True)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        sockets = getattr(site._server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else cfg.port
+        self.url = f"http://{cfg.host}:{self.port}"
+        self.server.address = f"{cfg.host}:{self.port}"
+        if cfg.kubeconfig_path is not None:
+            write_kubeconfig(cfg.kubeconfig_path, self.url, self.token)
+        if cfg.cluster:
+            from kaiwo_ray.sandbox.cluster import start_cluster
+
+            enabled = None if cfg.cluster is True else list(cfg.cluster)
+            self.cluster = start_cluster(self.store, self.clock, cfg.cluster_settings, enabled)
+        if cfg.state_dir is not None:
+            self._persister = Persister(self.store, cfg.state_dir)
+            self._persister.start()
+
+    def _seed(self) -> None:
+        for name in SYSTEM_NAMESPACES:
+            if self.store.find_ref(NAMESPACES, None, name) is None:
+                self.store.create_owned(NAMESPACES, {"metadata": {"name": name}}, managed=False, admit=False)
+        if self.config.install_crds:
+            self.store.install_crds(preinstalled_crds() + list(self.config.extra_crds))
+        nodes = default_nodes() if self.config.nodes is None else self.config.nodes
+        for node in nodes:
+            name = (node.get("metadata") or {}).get("name", "")
+            if self.store.find_ref(NODES, None, name) is not None:
+                continue
+            try:
+                self.store.create_owned(NODES, clone(node), managed=False, admit=False)
+            except ApiError as err:
+                raise ValueError(f"node {name!r} is not valid: {err.message}") from err
+
+    async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop()
+            self.cluster = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._persister is not None:
+            await self._persister.stop()
+            self._persister = None
+
+    def mint_token(self, user: str) -> str:
+        """A bearer token for another client identity (shows up as `user` in the audit log)."""
+        return self.server.mint_token(user)
