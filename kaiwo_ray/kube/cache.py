@@ -54,6 +54,15 @@ class ObjectCache:
         self._index(key, obj)
         return old
 
+    def upsert_if_newer(self, obj: JsonObj) -> bool:
+        """Write-through after our own write: store the server's answer unless the watch already
+        delivered something newer (resourceVersions are compared as integers when they are)."""
+        current = self._objects.get(object_key(obj))
+        if current is not None and _newer_or_same(current, obj):
+            return False
+        self.upsert(obj)
+        return True
+
     def remove(self, obj: JsonObj) -> JsonObj | None:
         key = object_key(obj)
         old = self._objects.pop(key, None)
@@ -112,6 +121,16 @@ class ObjectCache:
                 keys.discard(key)
                 if not keys:
                     del self._by_label[(label, value)]
+
+
+def _newer_or_same(a: JsonObj, b: JsonObj) -> bool:
+    """Is `a` at least as new as `b`? Unknown orderings count as not newer (b wins)."""
+    ra, rb = _rv(a), _rv(b)
+    if ra == rb:
+        return True
+    if ra.isdigit() and rb.isdigit():
+        return int(ra) > int(rb)
+    return False
 
 
 def _rv(obj: JsonObj) -> str:

@@ -35,6 +35,10 @@ class InformerSettings:
     backoff_max: float = 30.0
 
 
+def _rv(obj: JsonObj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
 class Informer:
     def __init__(self, client: KubeClient, resource: Resource, on_event: EventHandler, *,
                  namespace: str | None = None, label_selector: str | None = None,
@@ -44,7 +48,7 @@ class Informer:
         self.on_event = on_event
         self.namespace = namespace
         self.label_selector = label_selector
-        self.cache = cache or ObjectCache()
+        self.cache = cache if cache is not None else ObjectCache()  # an empty cache is falsy
         self.settings = settings or InformerSettings()
         self.synced = asyncio.Event()
         self.relists = 0
@@ -109,7 +113,10 @@ class Informer:
                 self._emit("DELETED", obj, old)
             elif kind in ("ADDED", "MODIFIED"):
                 old = self.cache.upsert(obj)
-                self._emit("ADDED" if old is None else "MODIFIED", obj, old)
+                if old is not None and _rv(old) == new_rv:
+                    pass  # already cached by our own write-through: nothing new to react to
+                else:
+                    self._emit("ADDED" if old is None else "MODIFIED", obj, old)
             rv = new_rv
             self.cache.resource_version = rv
         return rv

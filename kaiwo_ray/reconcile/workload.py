@@ -379,7 +379,8 @@ def _status_body(world: World, status: JsonObj, phase: str, conditions: list[Jso
     if generation is not None:
         body["observedGeneration"] = generation
     started = _parse_time(body.get("startTime"))
-    if phase == ph.RUNNING and started is None:
+    if phase in (ph.RUNNING, ph.COMPLETE) and started is None:
+        # A job can finish between two observations; it still ran, so it still started.
         started = world.now
         body["startTime"] = _stamp(started)
     if (world.obj.get("kind") == "KaiwoJob" and phase in (ph.COMPLETE, ph.FAILED)

@@ -1,0 +1,1 @@
+"""Controller shells: informers + caches + work queue around the pure decisions in `reconcile/`."""

@@ -1,0 +1,214 @@
+"""The controller loop shared by every kaiwo-ray controller (controller-runtime's shape, in asyncio).
+
+A controller declares the kinds it watches and how each event maps to work keys (the object itself
+for the primary kind, its controller owner for children); informers keep one cache per kind; a
+rate-limited work queue feeds `workers` coroutines that call `reconcile(key)`, at most one per key
+at a time. Transient API errors back off per key; `reconcile` may ask to be called again later.
+`stop()` stops taking work and waits for in-flight reconciles to finish (graceful shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaiwo_ray.kube.cache import ObjectCache
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.errors import RETRYABLE, KubeError
+from kaiwo_ray.kube.informer import Informer, InformerSettings
+from kaiwo_ray.kube.resources import Resource
+from kaiwo_ray.kube.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+JsonObj = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+KeyMapper = Callable[[str, JsonObj, JsonObj | None], Iterable[Key]]
+
+
+def own_key(event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+    meta = obj.get("metadata") or {}
+    return [(meta.get("namespace") or "", meta.get("name") or "")]
+
+
+def controller_owner_key(kind: str) -> KeyMapper:
+    """Map a child's event to its controller owner of `kind` (same namespace)."""
+
+    def mapper(event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        keys: list[Key] = []
+        for version in (obj, old):
+            meta = (version or {}).get("metadata") or {}
+            for ref in meta.get("ownerReferences") or ():
+                if ref.get("controller") and ref.get("kind") == kind:
+                    key = (meta.get("namespace") or "", ref.get("name") or "")
+                    if key not in keys:
+                        keys.append(key)
+        return keys
+
+    return mapper
+
+
+@dataclass(slots=True)
+class Watch:
+    """One watched kind: what to list/watch, which labels to index, how events become keys."""
+
+    resource: Resource
+    to_keys: KeyMapper | None = None  # None: the cache is read, but events enqueue nothing
+    label_selector: str | None = None
+    index_labels: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ControllerStats:
+    reconciles: int = 0
+    errors: int = 0
+    retries: int = 0
+    last_error: str = ""
+    reconcile_seconds: float = 0.0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+class Controller:
+    """Subclasses set `name`, `watches` (first entry = primary kind) and implement `reconcile`."""
+
+    name = "controller"
+
+    def __init__(self, client: KubeClient, *, workers: int = 4,
+                 informer_settings: InformerSettings | None = None) -> None:
+        self.client = client
+        self.workers = workers
+        self.queue: WorkQueue[Key] = WorkQueue()
+        self.informers: dict[Resource, Informer] = {}
+        self.caches: dict[Resource, ObjectCache] = {}
+        self.stats = ControllerStats()
+        self._informer_settings = informer_settings or InformerSettings()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.writes_enabled = asyncio.Event()  # cleared while another instance holds the lease
+        self.writes_enabled.set()
+
+    def watches(self) -> list[Watch]:
+        raise NotImplementedError
+
+    async def reconcile(self, key: Key) -> float | None:
+        """Bring the world in line for `key`; return seconds until it should run again, or None."""
+        raise NotImplementedError
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def cache(self, resource: Resource) -> ObjectCache:
+        return self.caches[resource]
+
+    async def start(self) -> None:
+        """Start informers, wait for their first list, then start the workers."""
+        for watch in self.watches():
+            cache = ObjectCache(label_keys=watch.index_labels)
+            handler = self._handler(watch.to_keys)
+            informer = Informer(self.client, watch.resource, handler, label_selector=watch.label_selector,
+                                cache=cache, settings=self._informer_settings)
+            self.informers[watch.resource] = informer
+            self.caches[watch.resource] = cache
+            self._tasks.append(asyncio.create_task(informer.run(), name=f"{self.name}-{watch.resource.plural}"))
+        await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+        for n in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"{self.name}-worker-{n}"))
+
+    def _handler(self, to_keys: KeyMapper | None) -> Callable[[str, JsonObj, JsonObj | None], None]:
+        def on_event(event_type: str, obj: JsonObj, old: JsonObj | None) -> None:
+            if to_keys is None:
+                return
+            for key in to_keys(event_type, obj, old):
+                if key[1]:
+                    self.queue.add(key)
+
+        return on_event
+
+    def enqueue_all(self) -> None:
+        """Queue every primary object (a resync, e.g. after KaiwoConfig changed)."""
+        primary = self.watches()[0].resource
+        for obj in self.caches[primary]:
+            self.queue.add(own_key("SYNC", obj, None)[0])
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except asyncio.CancelledError:
+                return
+            self._in_flight += 1
+            self._idle.clear()
+            try:
+                await self.writes_enabled.wait()
+                await self._run_one(key)
+            finally:
+                self.queue.done(key)
+                self._in_flight -= 1
+                if self._in_flight == 0:
+                    self._idle.set()
+
+    async def _run_one(self, key: Key) -> None:
+        began = time.perf_counter()
+        self.stats.reconciles += 1
+        try:
+            delay = await self.reconcile(key)
+        except RETRYABLE as err:
+            self.stats.retries += 1
+            log.debug("%s %s/%s: retrying after %s", self.name, key[0], key[1], err)
+            if err.retry_after:
+                self.queue.add_after(key, err.retry_after)
+            else:
+                self.queue.add_rate_limited(key)
+            return
+        except KubeError as err:
+            self.stats.errors += 1
+            self.stats.last_error = str(err)
+            log.warning("%s %s/%s: %s", self.name, key[0], key[1], err)
+            self.queue.add_rate_limited(key)
+            return
+        except Exception as err:  # a bug in one reconcile must not take the controller down
+            self.stats.errors += 1
+            self.stats.last_error = f"{type(err).__name__}: {err}"
+            log.exception("%s %s/%s: reconcile crashed", self.name, key[0], key[1])
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            self.stats.reconcile_seconds += time.perf_counter() - began
+        self.queue.forget(key)
+        if delay is not None:
+            self.queue.add_after(key, delay)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        """Stop taking work, let in-flight reconciles finish (up to `grace_seconds`), stop watching."""
+        self.queue.shutdown()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=grace_seconds)
+        except TimeoutError:
+            log.warning("%s: %d reconciles still running after %.0fs", self.name, self._in_flight, grace_seconds)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    def health(self) -> JsonObj:
+        return {
+            "name": self.name,
+            "synced": all(i.synced.is_set() for i in self.informers.values()),
+            "queue": len(self.queue),
+            "in_flight": self._in_flight,
+            "reconciles": self.stats.reconciles,
+            "errors": self.stats.errors,
+            "retries": self.stats.retries,
+            "last_error": self.stats.last_error,
+            "writing": self.writes_enabled.is_set(),
+            "cached": {r.plural: len(c) for r, c in self.caches.items()},
+            "relists": {r.plural: i.relists for r, i in self.informers.items()},
+        }

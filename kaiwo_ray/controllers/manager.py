@@ -1,0 +1,133 @@
+"""Hosting controllers: one `ControllerHost` per controller (what a Ray actor wraps), and an
+in-process `Operator` that runs several hosts on one event loop (tests, `kaiwo-ray up --no-ray`).
+
+A host warms its caches at once but reconciles only while it holds its Lease
+(`kaiwo-ray-<controller>`), so a second kaiwo-ray instance — another Ray cluster during an upgrade,
+say — stands by with hot caches and takes over within one lease period when the first goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kaiwo_ray.controllers.base import Controller
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
+
+log = logging.getLogger(__name__)
+
+# controller name -> factory path "module:callable(client, **kwargs) -> Controller"
+CONTROLLERS: dict[str, str] = {
+    "kaiwoconfig": "kaiwo_ray.controllers.kaiwoconfig:KaiwoConfigController",
+    "kaiwoqueueconfig": "kaiwo_ray.controllers.queueconfig:QueueConfigController",
+    "kaiwojob": "kaiwo_ray.controllers.workloads:kaiwojob_controller",
+    "kaiwoservice": "kaiwo_ray.controllers.workloads:kaiwoservice_controller",
+}
+
+
+def build_controller(name: str, client: KubeClient, **kwargs: Any) -> Controller:
+    module_name, _, attr = CONTROLLERS[name].partition(":")
+    factory: Callable[..., Controller] = getattr(importlib.import_module(module_name), attr)
+    return factory(client, **kwargs)
+
+
+@dataclass(slots=True)
+class HostSettings:
+    kubeconfig: str | None = None  # None + in_cluster False: the default kubeconfig
+    in_cluster: bool = False
+    lease: bool = True
+    lease_namespace: str = "kube-system"
+    lease_seconds: int = 15
+    renew_every: float = 5.0
+    workers: int = 4
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+
+
+async def make_client(settings: HostSettings) -> KubeClient:
+    if settings.in_cluster:
+        return KubeClient.in_cluster()
+    return await KubeClient.from_kubeconfig(settings.kubeconfig)
+
+
+class ControllerHost:
+    """One controller, its API client and its leader election."""
+
+    def __init__(self, name: str, settings: HostSettings) -> None:
+        self.name = name
+        self.settings = settings
+        self.client: KubeClient | None = None
+        self.controller: Controller | None = None
+        self.elector: LeaseElector | None = None
+        self._election: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.client = await make_client(self.settings)
+        self.controller = build_controller(self.name, self.client, workers=self.settings.workers)
+        if self.settings.lease:
+            self.controller.writes_enabled.clear()
+            lease = LeaseSettings(name=f"kaiwo-ray-{self.name}", namespace=self.settings.lease_namespace,
+                                  lease_seconds=self.settings.lease_seconds, renew_every=self.settings.renew_every,
+                                  retry_every=min(2.0, self.settings.renew_every))
+            self.elector = LeaseElector(self.client, self.settings.identity, lease)
+        await self.controller.start()
+        if self.elector is not None:
+            controller = self.controller
+
+            async def started() -> None:
+                controller.writes_enabled.set()
+                controller.enqueue_all()  # whatever happened while we stood by
+
+            async def stopped() -> None:
+                controller.writes_enabled.clear()
+
+            self._election = asyncio.create_task(self.elector.run(started, stopped), name=f"lease-{self.name}")
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Finish in-flight reconciles, give the lease back, close the connection pool."""
+        if self.controller is not None:
+            await self.controller.stop(grace_seconds=grace_seconds)
+        if self._election is not None:
+            self._election.cancel()
+            await asyncio.gather(self._election, return_exceptions=True)
+        if self.elector is not None:
+            await self.elector.release()
+        if self.client is not None:
+            await self.client.close()
+
+    def health(self) -> dict[str, Any]:
+        if self.controller is None:
+            return {"name": self.name, "started": False}
+        report = self.controller.health()
+        report["started"] = True
+        report["leader"] = self.elector.is_leader if self.elector is not None else True
+        report["writes"] = getattr(self.controller, "writes", None)
+        return report
+
+
+class Operator:
+    """Several controller hosts on the current event loop."""
+
+    def __init__(self, names: list[str] | None = None, settings: HostSettings | None = None) -> None:
+        self.settings = settings or HostSettings()
+        self.hosts = [ControllerHost(n, self.settings) for n in (names or list(CONTROLLERS))]
+
+    async def start(self) -> None:
+        for host in self.hosts:
+            await host.start()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(h.stop() for h in self.hosts))
+
+    def host(self, name: str) -> ControllerHost:
+        return next(h for h in self.hosts if h.name == name)
+
+    def health(self) -> list[dict[str, Any]]:
+        return [h.health() for h in self.hosts]
