@@ -4,6 +4,7 @@ asyncio loop; `testing.start_sandbox` and the CLI are thin shells around it."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import secrets
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from kaiwo_ray.sandbox.persistence import Persister, load_or_create_token, load_
 from kaiwo_ray.sandbox.server import ApiServer
 from kaiwo_ray.sandbox.store import ObjectStore, clone
 from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+from kaiwo_ray.sandbox.tls import ServingCert, serving_cert
 from kaiwo_ray.sandbox.types import NAMESPACES, NODES, ApiError, JsonObj, RealClock
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ class SandboxConfig:
     install_crds: bool = True
     fault_seed: int = 0
     extra_crds: list[JsonObj] = field(default_factory=list)
+    tls: bool = True  # kubectl sends credentials only over TLS; plain HTTP is for special cases
 
 
 def default_nodes() -> list[JsonObj]:
@@ -55,11 +58,14 @@ def default_nodes() -> list[JsonObj]:
     return list(make())
 
 
-def kubeconfig(url: str, token: str, namespace: str = "default") -> JsonObj:
+def kubeconfig(url: str, token: str, ca_pem: bytes | None = None, namespace: str = "default") -> JsonObj:
+    cluster: JsonObj = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
+        "clusters": [{"name": CONTEXT, "cluster": cluster}],
         "users": [{"name": CONTEXT, "user": {"token": token}}],
         "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace}}],
         "current-context": CONTEXT,
@@ -67,10 +73,10 @@ def kubeconfig(url: str, token: str, namespace: str = "default") -> JsonObj:
     }
 
 
-def write_kubeconfig(path: Path, url: str, token: str) -> None:
+def write_kubeconfig(path: Path, url: str, token: str, ca_pem: bytes | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(kubeconfig(url, token), sort_keys=False))
+    tmp.write_text(yaml.safe_dump(kubeconfig(url, token, ca_pem), sort_keys=False))
     tmp.chmod(0o600)
     tmp.replace(path)
 
@@ -89,6 +95,7 @@ class Sandbox:
                                 bookmark_interval=self.config.bookmark_interval)
         self.url = ""
         self.port = 0
+        self.cert: ServingCert | None = None
         self.cluster: Any = None
         self._runner: web.AppRunner | None = None
         self._persister: Persister | None = None
@@ -102,15 +109,19 @@ class Sandbox:
         self._seed()
         runner = web.AppRunner(self.server.application(), access_log=None, handler_cancellation=True)
         await runner.setup()
-        site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+        ssl_context = None
+        if cfg.tls:
+            self.cert = serving_cert(cfg.state_dir, cfg.host)
+            ssl_context = self.cert.server_context()
+        site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, ssl_context=ssl_context)
         await site.start()
         self._runner = runner
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else cfg.port
-        self.url = f"http://{cfg.host}:{self.port}"
+        self.url = f"{'https' if cfg.tls else 'http'}://{cfg.host}:{self.port}"
         self.server.address = f"{cfg.host}:{self.port}"
         if cfg.kubeconfig_path is not None:
-            write_kubeconfig(cfg.kubeconfig_path, self.url, self.token)
+            write_kubeconfig(cfg.kubeconfig_path, self.url, self.token, self.cert.cert_pem if self.cert else None)
         if cfg.cluster:
             from kaiwo_ray.sandbox.cluster import start_cluster
 

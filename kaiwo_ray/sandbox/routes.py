@@ -19,6 +19,7 @@ class ApiPath:
     name: str = ""
     subresource: str = ""
     legacy_watch: bool = False
+    named_group: bool = False  # under /apis (so group "" here means the /apis root, not the core group)
 
 
 def parse_api_path(path: str) -> ApiPath | None:
@@ -32,7 +33,7 @@ def parse_api_path(path: str) -> ApiPath | None:
         group, version, rest = "", parts[1], parts[2:]
     elif parts[0] == "apis":
         if len(parts) < 3:
-            return ApiPath(parts[1] if len(parts) == 2 else "", "")
+            return ApiPath(parts[1] if len(parts) == 2 else "", "", named_group=True)
         group, version, rest = parts[1], parts[2], parts[3:]
     else:
         return None

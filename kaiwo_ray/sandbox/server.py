@@ -123,7 +123,12 @@ class ApiServer:
         if path.startswith("/sandbox/v1/"):
             return await self._control(request, path[len("/sandbox/v1/"):], user)
         if path.startswith("/openapi/"):
-            return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+            from kaiwo_ray.sandbox import openapi
+
+            document = openapi.for_path(self.store.registry, path) if path.startswith("/openapi/v3") else None
+            if document is None:
+                return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+            return json_response(document)
         api_path = parse_api_path(path)
         if api_path is None:
             return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
@@ -178,7 +183,7 @@ class ApiServer:
     def _discovery(self, path: ApiPath) -> web.Response:
         registry = self.store.registry
         body: JsonObj | None
-        if path.group == "" and path.version == "":
+        if path.version == "" and not path.named_group:
             body = discovery.api_versions(self.address)
         elif path.version == "" and path.group == "":
             body = discovery.api_group_list(registry)
@@ -313,6 +318,11 @@ class ApiServer:
 
     # ------------------------------------------------------------------ bodies
     async def _body(self, request: web.Request) -> JsonObj:
+        if request.content_type not in (JSON, "", "application/yaml", "application/apply-patch+yaml"):
+            # Protobuf/CBOR bodies (kubectl's typed clients): answer like a server without that codec.
+            raise ApiError.unsupported_media_type(
+                'the body of the request was in an unknown format - accepted media types include: '
+                'application/json, application/yaml')
         raw = await request.read()
         body = self._decode(raw, yaml_ok="yaml" in request.content_type)
         if not isinstance(body, dict):

@@ -58,6 +58,17 @@ class RunningSandbox:
         return path
 
     @property
+    def ca_cert_path(self) -> Path | None:
+        """The server certificate (its own CA), for clients configured by hand."""
+        cert = self.sandbox.cert
+        if cert is None:
+            return None
+        path = Path(self._tmpdir.name) / "ca.crt"
+        if not path.exists():
+            path.write_bytes(cert.cert_pem)
+        return path
+
+    @property
     def store(self) -> ObjectStore:
         return self.sandbox.store
 
@@ -84,6 +95,8 @@ class RunningSandbox:
 
         configuration = kubernetes.client.Configuration()
         configuration.host = self.url
+        if self.ca_cert_path is not None:
+            configuration.ssl_ca_cert = str(self.ca_cert_path)
         configuration.api_key = {"authorization": token or self.token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(configuration)
@@ -131,14 +144,15 @@ class RunningSandbox:
 def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterable[str] = False,
                   time_factor: float = 0.01, cluster_settings: ClusterSettings | None = None,
                   state_dir: Path | None = None, port: int = 0, bookmark_interval: float = 60.0,
-                  install_crds: bool = True, extra_crds: list[JsonObj] | None = None) -> RunningSandbox:
+                  install_crds: bool = True, extra_crds: list[JsonObj] | None = None,
+                  tls: bool = True) -> RunningSandbox:
     """Start a sandbox on 127.0.0.1 on a background thread. `nodes=None` seeds the default nodes,
     `nodes=[]` none; `cluster=True` starts every simulated controller (an iterable: only those)."""
     tmpdir = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-")
     config = SandboxConfig(port=port, nodes=nodes, cluster=cluster, time_factor=time_factor,
                            cluster_settings=cluster_settings, state_dir=state_dir,
                            kubeconfig_path=Path(tmpdir.name) / "kubeconfig", bookmark_interval=bookmark_interval,
-                           install_crds=install_crds, extra_crds=list(extra_crds or []))
+                           install_crds=install_crds, extra_crds=list(extra_crds or []), tls=tls)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-sandbox", daemon=True)
     thread.start()

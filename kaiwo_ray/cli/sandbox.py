@@ -1,0 +1,77 @@
+"""`kaiwo-ray sandbox`: run the Kubernetes API sandbox (with the simulated cluster) until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", required=True, type=Path,
+                        help="where to write the kubeconfig that points kubectl and clients at the sandbox")
+    parser.add_argument("--nodes", metavar="NODES.yaml",
+                        help="seed exactly these Nodes (default: two AMD MI300X, one NVIDIA H100, one CPU node)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--state", type=Path, metavar="DIR", help="persist objects in DIR across restarts")
+    parser.add_argument("--no-cluster", action="store_true",
+                        help="API server only: no simulated scheduler, kubelet, Job controller, Kueue, KubeRay")
+    parser.add_argument("--time-factor", type=float, default=1.0,
+                        help="scale simulated durations (0.1 = ten times faster than real time)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.time_factor <= 0:
+        print("kaiwo-ray sandbox: --time-factor must be greater than 0", file=sys.stderr)
+        return 2
+    nodes = None
+    if args.nodes:
+        from kaiwo_ray.manifests import ManifestReadError
+        from kaiwo_ray.nodes import load_nodes
+
+        try:
+            nodes = load_nodes(args.nodes)
+        except (ManifestReadError, OSError) as exc:
+            print(f"kaiwo-ray sandbox: --nodes {args.nodes}: {exc}", file=sys.stderr)
+            return 2
+    config = SandboxConfig(port=args.port, nodes=nodes, cluster=not args.no_cluster, time_factor=args.time_factor,
+                           state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve())
+    try:
+        asyncio.run(_serve(Sandbox(config)))
+    except (OSError, ValueError) as exc:
+        print(f"kaiwo-ray sandbox: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+async def _serve(sandbox: object) -> None:
+    from kaiwo_ray.sandbox.instance import Sandbox
+
+    assert isinstance(sandbox, Sandbox)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    await sandbox.start()
+    kubeconfig = sandbox.config.kubeconfig_path
+    print(f"Kubernetes API sandbox listening on {sandbox.url}", flush=True)
+    print(f"Kubeconfig written to {kubeconfig} (context kaiwo-sandbox)", flush=True)
+    print("Point kubectl at it with either of:", flush=True)
+    print(f"  export KUBECONFIG={kubeconfig}", flush=True)
+    print(f"  kubectl --kubeconfig {kubeconfig} get nodes", flush=True)
+    if sandbox.config.state_dir is not None:
+        print(f"State is kept in {sandbox.config.state_dir}", flush=True)
+    print("Press Ctrl-C to stop.", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await sandbox.stop()
+        print("Sandbox stopped" + (", state saved." if sandbox.config.state_dir is not None else "."), flush=True)
