@@ -178,11 +178,14 @@ class _Dumper(yaml.SafeDumper):
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_OTHER_LINE_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     style: str | None = None
-    if "\n" in value:
+    if any(char in value for char in _OTHER_LINE_BREAKS):
+        style = '"'  # PyYAML mangles these outside double quotes (NEL read back as a space)
+    elif "\n" in value:
         # PyYAML silently falls back to a quoted scalar when a literal block cannot hold the
         # text exactly (e.g. trailing spaces on a line), so correctness never depends on this.
         style = "|"
