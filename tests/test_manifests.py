@@ -87,9 +87,9 @@ class TestReading:
         assert str(raised.value) == message
 
     def test_read_source_errors(self, tmp_path: Path) -> None:
-        with pytest.raises(ManifestReadError, match="^no such file$"):
+        with pytest.raises(ManifestReadError, match=r"^no such file$"):
             read_source(str(tmp_path / "missing.yaml"))
-        with pytest.raises(ManifestReadError, match="^is a directory, expected a file$"):
+        with pytest.raises(ManifestReadError, match=r"^is a directory, expected a file$"):
             read_source(str(tmp_path))
         binary = tmp_path / "binary.yaml"
         binary.write_bytes(b"kind: \xff\xfe\n")
