@@ -409,7 +409,10 @@ def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[
 
 
 def _marked_container(schema: Schema, path: Path) -> bool:
-    """Containers a built-in kind's Compare marks: list items, lists, maps, map entries."""
+    """Containers a built-in kind's Compare marks: list items, lists and maps that Go's zero
+    object omits, map entries."""
+    if schema.zero_present:
+        return False
     return path[-1][0] != "f" or schema.kind in ("map", "list") or schema.deduced
 
 

@@ -41,6 +41,8 @@ class Schema:
     `atomic`: apply treats the whole value as one leaf (structType/mapType/listType=atomic).
     `deduced`: shape unknown and every dict key is data (a CRD subtree with
       x-kubernetes-preserve-unknown-fields and no properties), as structured-merge-diff deduces it.
+    `zero_present`: a built-in field without `omitempty`, so Go's zero object already carries it
+      (as null) and an Update that fills it in does not mark the field itself as added.
     """
 
     kind: NodeKind = "any"
@@ -54,6 +56,7 @@ class Schema:
     key_defaults: Mapping[str, Any] = field(default_factory=dict)
     patch_strategy: Literal["merge", "replace", ""] = ""
     patch_merge_key: str = ""
+    zero_present: bool = False
 
     def field_schema(self, name: str) -> Schema:
         """Schema of a dict entry: the declared field, the map's element, or unknown."""
@@ -106,13 +109,15 @@ def set_list(*, smp_merge: bool = True) -> Schema:
 
 
 def map_list(*keys: str, item: Schema | None = None, patch_merge_key: str | None = None,
-             key_defaults: Mapping[str, Any] | None = None, smp_merge: bool = True) -> Schema:
+             key_defaults: Mapping[str, Any] | None = None, smp_merge: bool = True,
+             zero_present: bool = False) -> Schema:
     """A list of objects keyed by `keys` (listType=map); strategic merge keys by the first key
     unless `patch_merge_key` says otherwise."""
     return Schema(kind="list", list_type="map", map_keys=keys, element=item or struct(),
                   key_defaults=dict(key_defaults or {}),
                   patch_strategy="merge" if smp_merge else "",
-                  patch_merge_key=(patch_merge_key or keys[0]) if smp_merge else "")
+                  patch_merge_key=(patch_merge_key or keys[0]) if smp_merge else "",
+                  zero_present=zero_present)
 
 
 # --- k8s.io/apimachinery meta/v1 -------------------------------------------------------------
@@ -156,7 +161,7 @@ VOLUME = struct()
 POD_SPEC = struct({
     "volumes": map_list("name", item=VOLUME),
     "initContainers": map_list("name", item=CONTAINER),
-    "containers": map_list("name", item=CONTAINER),
+    "containers": map_list("name", item=CONTAINER, zero_present=True),
     "ephemeralContainers": map_list("name", item=CONTAINER),
     "nodeSelector": mapping(atomic=True),
     "imagePullSecrets": map_list("name"),
