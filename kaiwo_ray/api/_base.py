@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import (
@@ -16,7 +17,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from kaiwo_ray.api.durations import GO_DURATION_PATTERN, parse_go_duration
-from kaiwo_ray.api.quantity import QUANTITY_PATTERN, parse_quantity
+from kaiwo_ray.api.quantity import QUANTITY_PATTERN, format_quantity, parse_quantity
 
 DEFAULT_EMPTY_OBJECT: dict[str, Any] = {"default": {}}
 """`json_schema_extra` for sub-objects the CRD defaults to `{}`, so the API server fills their nested defaults."""
@@ -26,7 +27,7 @@ class WireModel(BaseModel):
     """Base of every Kaiwo API object: camelCase on the wire, snake_case in Python, strict about typos.
 
     Unknown keys are errors (like `kubectl --validate=strict`): a misspelt `gpuPerReplica` must not be
-    silently dropped. Explicit `null`s are dropped before validation, mirroring the API server, which
+    silently dropped. Types are strict like the API server's: `gpus: "8"` is an error, not 8. Explicit `null`s are dropped before validation, mirroring the API server, which
     prunes nulls of non-nullable fields and then applies defaults (`replicas: null` means 1).
     """
 
@@ -35,6 +36,7 @@ class WireModel(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         extra="forbid",
+        strict=True,
         use_attribute_docstrings=True,
         protected_namespaces=(),
     )
@@ -67,6 +69,8 @@ def _coerce_quantity(value: Any) -> Any:
     """Accept YAML numbers as quantities (`cpu: 2`) but keep the user's spelling as a string."""
     if isinstance(value, bool):
         raise ValueError(f"invalid quantity {value!r} (expected e.g. 2, 500m, 16Gi)")
+    if isinstance(value, Decimal):
+        return format_quantity(value)
     if isinstance(value, int | float):
         parse_quantity(value)
         return str(value)

@@ -88,7 +88,15 @@ def _message(error: ErrorDetails, model: type[BaseModel] | None) -> str:
             kind
         ]
         bound = next(iter(ctx.values()))
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
         return f"must be {op} {bound} (got {_describe(value)})"
+    if (
+        kind in ("too_long", "too_short")
+        and ctx.get("actual_length") is None
+        and isinstance(value, dict | list)
+    ):
+        ctx["actual_length"] = len(value)
     if kind == "too_long":
         return f"must have at most {ctx.get('max_length')} {_items(ctx, ctx.get('max_length'))} (got {ctx.get('actual_length')})"
     if kind == "too_short":

@@ -224,7 +224,7 @@ class KaiwoQueueConfigSpec(WireModel):
 
 
 class KaiwoQueueConfigStatus(WireModel):
-    status: QueueConfigPhase = QueueConfigPhase.NEW
+    status: QueueConfigPhase = Field(default=QueueConfigPhase.NEW, strict=False)
     conditions: list[Condition] = Field(default_factory=list)
 
 

@@ -315,7 +315,7 @@ class KaiwoServiceSpec(CommonSpec):
 class WorkloadStatus(WireModel):
     """Observed state of a KaiwoJob/KaiwoService."""
 
-    status: WorkloadPhase = WorkloadPhase.NEW
+    status: WorkloadPhase = Field(default=WorkloadPhase.NEW, strict=False)
     conditions: list[Condition] = Field(default_factory=list)
     start_time: Time | None = None
     completion_time: Time | None = None

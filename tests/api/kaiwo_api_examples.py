@@ -61,7 +61,12 @@ E5_SERVICE: dict[str, Any] = {
     "apiVersion": KAIWO,
     "kind": "KaiwoService",
     "metadata": {"name": "web"},
-    "spec": {"image": "nginx:1.27", "replicas": 2, "priorityClass": "high", "entrypoint": "nginx -g 'daemon off;'"},
+    "spec": {
+        "image": "nginx:1.27",
+        "replicas": 2,
+        "priorityClass": "high",
+        "entrypoint": "nginx -g 'daemon off;'",
+    },
 }
 
 E6_RAY_SERVICE: dict[str, Any] = {
@@ -106,7 +111,9 @@ E7_STORAGE_JOB: dict[str, Any] = {
                     "azureBlob": [
                         {
                             "connectionString": {"secretName": "az", "secretKey": "conn"},
-                            "containers": [{"name": "c", "folders": [{"path": "x/", "targetPath": "x", "glob": "*.pt"}]}],
+                            "containers": [
+                                {"name": "c", "folders": [{"path": "x/", "targetPath": "x", "glob": "*.pt"}]}
+                            ],
                         }
                     ],
                     "git": [
@@ -137,7 +144,10 @@ RAY_JOB_WITH_EMBEDDED_SPEC: dict[str, Any] = {
             "apiVersion": "ray.io/v1",
             "kind": "RayJob",
             "metadata": {"name": "dropped"},
-            "spec": {"entrypoint": "python x.py", "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}}}},
+            "spec": {
+                "entrypoint": "python x.py",
+                "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}}},
+            },
         }
     },
 }
@@ -156,7 +166,9 @@ CI_KAIWO_CONFIG: dict[str, Any] = {
 
 
 def _quotas(name: str, cpu: str, memory: str, amd: str, nvidia: str) -> dict[str, Any]:
-    resources = zip(("cpu", "memory", "amd.com/gpu", "nvidia.com/gpu"), (cpu, memory, amd, nvidia), strict=True)
+    resources = zip(
+        ("cpu", "memory", "amd.com/gpu", "nvidia.com/gpu"), (cpu, memory, amd, nvidia), strict=True
+    )
     return {"name": name, "resources": [{"name": r, "nominalQuota": q} for r, q in resources]}
 
 
@@ -199,7 +211,13 @@ EXAMPLE_A_DEFAULT_KQC: dict[str, Any] = {
                             "flavors": [
                                 _quotas("cpu-only-0gpu-7core-28gi", "7", "30923764531", "0", "0"),
                                 _quotas("cpu-only-0gpu-28core-115gi", "56", "247390116248", "0", "0"),
-                                _quotas("nvidia-nvidiah10080gbhbm3-8gpu-86core-460gi", "86", "494780232499", "0", "8"),
+                                _quotas(
+                                    "nvidia-nvidiah10080gbhbm3-8gpu-86core-460gi",
+                                    "86",
+                                    "494780232499",
+                                    "0",
+                                    "8",
+                                ),
                                 _quotas("amd-mi300x-8gpu-115core-921gi", "230", "1979120929996", "16", "0"),
                             ],
                         }

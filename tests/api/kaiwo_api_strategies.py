@@ -23,11 +23,17 @@ from kaiwo_ray.api.queueconfig import ResourceGroup, TopologySpec
 NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 TEXT = st.text(max_size=8)
 JSON_SCALAR = st.none() | st.booleans() | st.integers(-(2**31), 2**31) | TEXT
-JSON = st.recursive(JSON_SCALAR, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(NAME, inner, max_size=2), max_leaves=6)
+JSON = st.recursive(
+    JSON_SCALAR,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(NAME, inner, max_size=2),
+    max_leaves=6,
+)
 QUANTITY_TEXT = st.sampled_from(["1", "100m", "16Gi", "1e3", "500Ki", "2.5", "30923764531", "0"])
 DURATION_TEXT = st.sampled_from(["1s", "5m", "1h30m", "500ms", "0", "2h45m30.5s", "-3s"])
 TIME_TEXT = st.datetimes(
-    min_value=datetime.datetime(2000, 1, 1), max_value=datetime.datetime(2100, 1, 1), timezones=st.just(datetime.UTC)
+    min_value=datetime.datetime(2000, 1, 1),
+    max_value=datetime.datetime(2100, 1, 1),
+    timezones=st.just(datetime.UTC),
 ).map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
@@ -41,13 +47,17 @@ def _resource_group() -> st.SearchStrategy[dict[str, Any]]:
                 ),
             }
         )
-        return st.fixed_dictionaries({"coveredResources": st.just(covered), "flavors": st.lists(flavor, min_size=1, max_size=2)})
+        return st.fixed_dictionaries(
+            {"coveredResources": st.just(covered), "flavors": st.lists(flavor, min_size=1, max_size=2)}
+        )
 
     return st.lists(NAME, min_size=1, max_size=3, unique=True).flatmap(build)
 
 
 def _topology_spec() -> st.SearchStrategy[dict[str, Any]]:
-    return st.lists(NAME, min_size=1, max_size=4, unique=True).map(lambda ls: {"levels": [{"nodeLabel": x} for x in ls]})
+    return st.lists(NAME, min_size=1, max_size=4, unique=True).map(
+        lambda ls: {"levels": [{"nodeLabel": x} for x in ls]}
+    )
 
 
 # Special types are recognised by identity before their Annotated wrapper is unwrapped.
@@ -118,7 +128,11 @@ def _for_type(annotation: Any, metadata: list[Any]) -> st.SearchStrategy[Any]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return wire_documents(annotation)
     if origin is list:
-        return st.lists(_for_type(args[0], []), min_size=bounds.get("min_len", 0), max_size=min(bounds.get("max_len", 3), 3))
+        return st.lists(
+            _for_type(args[0], []),
+            min_size=bounds.get("min_len", 0),
+            max_size=min(bounds.get("max_len", 3), 3),
+        )
     if origin is dict:
         return st.dictionaries(NAME, _for_type(args[1], []), max_size=min(bounds.get("max_len", 3), 3))
     if annotation is bool:

@@ -42,12 +42,24 @@ def test_manifest_error_is_a_value_error() -> None:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"apiVersion": "v1", "kind": "Foo"}, 'kind: unknown kind "Foo" (expected one of KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig)'),
+        (
+            {"apiVersion": "v1", "kind": "Foo"},
+            'kind: unknown kind "Foo" (expected one of KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig)',
+        ),
         ({"apiVersion": "kaiwo.silogen.ai/v1alpha1"}, "kind: required"),
         ({"kind": "KaiwoJob"}, "apiVersion: required (expected kaiwo.silogen.ai/v1alpha1)"),
-        ({"apiVersion": "kaiwo.silogen.ai/v1", "kind": "KaiwoJob"}, 'apiVersion: "kaiwo.silogen.ai/v1" does not serve KaiwoJob (expected kaiwo.silogen.ai/v1alpha1)'),
-        ({"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig"}, 'apiVersion: "kaiwo.silogen.ai/v1alpha1" does not serve KaiwoConfig (expected config.kaiwo.silogen.ai/v1alpha1)'),
-        ({"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": ["KaiwoJob"]}, "kind: unknown kind \"['KaiwoJob']\" (expected one of KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig)"),
+        (
+            {"apiVersion": "kaiwo.silogen.ai/v1", "kind": "KaiwoJob"},
+            'apiVersion: "kaiwo.silogen.ai/v1" does not serve KaiwoJob (expected kaiwo.silogen.ai/v1alpha1)',
+        ),
+        (
+            {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig"},
+            'apiVersion: "kaiwo.silogen.ai/v1alpha1" does not serve KaiwoConfig (expected config.kaiwo.silogen.ai/v1alpha1)',
+        ),
+        (
+            {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": ["KaiwoJob"]},
+            "kind: unknown kind \"['KaiwoJob']\" (expected one of KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig)",
+        ),
         ([1, 2], "a manifest must be a mapping with apiVersion and kind, got a list"),
         (None, "a manifest must be a mapping with apiVersion and kind, got null"),
         ({**E1_MINIMAL_JOB, "spec": []}, "spec: must be an object (got a list)"),
@@ -98,7 +110,9 @@ def test_parse_yaml_single_document_has_no_prefix() -> None:
 
 
 def test_parse_yaml_reports_syntax_errors_with_position() -> None:
-    with pytest.raises(ManifestError, match=r"^invalid YAML at line 2, column 11: mapping values are not allowed"):
+    with pytest.raises(
+        ManifestError, match=r"^invalid YAML at line 2, column 11: mapping values are not allowed"
+    ):
         parse_yaml("kind: KaiwoJob\nspec: gpus: 1\n")
 
 

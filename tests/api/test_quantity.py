@@ -86,7 +86,9 @@ def test_semantic_equality() -> None:
     assert not quantities_equal("1G", "1Gi")
 
 
-@given(st.integers(min_value=0, max_value=2**62), st.sampled_from(["BinarySI", "DecimalSI", "DecimalExponent"]))
+@given(
+    st.integers(min_value=0, max_value=2**62), st.sampled_from(["BinarySI", "DecimalSI", "DecimalExponent"])
+)
 def test_format_then_parse_is_identity_for_integers(value: int, fmt: str) -> None:
     assert parse_quantity(format_quantity(value, fmt)) == value  # type: ignore[arg-type]
 

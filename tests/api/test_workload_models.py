@@ -28,7 +28,13 @@ from kaiwo_ray.api.workloads import (
 
 
 def job(spec: dict[str, Any], **top: Any) -> dict[str, Any]:
-    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "j"}, "spec": spec, **top}
+    return {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {"name": "j"},
+        "spec": spec,
+        **top,
+    }
 
 
 def error_of(doc: dict[str, Any]) -> str:
@@ -51,7 +57,16 @@ def test_common_spec_defaults_match_upstream_crd() -> None:
     assert spec.env == []
     assert spec.image_pull_secrets == []
     assert spec.secret_volumes == []
-    for unset in ("user", "image", "duration", "cluster_queue", "priority_class", "storage", "resources", "job"):
+    for unset in (
+        "user",
+        "image",
+        "duration",
+        "cluster_queue",
+        "priority_class",
+        "storage",
+        "resources",
+        "job",
+    ):
         assert getattr(spec, unset) is None
 
 
@@ -101,7 +116,16 @@ def test_kinds_default_their_type_meta() -> None:
 
 
 @pytest.mark.parametrize(
-    "doc", [E1_MINIMAL_JOB, E3_USER_JOB, E4_RAY_JOB, E5_SERVICE, E6_RAY_SERVICE, E7_STORAGE_JOB, RAY_JOB_WITH_EMBEDDED_SPEC]
+    "doc",
+    [
+        E1_MINIMAL_JOB,
+        E3_USER_JOB,
+        E4_RAY_JOB,
+        E5_SERVICE,
+        E6_RAY_SERVICE,
+        E7_STORAGE_JOB,
+        RAY_JOB_WITH_EMBEDDED_SPEC,
+    ],
 )
 def test_upstream_workload_manifests_parse_and_dump_back_unchanged(doc: dict[str, Any]) -> None:
     before = copy.deepcopy(doc)
@@ -142,7 +166,12 @@ def test_e7_download_sources_are_typed() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "uses_ray"),
-    [({}, False), ({"ray": True}, True), ({"rayJob": {"spec": {}}}, True), ({"job": {"spec": {}}, "ray": True}, True)],
+    [
+        ({}, False),
+        ({"ray": True}, True),
+        ({"rayJob": {"spec": {}}}, True),
+        ({"job": {"spec": {}}, "ray": True}, True),
+    ],
 )
 def test_job_ray_selection(spec: dict[str, Any], uses_ray: bool) -> None:
     assert KaiwoJobSpec.model_validate(spec).effective_uses_ray is uses_ray
@@ -150,7 +179,12 @@ def test_job_ray_selection(spec: dict[str, Any], uses_ray: bool) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "uses_ray"),
-    [({}, False), ({"ray": True}, True), ({"rayService": {"spec": {}}}, True), ({"deployment": {"spec": {}}}, False)],
+    [
+        ({}, False),
+        ({"ray": True}, True),
+        ({"rayService": {"spec": {}}}, True),
+        ({"deployment": {"spec": {}}}, False),
+    ],
 )
 def test_service_ray_selection(spec: dict[str, Any], uses_ray: bool) -> None:
     assert KaiwoServiceSpec.model_validate(spec).effective_uses_ray is uses_ray
@@ -173,7 +207,12 @@ def test_status_timestamps_round_trip_in_rfc3339() -> None:
     parsed = parse_object(doc)
     assert isinstance(parsed, KaiwoJob) and parsed.status is not None
     assert parsed.status.start_time == datetime.datetime(2025, 1, 31, 12, tzinfo=datetime.UTC)
-    assert parsed.to_wire()["status"] == {"status": "RUNNING", "conditions": [], "startTime": "2025-01-31T12:00:00Z", "duration": 5}
+    assert parsed.to_wire()["status"] == {
+        "status": "RUNNING",
+        "conditions": [],
+        "startTime": "2025-01-31T12:00:00Z",
+        "duration": 5,
+    }
 
 
 # --- validation errors ---------------------------------------------------------------------------
@@ -196,18 +235,66 @@ def test_status_timestamps_round_trip_in_rfc3339() -> None:
         ({"env": [{"value": "x"}]}, "spec.env: env[0] needs a non-empty string `name`"),
         ({"env": {"A": "b"}}, "spec.env: must be a list (got an object)"),
         ({"secretVolumes": [{"name": "s", "secretName": "s"}]}, "spec.secretVolumes[0].mountPath: required"),
-        ({"storage": {"accessMode": "RWX"}}, 'spec.storage.accessMode: must be one of "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod" (got "RWX")'),
-        ({"storage": {"data": {"storageSize": "ten gigs"}}}, 'spec.storage.data.storageSize: invalid quantity "ten gigs" (expected e.g. 2, 500m, 16Gi)'),
-        ({"storage": {"data": {"download": {"s3": [{"buckets": []}]}}}}, "spec.storage.data.download.s3[0].endpointUrl: required"),
-        ({"storage": {"data": {"download": {"s3": [{"endpointUrl": "u"}]}}}}, "spec.storage.data.download.s3[0].buckets: required"),
-        ({"storage": {"data": {"download": {"gcs": [{"buckets": []}]}}}}, "spec.storage.data.download.gcs[0].applicationCredentials: required"),
-        ({"storage": {"data": {"download": {"azureBlob": [{"connectionString": {}}]}}}}, "spec.storage.data.download.azureBlob[0].containers: required"),
-        ({"storage": {"data": {"download": {"git": [{"repository": "r"}]}}}}, "spec.storage.data.download.git[0].targetPath: required"),
-        ({"storage": {"data": {"download": {"s3": [{"endpointUrl": "u", "buckets": [{"files": []}]}]}}}}, "spec.storage.data.download.s3[0].buckets[0].name: required"),
-        ({"storage": {"data": {"download": {"s3": [{"endpointUrl": "u", "buckets": [{"name": "b", "files": [{"path": "p"}]}]}]}}}}, "spec.storage.data.download.s3[0].buckets[0].files[0].targetPath: required"),
-        ({"storage": {"huggingFace": {"preCacheRepos": [{"files": ["a"]}]}}}, "spec.storage.huggingFace.preCacheRepos[0].repoId: required"),
-        ({"storage": {"data": {"download": {"s3": [{"endpointUrl": "u", "buckets": [], "accessKeyId": {"secretname": "x"}}]}}}},
-         'spec.storage.data.download.s3[0].accessKeyId.secretname: unknown field (did you mean "secretName"?)'),
+        (
+            {"storage": {"accessMode": "RWX"}},
+            'spec.storage.accessMode: must be one of "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod" (got "RWX")',
+        ),
+        (
+            {"storage": {"data": {"storageSize": "ten gigs"}}},
+            'spec.storage.data.storageSize: invalid quantity "ten gigs" (expected e.g. 2, 500m, 16Gi)',
+        ),
+        (
+            {"storage": {"data": {"download": {"s3": [{"buckets": []}]}}}},
+            "spec.storage.data.download.s3[0].endpointUrl: required",
+        ),
+        (
+            {"storage": {"data": {"download": {"s3": [{"endpointUrl": "u"}]}}}},
+            "spec.storage.data.download.s3[0].buckets: required",
+        ),
+        (
+            {"storage": {"data": {"download": {"gcs": [{"buckets": []}]}}}},
+            "spec.storage.data.download.gcs[0].applicationCredentials: required",
+        ),
+        (
+            {"storage": {"data": {"download": {"azureBlob": [{"connectionString": {}}]}}}},
+            "spec.storage.data.download.azureBlob[0].containers: required",
+        ),
+        (
+            {"storage": {"data": {"download": {"git": [{"repository": "r"}]}}}},
+            "spec.storage.data.download.git[0].targetPath: required",
+        ),
+        (
+            {"storage": {"data": {"download": {"s3": [{"endpointUrl": "u", "buckets": [{"files": []}]}]}}}},
+            "spec.storage.data.download.s3[0].buckets[0].name: required",
+        ),
+        (
+            {
+                "storage": {
+                    "data": {
+                        "download": {
+                            "s3": [{"endpointUrl": "u", "buckets": [{"name": "b", "files": [{"path": "p"}]}]}]
+                        }
+                    }
+                }
+            },
+            "spec.storage.data.download.s3[0].buckets[0].files[0].targetPath: required",
+        ),
+        (
+            {"storage": {"huggingFace": {"preCacheRepos": [{"files": ["a"]}]}}},
+            "spec.storage.huggingFace.preCacheRepos[0].repoId: required",
+        ),
+        (
+            {
+                "storage": {
+                    "data": {
+                        "download": {
+                            "s3": [{"endpointUrl": "u", "buckets": [], "accessKeyId": {"secretname": "x"}}]
+                        }
+                    }
+                }
+            },
+            'spec.storage.data.download.s3[0].accessKeyId.secretname: unknown field (did you mean "secretName"?)',
+        ),
         ({"job": "batch"}, 'spec.job: must be an object (got "batch")'),
         ({"podTemplateSpecLabels": {"a": 1}}, "spec.podTemplateSpecLabels.a: must be a string (got 1)"),
         ({"gpuModels": "mi300x"}, 'spec.gpuModels: must be a list (got "mi300x")'),
@@ -223,7 +310,9 @@ def test_service_spec_rejects_job_only_fields() -> None:
 
 
 def test_status_phase_is_validated() -> None:
-    assert error_of(job({}, status={"status": "READY"})).startswith('status.status: must be one of "", "DOWNLOADING"')
+    assert error_of(job({}, status={"status": "READY"})).startswith(
+        'status.status: must be one of "", "DOWNLOADING"'
+    )
 
 
 def test_metadata_allows_anything() -> None:
@@ -233,7 +322,10 @@ def test_metadata_allows_anything() -> None:
 
 
 def test_metadata_labels_must_be_strings() -> None:
-    assert error_of(job({}, metadata={"labels": {"kaiwo/x": 1}})) == 'metadata.labels["kaiwo/x"]: must be a string (got 1)'
+    assert (
+        error_of(job({}, metadata={"labels": {"kaiwo/x": 1}}))
+        == 'metadata.labels["kaiwo/x"]: must be a string (got 1)'
+    )
 
 
 def test_all_problems_are_collected() -> None:
