@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any, TypeGuard
 
 from kaiwo_ray.api.quantity import normalize_quantity, parse_quantity
@@ -87,18 +89,33 @@ def _native(resource: str) -> bool:
     return ("/" not in resource or resource.startswith("kubernetes.io/")) and not resource.startswith("hugepages-")
 
 
-def _quantity(value: Any) -> Any:
+@lru_cache(maxsize=4096)
+def _quantity_cached(value: str | int | float) -> Decimal | None:
     try:
         return parse_quantity(value)
     except (ValueError, ArithmeticError):
         return None
 
 
-def _quantity_text(value: Any) -> str:
+def _quantity(value: Any) -> Decimal | None:
+    # Every pod write repeats the same few quantities ("1", "8", "16Gi"): parse each once.
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _quantity_cached(value)
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _quantity_text_cached(value: str | int | float) -> str:
     try:
         return normalize_quantity(value)
     except (ValueError, ArithmeticError):
         return str(value)
+
+
+def _quantity_text(value: Any) -> str:
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _quantity_text_cached(value)
+    return str(value)
 
 
 def _validate_resources(resources: Any, path: str, causes: Causes) -> None:

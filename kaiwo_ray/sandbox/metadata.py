@@ -8,6 +8,7 @@ attach them to whichever field path they validate.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from kaiwo_ray.sandbox import field_errors as fe
@@ -53,6 +54,15 @@ TOTAL_ANNOTATION_SIZE_LIMIT = 256 * 1024
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
+    return list(_is_dns1123_subdomain(value))
+
+
+@lru_cache(maxsize=4096)
+def _is_dns1123_subdomain(value: str) -> tuple[str, ...]:
+    return tuple(_is_dns1123_subdomain_uncached(value))
+
+
+def _is_dns1123_subdomain_uncached(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 253:
         errs.append(max_len_error(253))
@@ -62,6 +72,15 @@ def is_dns1123_subdomain(value: str) -> list[str]:
 
 
 def is_dns1123_label(value: str) -> list[str]:
+    return list(_is_dns1123_label(value))
+
+
+@lru_cache(maxsize=4096)
+def _is_dns1123_label(value: str) -> tuple[str, ...]:
+    return tuple(_is_dns1123_label_uncached(value))
+
+
+def _is_dns1123_label_uncached(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append(max_len_error(63))
@@ -74,6 +93,15 @@ def is_dns1123_label(value: str) -> list[str]:
 
 
 def is_dns1035_label(value: str) -> list[str]:
+    return list(_is_dns1035_label(value))
+
+
+@lru_cache(maxsize=4096)
+def _is_dns1035_label(value: str) -> tuple[str, ...]:
+    return tuple(_is_dns1035_label_uncached(value))
+
+
+def _is_dns1035_label_uncached(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append(max_len_error(63))
@@ -83,6 +111,15 @@ def is_dns1035_label(value: str) -> list[str]:
 
 
 def is_label_key(value: str) -> list[str]:
+    return list(_is_label_key(value))
+
+
+@lru_cache(maxsize=4096)
+def _is_label_key(value: str) -> tuple[str, ...]:
+    return tuple(_is_label_key_uncached(value))
+
+
+def _is_label_key_uncached(value: str) -> list[str]:
     """A qualified name: optional DNS-subdomain prefix and '/', then a 63-character name."""
     errs: list[str] = []
     parts = value.split("/")
@@ -109,6 +146,15 @@ def is_label_key(value: str) -> list[str]:
 
 
 def is_label_value(value: str) -> list[str]:
+    return list(_is_label_value(value))
+
+
+@lru_cache(maxsize=4096)
+def _is_label_value(value: str) -> tuple[str, ...]:
+    return tuple(_is_label_value_uncached(value))
+
+
+def _is_label_value_uncached(value: str) -> list[str]:
     errs: list[str] = []
     if len(value) > 63:
         errs.append(max_len_error(63))
