@@ -349,3 +349,14 @@ def test_default_queue_config_renders_deterministically(kueue_version: str) -> N
     assert first == second
     assert [obj["kind"] for obj in first] == ["Topology", *["ResourceFlavor"] * 3, "ClusterQueue"]
     assert all(obj["apiVersion"].endswith(kueue_version) for obj in first[1:])
+
+
+def test_names_in_spec_lists_what_the_reconciler_keeps() -> None:
+    from kaiwo_ray.render.queue import names_in_spec
+
+    objects = render_queue_config(
+        queue_config({**EXAMPLE_B, **{"workloadPriorityClasses": EXAMPLE_C["workloadPriorityClasses"]}})
+    )
+    assert names_in_spec(objects, "ResourceFlavor") == ["foo"]
+    assert names_in_spec(objects, "WorkloadPriorityClass") == ["high-priority", "low-priority"]
+    assert names_in_spec(objects, "Topology") == []
