@@ -73,34 +73,37 @@ def gpu_stats(nodes: Sequence[Mapping[str, Any]], vendor: str) -> GpuStats:
     total = total_allocatable = 0
     min_per_node = min_allocatable = NO_NODE
     allocatable_key = f"{vendor}.com/gpu"
+    prefix = f"{vendor}-"
     for node in nodes:
-        labels = (node.get("metadata") or {}).get("labels") or {}
-        pool = labels.get(NODEPOOL_LABEL)
-        if not isinstance(pool, str):
+        try:
+            pool = node["metadata"]["labels"][NODEPOOL_LABEL]
+        except (KeyError, TypeError):
             continue
-        parts = pool.split("-")
+        if not isinstance(pool, str) or not pool.startswith(prefix):
+            continue
+        parts = pool.split("-", 3)
         if len(parts) < 3 or parts[0] != vendor:
             continue
-        try:
-            gpus = int(parts[2].removesuffix("gpu"))
-        except ValueError:
+        count = parts[2].removesuffix("gpu")
+        if not count.isdigit():  # upstream would fail the whole reconcile on a malformed label
             continue
-        if gpus < 0:
-            continue
+        gpus = int(count)
         total += gpus
         if 0 < gpus < min_per_node:
             min_per_node = gpus
-        allocatable = _allocatable_gpus(node, allocatable_key)
+        try:
+            value = node["status"]["allocatable"][allocatable_key]
+        except (KeyError, TypeError):
+            continue
+        allocatable = int(value) if type(value) is str and value.isdigit() else _quantity_count(value)
         if allocatable > 0:
             total_allocatable += allocatable
             min_allocatable = min(min_allocatable, allocatable)
     return GpuStats(vendor, total, min_per_node, total_allocatable, min_allocatable)
 
 
-def _allocatable_gpus(node: Mapping[str, Any], key: str) -> int:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(key)
-    if value is None:
-        return 0
+def _quantity_count(value: Any) -> int:
+    """Whole units of an allocatable quantity written unusually (`8.0`, `1e1`); 0 when unreadable."""
     try:
         return int(parse_quantity(value))
     except (ValueError, ArithmeticError):

@@ -23,7 +23,7 @@ from kaiwo_ray.api.workloads import (
     StorageSpec,
     ValueReference,
 )
-from kaiwo_ray.render.context import JsonObj, RenderContext, Workload, object_meta, system_labels
+from kaiwo_ray.render.context import LABEL_TYPE, JsonObj, RenderContext, Workload, object_meta
 from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import name_with_postfix
@@ -273,7 +273,7 @@ def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> 
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": object_meta(ctx, name, system_labels(ctx.workload, "downloader")),
+        "metadata": object_meta(ctx, name, {**ctx.system_labels, LABEL_TYPE: "downloader"}),
         "spec": {
             "backoffLimit": 0,
             "template": {

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_fixtures import CONFIG, job, node, pod_templates, service
@@ -19,6 +20,7 @@ from kaiwo_ray.render import (
     render_main,
     workload_gpu_check,
 )
+from kaiwo_ray.render.download_config import dump_download_config
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -207,3 +209,23 @@ def test_children_share_no_mutable_objects(workload: KaiwoJob | KaiwoService) ->
 
     for index, obj in enumerate(objs):
         walk(obj, f"[{index}]")
+
+
+json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.text(max_size=12))
+json_documents = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=3),
+        st.dictionaries(st.from_regex(r"[a-z][A-Za-z]{0,8}", fullmatch=True), children, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@SETTINGS
+@given(
+    document=st.dictionaries(st.from_regex(r"[a-z][A-Za-z]{0,8}", fullmatch=True), json_documents, max_size=4)
+)
+def test_download_config_yaml_reads_back_as_the_same_document(document: dict[str, Any]) -> None:
+    text = dump_download_config(document)
+    assert (yaml.safe_load(text) or {}) == document

@@ -1,0 +1,111 @@
+"""Renderer throughput: JSON manifest -> KaiwoJob -> every child object, single process.
+
+Workload: an 8-GPU KaiwoJob with S3 and Hugging Face downloads (PVCs, download ConfigMap + Job and the
+main Job: the heaviest non-Ray render), parsed from JSON bytes on every iteration.
+Run: `.venv/bin/python benchmarks/render.py` (about 10 s). Target: >= 2,000 renders/s on one core.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import orjson
+
+from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.workloads import KaiwoJob
+from kaiwo_ray.render import render_all
+
+TARGET_RENDERS_PER_SECOND = 2000
+MEASURE_SECONDS = 3.0
+
+MANIFEST = orjson.dumps(
+    {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
+        "kind": "KaiwoJob",
+        "metadata": {
+            "name": "train",
+            "namespace": "team-a",
+            "uid": "7b0c6f9e-1111-2222-3333-444455556666",
+            "labels": {"project": "llm"},
+        },
+        "spec": {
+            "user": "jane.doe@example.com",
+            "image": "ghcr.io/silogen/rocm-ray:6.4",
+            "gpus": 8,
+            "entrypoint": "python train.py \\\n  --epochs 2",
+            "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
+            "storage": {
+                "storageEnabled": True,
+                "storageClassName": "rwx-nfs",
+                "data": {
+                    "storageSize": "100Gi",
+                    "download": {
+                        "s3": [
+                            {
+                                "endpointUrl": "https://s3.example",
+                                "accessKeyId": {"secretName": "s3", "secretKey": "id"},
+                                "secretKey": {"secretName": "s3", "secretKey": "key"},
+                                "buckets": [
+                                    {"name": "datasets", "folders": [{"path": "ds/", "targetPath": "ds"}]}
+                                ],
+                            }
+                        ]
+                    },
+                },
+                "huggingFace": {
+                    "storageSize": "500Gi",
+                    "preCacheRepos": [{"repoId": "meta-llama/Llama-3.1-8B"}],
+                },
+            },
+        },
+    }
+)
+NODES = [
+    {
+        "metadata": {"name": f"gpu-{i}", "labels": {"kaiwo/nodepool": "amd-mi300x-8gpu-115core-1843gi"}},
+        "status": {"allocatable": {"amd.com/gpu": "8"}},
+    }
+    for i in range(16)
+]
+CONFIG = KaiwoConfigSpec()
+
+
+def parse() -> KaiwoJob:
+    return KaiwoJob.model_validate(orjson.loads(MANIFEST))
+
+
+def parse_and_render() -> int:
+    return len(render_all(parse(), CONFIG, NODES))
+
+
+def rate(step: Callable[[], object], seconds: float) -> float:
+    """Calls per second of `step` over at least `seconds` (after a short warm-up)."""
+    for _ in range(200):
+        step()
+    calls = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while True:
+        for _ in range(100):
+            step()
+        calls += 100
+        now = time.perf_counter()
+        if now >= deadline:
+            return calls / (now - start)
+
+
+def main() -> int:
+    assert parse_and_render() == 5, "expected PVC x2, ConfigMap, download Job, Job"
+    workload = parse()
+    parse_rate = rate(parse, MEASURE_SECONDS)
+    render_only = rate(lambda: render_all(workload, CONFIG, NODES), MEASURE_SECONDS)
+    total = rate(parse_and_render, MEASURE_SECONDS)
+    print(f"parse_time: {1e6 / parse_rate:.1f} us/manifest (orjson.loads + KaiwoJob.model_validate)")
+    print(f"render_time: {1e6 / render_only:.1f} us/render (5 children, 16 nodes)")
+    print(f"render_rate: {total:.0f} renders/s (target >= {TARGET_RENDERS_PER_SECOND})")
+    return 0 if total >= TARGET_RENDERS_PER_SECOND else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
