@@ -14,6 +14,7 @@ Only argparse is imported at module level: `kaiwo-ray --help` should not pay for
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ EXIT_OK = 0
 EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_INPUT = 2
 PROG = "kaiwo-ray"
+DEBUG_ENV = "KAIWO_RAY_DEBUG"
 
 
 class InputError(Exception):
@@ -70,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     from kaiwo_ray.manifests import dump_json_list, dump_yaml_documents
 
     try:
+        stdin_readers = [source for source in (args.filename, args.nodes, args.config) if source == "-"]
+        if len(stdin_readers) > 1:
+            raise InputError("standard input (-) can feed only one of -f, --nodes and --config")
         if args.default_queue_config:
             objects = render_default_queue_config(
                 nodes_source=args.nodes, config_source=args.config, kueue_version=args.kueue_version
@@ -85,9 +90,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug, not bad input: still one line, but say so
-        print(f"{PROG}: internal error (please report): {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        print(
+            f"{PROG}: internal error (please report; {DEBUG_ENV}=1 shows the traceback): "
+            f"{type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL_ERROR
-    sys.stdout.write(dump_json_list(objects) if args.output == "json" else dump_yaml_documents(objects))
+    text = dump_json_list(objects) if args.output == "json" else dump_yaml_documents(objects)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `kaiwo-ray render ... | head`: the reader left, which is not an error. Point stdout at
+        # devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 

@@ -280,6 +280,24 @@ class TestBadInput:
         assert (code, out) == (1, "")
         assert_one_line_error(err, "internal error", "RuntimeError: boom")
 
+    def test_stdin_feeds_only_one_input(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, _, err = run_render(capsys, "-f", "-", "--nodes", "-")
+        assert code == 2
+        assert_one_line_error(
+            err, "kaiwo-ray: standard input (-) can feed only one of -f, --nodes and --config"
+        )
+
+    def test_debug_env_shows_the_traceback(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(*args: object, **kwargs: object) -> list[JsonObj]:
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(render_cli, "render_object", broken)
+        monkeypatch.setenv("KAIWO_RAY_DEBUG", "1")
+        with pytest.raises(RuntimeError, match="boom"):
+            main(["render", "-f", str(EXAMPLES / "cpu-job.yaml")])
+
     def test_file_and_default_queue_config_are_exclusive(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exited:
             main(["render", "-f", "x.yaml", "--default-queue-config"])
@@ -313,3 +331,15 @@ def test_real_subprocess() -> None:
     assert bad.returncode == 2
     assert bad.stdout == ""
     assert bad.stderr == "kaiwo-ray: <stdin>: spec.gpus: must be >= 0 (got -1)\n"
+
+
+def test_closed_pipe_is_not_an_error() -> None:
+    """`kaiwo-ray render ... | head`: no BrokenPipeError traceback when the reader stops early.
+    `true` exits before reading anything, so the write always hits a pipe without a reader."""
+    script = Path(sys.executable).parent / "kaiwo-ray"
+    shell = f"{script} render -f examples/gpu-job.yaml | true"
+    result = subprocess.run(
+        ["/bin/sh", "-c", shell], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0
+    assert result.stderr == ""
