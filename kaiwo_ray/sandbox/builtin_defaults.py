@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from decimal import ROUND_CEILING, Decimal
+from functools import lru_cache
 from typing import Any
 
 import orjson
 
+from kaiwo_ray.api.quantity import format_quantity, parse_quantity, quantity_format
 from kaiwo_ray.sandbox.types import JsonObj
 
 DEFAULT_MODE = 0o644  # 420: secret/configMap/projected/downwardAPI volume file mode
@@ -37,6 +40,42 @@ def _dict(parent: JsonObj, key: str) -> JsonObj:
 
 def _dicts(value: Any) -> list[JsonObj]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+# --- quantities ---------------------------------------------------------------------------------------
+
+_MILLI = Decimal("0.001")
+
+
+@lru_cache(maxsize=4096)
+def canonical_quantity(value: str | int | float) -> str | None:
+    """How the apiserver writes a resource.Quantity back: rounded up to milli units (SetDefaults_ResourceList),
+    in its canonical spelling (`0.5` -> `500m`, `1024Mi` -> `1Gi`, `8` -> `"8"`). None when unparseable
+    (validation reports it)."""
+    try:
+        amount = parse_quantity(value)
+        fmt = quantity_format(value)
+    except (ValueError, ArithmeticError):
+        return None
+    if amount != amount.quantize(_MILLI, rounding=ROUND_CEILING):
+        amount = amount.quantize(_MILLI, rounding=ROUND_CEILING)
+    return format_quantity(amount, fmt)
+
+
+def _canonical_list(resources: Any) -> None:
+    if not isinstance(resources, dict):
+        return
+    for name, value in list(resources.items()):
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            canonical = canonical_quantity(value)
+            if canonical is not None:
+                resources[name] = canonical
+
+
+def _canonical_requirements(requirements: Any) -> None:
+    if isinstance(requirements, dict):
+        _canonical_list(requirements.get("limits"))
+        _canonical_list(requirements.get("requests"))
 
 
 # --- pod spec -----------------------------------------------------------------------------------------
@@ -94,6 +133,7 @@ def _default_container(c: JsonObj, *, host_network: bool) -> None:
                 field_ref.setdefault("apiVersion", "v1")
     if "resources" not in c:
         c["resources"] = {}  # a non-pointer struct: the server always writes it, if only as {}
+    _canonical_requirements(c.get("resources"))
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         _default_probe(c.get(probe))
     lifecycle = c.get("lifecycle")
@@ -133,6 +173,7 @@ def default_pod_spec(spec: JsonObj) -> None:
     spec.setdefault("schedulerName", "default-scheduler")
     if not isinstance(spec.get("securityContext"), dict):
         spec["securityContext"] = {}
+    _canonical_requirements(spec.get("resources"))  # pod-level resources
     host_network = bool(spec.get("hostNetwork"))
     for key in ("initContainers", "containers", "ephemeralContainers"):
         for c in _dicts(spec.get(key)):
@@ -364,11 +405,14 @@ def _default_service(obj: JsonObj) -> None:
 def _default_pvc(obj: JsonObj) -> None:
     spec = _dict(obj, "spec")
     spec.setdefault("volumeMode", "Filesystem")
+    _canonical_requirements(spec.get("resources"))
 
 
 def _default_pvc_object(obj: JsonObj) -> None:
     _default_pvc(obj)
-    _dict(obj, "status").setdefault("phase", "Pending")
+    status = _dict(obj, "status")
+    status.setdefault("phase", "Pending")
+    _canonical_list(status.get("capacity"))
 
 
 def _default_namespace(obj: JsonObj) -> None:
@@ -385,7 +429,11 @@ def _default_namespace(obj: JsonObj) -> None:
 
 def _default_node(obj: JsonObj) -> None:
     status = obj.get("status")
-    if isinstance(status, dict) and isinstance(status.get("capacity"), dict) and "allocatable" not in status:
+    if not isinstance(status, dict):
+        return
+    _canonical_list(status.get("capacity"))
+    _canonical_list(status.get("allocatable"))
+    if isinstance(status.get("capacity"), dict) and "allocatable" not in status:
         status["allocatable"] = dict(status["capacity"])
 
 

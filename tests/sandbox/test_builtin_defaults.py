@@ -259,3 +259,24 @@ def test_job_selector_is_generated_on_create_only() -> None:
     job["metadata"]["resourceVersion"] = "12"
     spec = apply_builtin_defaults("batch", "Job", job)["spec"]
     assert "selector" not in spec
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [("0.5", "500m"), ("1024Mi", "1Gi"), ("1.5Gi", "1536Mi"), (8, "8"), ("2000m", "2"), ("1e3", "1e3"),
+     ("0.0001", "1m"), ("16Gi", "16Gi"), ("bogus", "bogus")],
+)
+def test_resource_quantities_are_written_back_canonically(given: Any, stored: str) -> None:
+    res = {"limits": {"cpu": given}, "requests": {"memory": given}}
+    pod = apply_builtin_defaults("", "Pod", _pod(containers=[{"name": "c", "image": "x", "resources": res}]))
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"cpu": stored},
+                                                         "requests": {"memory": stored, "cpu": stored}}
+    job = apply_builtin_defaults("batch", "Job", _job({"restartPolicy": "Never", "containers": [
+        {"name": "c", "image": "x", "resources": {"limits": {"amd.com/gpu": given}}}]}))
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["amd.com/gpu"] == stored
+
+
+def test_node_capacity_is_canonical_and_copied_to_allocatable() -> None:
+    node = apply_builtin_defaults("", "Node", {"metadata": {"name": "n"},
+                                               "status": {"capacity": {"cpu": 192, "memory": "2048Gi"}}})
+    assert node["status"]["allocatable"] == {"cpu": "192", "memory": "2Ti"}
