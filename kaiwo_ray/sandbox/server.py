@@ -318,7 +318,7 @@ class ApiServer:
 
     # ------------------------------------------------------------------ bodies
     async def _body(self, request: web.Request) -> JsonObj:
-        if request.content_type not in (JSON, "", "application/yaml", "application/apply-patch+yaml"):
+        if request.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
             # Protobuf/CBOR bodies (kubectl's typed clients): answer like a server without that codec.
             raise ApiError.unsupported_media_type(
                 'the body of the request was in an unknown format - accepted media types include: '

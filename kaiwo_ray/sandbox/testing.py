@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
+import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from http.client import HTTPConnection, HTTPSConnection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,6 +88,11 @@ class RunningSandbox:
         return self.sandbox.audit
 
     @property
+    def open_watches(self) -> int:
+        """How many HTTP watch streams are open right now."""
+        return self.sandbox.server.open_watches
+
+    @property
     def cluster(self) -> Any:
         """The ControllerRunner when started with `cluster=...`, else None."""
         return self.sandbox.cluster
@@ -100,6 +108,47 @@ class RunningSandbox:
         configuration.api_key = {"authorization": token or self.token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         return kubernetes.client.ApiClient(configuration)
+
+    def http(self, method: str, path: str, body: Any = None, *, headers: dict[str, str] | None = None,
+             token: str | None = None, timeout: float = 30.0) -> tuple[int, dict[str, str], bytes]:
+        """One raw HTTP request (path incl. query): (status, headers, body). `body` dicts/lists are JSON."""
+        connection = self._connection(timeout)
+        sent_headers = {"Authorization": f"Bearer {token or self.token}", "Accept": "application/json"}
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            sent_headers["Content-Type"] = "application/json"
+        sent_headers.update(headers or {})
+        try:
+            connection.request(method, path, body=body, headers=sent_headers)
+            response = connection.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            connection.close()
+
+    def stream(self, path: str, *, timeout: float = 10.0, headers: dict[str, str] | None = None,
+               token: str | None = None) -> Iterator[JsonObj]:
+        """Decoded lines of a streaming response (a watch), until the server ends it or `timeout`."""
+        connection = self._connection(timeout)
+        sent_headers = {"Authorization": f"Bearer {token or self.token}", "Accept": "application/json"}
+        sent_headers.update(headers or {})
+        try:
+            connection.request("GET", path, headers=sent_headers)
+            response = connection.getresponse()
+            while True:
+                line = response.readline()
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            connection.close()
+
+    def _connection(self, timeout: float) -> HTTPConnection:
+        host, port = "127.0.0.1", self.sandbox.port
+        if self.sandbox.cert is None:
+            return HTTPConnection(host, port, timeout=timeout)
+        context = ssl.create_default_context(cadata=self.sandbox.cert.cert_pem.decode())
+        return HTTPSConnection(host, port, timeout=timeout, context=context)
 
     def mint_token(self, user: str) -> str:
         """A token for a second client identity."""
