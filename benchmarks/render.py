@@ -79,31 +79,37 @@ def parse_and_render() -> int:
     return len(render_all(parse(), CONFIG, NODES))
 
 
-def rate(step: Callable[[], object], seconds: float) -> float:
-    """Calls per second of `step` over at least `seconds` (after a short warm-up)."""
+def rate(step: Callable[[], object], seconds: float) -> tuple[float, float]:
+    """(calls per CPU second, calls per wall second) of `step`, measured for at least `seconds`.
+
+    CPU time of this process is the "one core" figure: it does not count time the process waited
+    for a core on a shared machine, which wall time does.
+    """
     for _ in range(200):
         step()
     calls = 0
-    start = time.perf_counter()
-    deadline = start + seconds
+    cpu_start, wall_start = time.process_time(), time.perf_counter()
+    deadline = wall_start + seconds
     while True:
         for _ in range(100):
             step()
         calls += 100
-        now = time.perf_counter()
-        if now >= deadline:
-            return calls / (now - start)
+        wall = time.perf_counter()
+        if wall >= deadline:
+            cpu = time.process_time() - cpu_start
+            return calls / cpu, calls / (wall - wall_start)
 
 
 def main() -> int:
     assert parse_and_render() == 5, "expected PVC x2, ConfigMap, download Job, Job"
     workload = parse()
-    parse_rate = rate(parse, MEASURE_SECONDS)
-    render_only = rate(lambda: render_all(workload, CONFIG, NODES), MEASURE_SECONDS)
-    total = rate(parse_and_render, MEASURE_SECONDS)
-    print(f"parse_time: {1e6 / parse_rate:.1f} us/manifest (orjson.loads + KaiwoJob.model_validate)")
-    print(f"render_time: {1e6 / render_only:.1f} us/render (5 children, 16 nodes)")
-    print(f"render_rate: {total:.0f} renders/s (target >= {TARGET_RENDERS_PER_SECOND})")
+    parse_rate, _ = rate(parse, MEASURE_SECONDS)
+    render_rate, _ = rate(lambda: render_all(workload, CONFIG, NODES), MEASURE_SECONDS)
+    total, total_wall = rate(parse_and_render, MEASURE_SECONDS)
+    print(f"parse_time: {1e6 / parse_rate:.1f} us CPU/manifest (orjson.loads + KaiwoJob.model_validate)")
+    print(f"render_time: {1e6 / render_rate:.1f} us CPU/render (5 children, 16 nodes)")
+    print(f"render_rate_wall: {total_wall:.0f} renders/s by wall clock (informational: shared machines slow it)")
+    print(f"render_rate: {total:.0f} renders/s on one core (target >= {TARGET_RENDERS_PER_SECOND})")
     return 0 if total >= TARGET_RENDERS_PER_SECOND else 1
 
 

@@ -18,9 +18,12 @@ from kaiwo_ray.render import (
     gpu_stats,
     render_all,
     render_main,
+    sanitize_rfc1123,
     workload_gpu_check,
 )
 from kaiwo_ray.render.download_config import dump_download_config
+from kaiwo_ray.render.names import _OUTSIDE_ALPHABET as _OUTSIDE
+from kaiwo_ray.render.names import _SEPARATOR_RUNS as _RUNS
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -229,3 +232,12 @@ json_documents = st.recursive(
 def test_download_config_yaml_reads_back_as_the_same_document(document: dict[str, Any]) -> None:
     text = dump_download_config(document)
     assert (yaml.safe_load(text) or {}) == document
+
+
+@SETTINGS
+@given(text=st.text(alphabet="aZ09.-_@ ", max_size=80))
+def test_sanitizer_fast_path_agrees_with_the_full_routine(text: str) -> None:
+    full = _OUTSIDE.sub("-", text.lower()).strip("-.")
+    full = _RUNS.sub("-", full)[:63].rstrip("-")
+    assert sanitize_rfc1123(text) == full
+    assert sanitize_rfc1123(full) == full or full.endswith(".")  # idempotent up to a cut ending in "."
