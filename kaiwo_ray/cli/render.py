@@ -19,8 +19,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kaiwo_ray.api.config import KaiwoConfigSpec
+    from kaiwo_ray.api.config import KaiwoConfig, KaiwoConfigSpec
     from kaiwo_ray.api.load import KaiwoObject
+    from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
     from kaiwo_ray.render.queue import KueueVersion
 
 JsonObj = dict[str, Any]
@@ -30,6 +31,7 @@ EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_INPUT = 2
 PROG = "kaiwo-ray"
 DEBUG_ENV = "KAIWO_RAY_DEBUG"
+SINGLETON_NAME = "kaiwo"  # KaiwoQueueConfig and KaiwoConfig are cluster singletons of this name
 
 
 class InputError(Exception):
@@ -184,6 +186,7 @@ def render_object(
     kueue_version: KueueVersion = "v1beta2",
 ) -> list[JsonObj]:
     """The objects one parsed manifest stands for (pure)."""
+    from kaiwo_ray.api.config import KaiwoConfig
     from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
     from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
     from kaiwo_ray.render.queue import render_queue_config
@@ -192,9 +195,25 @@ def render_object(
         from kaiwo_ray.render.workload import render_all
 
         return render_all(obj, config, nodes)
+    if isinstance(obj, KaiwoQueueConfig | KaiwoConfig):
+        _require_singleton_name(obj)
     if isinstance(obj, KaiwoQueueConfig):
         return render_queue_config(obj, kueue_version=kueue_version)
     return [_without_empty_metadata(obj.model_dump(by_alias=True, exclude_none=True, mode="json"))]
+
+
+def _require_singleton_name(obj: KaiwoQueueConfig | KaiwoConfig) -> None:
+    """The operator reads only the object named `kaiwo` of these cluster singletons; rendering
+    another name would show objects that never get created."""
+    from kaiwo_ray.api.errors import ManifestError
+
+    name = obj.metadata.name
+    if name != SINGLETON_NAME:
+        got = f'got "{name}"' if name else "got none"
+        raise ManifestError.single(
+            "metadata.name",
+            f'must be "{SINGLETON_NAME}" ({got}): the operator only reads the {obj.kind} named {SINGLETON_NAME}',
+        )
 
 
 def _load_config(source: str) -> KaiwoConfigSpec:

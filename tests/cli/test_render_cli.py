@@ -280,6 +280,16 @@ class TestBadInput:
         assert (code, out) == (1, "")
         assert_one_line_error(err, "internal error", "RuntimeError: boom")
 
+    @pytest.mark.parametrize("example", ["queue-config.yaml", "kaiwoconfig.yaml"])
+    def test_singletons_must_be_named_kaiwo(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path, example: str
+    ) -> None:
+        text = (EXAMPLES / example).read_text(encoding="utf-8").replace("name: kaiwo\n", "name: team-a\n", 1)
+        source = write(tmp_path, example, text)
+        code, out, err = run_render(capsys, "-f", source)
+        assert (code, out) == (2, "")
+        assert_one_line_error(err, f'kaiwo-ray: {source}: metadata.name: must be "kaiwo" (got "team-a")')
+
     def test_stdin_feeds_only_one_input(self, capsys: pytest.CaptureFixture[str]) -> None:
         code, _, err = run_render(capsys, "-f", "-", "--nodes", "-")
         assert code == 2
