@@ -32,6 +32,19 @@ class FieldError:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+class NestedFieldError(ValueError):
+    """Raised by validators of dict-typed fields to blame a spot *inside* the value.
+
+    Pydantic reports a validator's error at the field itself; `loc` (wire names and list indexes)
+    is appended so the user sees `spec.resources.requests.cpu: invalid quantity`, not just `spec.resources`.
+    """
+
+    def __init__(self, loc: tuple[int | str, ...], message: str) -> None:
+        super().__init__(f"{format_path(loc)}: {message}")
+        self.loc = loc
+        self.message = message
+
+
 class ManifestError(ValueError):
     """A manifest that is not a valid Kaiwo object. `str()` is one line; `.errors` holds every problem."""
 
@@ -60,7 +73,14 @@ class ManifestError(ValueError):
 
 def errors_from_validation(exc: ValidationError, model: type[BaseModel] | None = None) -> list[FieldError]:
     """Convert a pydantic ValidationError raised while validating wire data into FieldErrors."""
-    return [FieldError(format_path(error["loc"]), _message(error, model)) for error in exc.errors()]
+    out = []
+    for error in exc.errors():
+        nested = (error.get("ctx") or {}).get("error")
+        if isinstance(nested, NestedFieldError):
+            out.append(FieldError(format_path((*error["loc"], *nested.loc)), nested.message))
+        else:
+            out.append(FieldError(format_path(error["loc"]), _message(error, model)))
+    return out
 
 
 def format_path(loc: tuple[int | str, ...]) -> str:

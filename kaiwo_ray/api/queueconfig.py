@@ -13,6 +13,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from kaiwo_ray.api._base import DEFAULT_EMPTY_OBJECT, PreservedObject, Quantity, Time, WireModel
+from kaiwo_ray.api.errors import NestedFieldError
 from kaiwo_ray.api.meta import Condition, NameOnlyMeta, ObjectMeta
 from kaiwo_ray.api.workloads import KAIWO_API_VERSION
 
@@ -175,6 +176,12 @@ class WorkloadPriorityClassEntry(WireModel):
     metadata: NameOnlyMeta = Field(default_factory=NameOnlyMeta)
     value: Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]
     description: str | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if not self.metadata.name:
+            raise NestedFieldError(("metadata", "name"), "required")
+        return self
 
 
 class TopologyLevel(WireModel):

@@ -15,7 +15,9 @@ from pydantic import AfterValidator, Field, WithJsonSchema
 
 from kaiwo_ray.api._base import GoDuration, PreservedObject, QuantityString, Time, WireModel
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.errors import NestedFieldError
 from kaiwo_ray.api.meta import Condition, ObjectMeta
+from kaiwo_ray.api.quantity import QUANTITY_PATTERN, parse_quantity
 
 KAIWO_GROUP = "kaiwo.silogen.ai"
 KAIWO_API_VERSION: Final = "kaiwo.silogen.ai/v1alpha1"
@@ -195,16 +197,40 @@ class SecretVolume(WireModel):
 def _check_env(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for index, var in enumerate(env):
         name = var.get("name")
+        if name is None:
+            raise NestedFieldError((index, "name"), "required")
         if not isinstance(name, str) or not name:
-            raise ValueError(f"env[{index}] needs a non-empty string `name`")
+            raise NestedFieldError((index, "name"), "must be a non-empty string")
     return env
 
 
 def _check_name_refs(refs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for index, ref in enumerate(refs):
         if not isinstance(ref.get("name", ""), str):
-            raise ValueError(f"imagePullSecrets[{index}].name must be a string")
+            raise NestedFieldError((index, "name"), "must be a string")
     return refs
+
+
+_RESOURCE_SECTIONS = ("limits", "requests")
+
+
+def _check_resources(resources: dict[str, Any]) -> dict[str, Any]:
+    """core/v1 ResourceRequirements: quantities are checked here so renderers can trust them."""
+    for key, section in resources.items():
+        if key == "claims":
+            if not isinstance(section, list):
+                raise NestedFieldError((key,), "must be a list")
+            continue
+        if key not in _RESOURCE_SECTIONS:
+            raise NestedFieldError((key,), "unknown field (expected limits, requests or claims)")
+        if not isinstance(section, dict):
+            raise NestedFieldError((key,), "must be an object mapping resource names to quantities")
+        for name, quantity in section.items():
+            try:
+                parse_quantity(quantity)
+            except ValueError as exc:
+                raise NestedFieldError((key, name), str(exc)) from None
+    return resources
 
 
 EnvVars = Annotated[
@@ -222,6 +248,36 @@ EnvVars = Annotated[
         }
     ),
 ]
+_QUANTITY_MAP_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "anyOf": [{"type": "integer"}, {"type": "string"}],
+        "pattern": QUANTITY_PATTERN,
+        "x-kubernetes-int-or-string": True,
+    },
+}
+ResourceRequirements = Annotated[
+    dict[str, Any],
+    AfterValidator(_check_resources),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "properties": {
+                "limits": _QUANTITY_MAP_SCHEMA,
+                "requests": _QUANTITY_MAP_SCHEMA,
+                "claims": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string"}, "request": {"type": "string"}},
+                    },
+                },
+            },
+        }
+    ),
+]
+"""core/v1 ResourceRequirements kept as a plain dict (`{"requests": {"cpu": "2"}}`), quantities validated."""
 LocalObjectReferences = Annotated[
     list[dict[str, Any]],
     AfterValidator(_check_name_refs),
@@ -257,7 +313,7 @@ class CommonSpec(WireModel):
     """Maximum runtime (Go duration, e.g. `1h30m`) before the workload becomes preemptible."""
     preferred_topology_label: str | None = None
     required_topology_label: str | None = None
-    resources: PreservedObject | None = None
+    resources: ResourceRequirements | None = None
     """core/v1 ResourceRequirements: default requests/limits of main containers."""
     image: str | None = None
     image_pull_secrets: LocalObjectReferences = Field(default_factory=list)

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from kaiwo_ray.api import _base, workloads
-from kaiwo_ray.api.queueconfig import ResourceGroup, TopologySpec
+from kaiwo_ray.api.queueconfig import ResourceGroup, TopologySpec, WorkloadPriorityClassEntry
 
 NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 TEXT = st.text(max_size=8)
@@ -68,11 +68,26 @@ _SPECIAL: dict[Any, st.SearchStrategy[Any]] = {
     _base.Time: TIME_TEXT,
     _base.PreservedObject: st.dictionaries(NAME, JSON, max_size=3),
     workloads.EnvVars: st.lists(st.fixed_dictionaries({"name": NAME}, optional={"value": TEXT}), max_size=2),
+    workloads.ResourceRequirements: st.fixed_dictionaries(
+        {},
+        optional={
+            section: st.dictionaries(
+                st.sampled_from(["cpu", "memory", "amd.com/gpu"]),
+                QUANTITY_TEXT | st.integers(0, 100),
+                max_size=3,
+            )
+            for section in ("requests", "limits")
+        },
+    ),
     workloads.LocalObjectReferences: st.lists(st.fixed_dictionaries({"name": NAME}), max_size=2),
 }
 _MODEL_OVERRIDES: dict[type[BaseModel], st.SearchStrategy[dict[str, Any]]] = {
     ResourceGroup: _resource_group(),
     TopologySpec: _topology_spec(),
+    WorkloadPriorityClassEntry: st.fixed_dictionaries(
+        {"metadata": st.fixed_dictionaries({"name": NAME}), "value": st.integers(-(2**31), 2**31 - 1)},
+        optional={"description": TEXT},
+    ),
 }
 _SKIP_FIELDS = {("ClusterQueueSpec", "cohort_name"), ("ClusterQueuePreemption", "borrow_within_cohort")}
 

@@ -217,7 +217,7 @@ def test_quota_fields_are_int_or_string() -> None:
 
 def test_embedded_kubernetes_objects_preserve_unknown_fields() -> None:
     spec = schema_of("KaiwoJob")["properties"]["spec"]["properties"]
-    for name in ("job", "rayJob", "resources"):
+    for name in ("job", "rayJob"):
         assert spec[name]["type"] == "object"
         assert spec[name]["x-kubernetes-preserve-unknown-fields"] is True
     service = schema_of("KaiwoService")["properties"]["spec"]["properties"]
@@ -256,7 +256,8 @@ _DELETE = object()
         (E1_MINIMAL_JOB, "spec.gpus", -1),
         (E1_MINIMAL_JOB, "spec.gpus", "8"),
         (E1_MINIMAL_JOB, "spec.duration", "1d"),
-        (E1_MINIMAL_JOB, "spec.env", [{"value": "x"}]),
+        (E7_STORAGE_JOB, "spec.env.0.name", _DELETE),
+        (E1_MINIMAL_JOB, "spec.resources", {"requests": {"cpu": "two"}}),
         (E7_STORAGE_JOB, "spec.storage.accessMode", "RWX"),
         (E7_STORAGE_JOB, "spec.storage.data.download.s3.0.endpointUrl", _DELETE),
         (E7_STORAGE_JOB, "spec.storage.data.storageSize", "ten"),

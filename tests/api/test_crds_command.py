@@ -29,7 +29,9 @@ def test_committed_directory_holds_exactly_the_generated_files() -> None:
 
 def test_files_are_the_crds_as_yaml() -> None:
     loaded = [yaml.safe_load(text) for text in rendered_files().values()]
-    assert sorted(loaded, key=lambda c: c["metadata"]["name"]) == sorted(all_crds(), key=lambda c: c["metadata"]["name"])
+    assert sorted(loaded, key=lambda c: c["metadata"]["name"]) == sorted(
+        all_crds(), key=lambda c: c["metadata"]["name"]
+    )
 
 
 def test_writes_then_checks_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

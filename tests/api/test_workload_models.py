@@ -232,7 +232,26 @@ def test_status_timestamps_round_trip_in_rfc3339() -> None:
         ({"gpusPerReplika": 1}, 'spec.gpusPerReplika: unknown field (did you mean "gpusPerReplica"?)'),
         ({"GPUs": 1}, 'spec.GPUs: unknown field (did you mean "gpus"?)'),
         ({"zzz": 1}, "spec.zzz: unknown field"),
-        ({"env": [{"value": "x"}]}, "spec.env: env[0] needs a non-empty string `name`"),
+        ({"env": [{"value": "x"}]}, "spec.env[0].name: required"),
+        ({"env": [{"name": "A"}, {"name": ""}]}, "spec.env[1].name: must be a non-empty string"),
+        ({"imagePullSecrets": [{"name": 1}]}, "spec.imagePullSecrets[0].name: must be a string"),
+        (
+            {"resources": {"requests": {"cpu": "two"}}},
+            'spec.resources.requests.cpu: invalid quantity "two" (expected e.g. 2, 500m, 16Gi)',
+        ),
+        (
+            {"resources": {"limits": {"amd.com/gpu": "x"}}},
+            'spec.resources.limits["amd.com/gpu"]: invalid quantity "x" (expected e.g. 2, 500m, 16Gi)',
+        ),
+        (
+            {"resources": {"request": {}}},
+            "spec.resources.request: unknown field (expected limits, requests or claims)",
+        ),
+        (
+            {"resources": {"limits": ["cpu"]}},
+            "spec.resources.limits: must be an object mapping resource names to quantities",
+        ),
+        ({"resources": {"claims": {}}}, "spec.resources.claims: must be a list"),
         ({"env": {"A": "b"}}, "spec.env: must be a list (got an object)"),
         ({"secretVolumes": [{"name": "s", "secretName": "s"}]}, "spec.secretVolumes[0].mountPath: required"),
         (
@@ -313,6 +332,17 @@ def test_status_phase_is_validated() -> None:
     assert error_of(job({}, status={"status": "READY"})).startswith(
         'status.status: must be one of "", "DOWNLOADING"'
     )
+
+
+def test_resources_keep_the_users_spelling() -> None:
+    resources = {
+        "requests": {"cpu": 2, "memory": "16Gi"},
+        "limits": {"amd.com/gpu": "8"},
+        "claims": [{"name": "c"}],
+    }
+    parsed = parse_object(job({"resources": resources}))
+    assert isinstance(parsed, KaiwoJob)
+    assert parsed.spec.resources == resources
 
 
 def test_metadata_allows_anything() -> None:
