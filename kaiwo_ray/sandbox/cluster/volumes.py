@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kaiwo_ray.sandbox.cluster.base import Controller, Key
+from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.types import GVR, PVCS, STORAGECLASSES, ApiError, JsonObj, WatchEvent
+from kaiwo_ray.sandbox.types import GVR, PVCS, STORAGECLASSES, ApiError, Clock, JsonObj, Store, WatchEvent
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 PV_COMPONENT = "persistentvolume-controller"
@@ -51,6 +51,10 @@ def default_class(classes: Iterable[JsonObj]) -> str | None:
 class VolumeBinder(Controller):
     name = "volume-binder"
     watches = (PVCS, STORAGECLASSES)
+
+    def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
+        super().__init__(store, clock, settings)
+        self._reported: set[tuple[str, str, str]] = set()
 
     def initial_keys(self) -> Iterable[Key]:
         for storage_class in BUILTIN_CLASSES:
@@ -118,6 +122,9 @@ class VolumeBinder(Controller):
             self.store.patch(PVCS, claim["metadata"]["namespace"], claim["metadata"]["name"],
                              {"status": {"phase": "Pending"}}, "merge", subresource="status",
                              user="system:volume-binder")
+        said = (str(claim["metadata"].get("uid", "")), reason, message)
+        if said not in self._reported:  # the real controller repeats it every resync; once is enough here
+            self._reported.add(said)
             record_event(self.store, self.clock, claim, event_type, reason, message, PV_COMPONENT)
 
     def _bind(self, claim: JsonObj, storage_class: JsonObj) -> None:
