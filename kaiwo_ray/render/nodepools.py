@@ -61,6 +61,7 @@ GPU_RESOURCE_BY_VENDOR = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
 DEFAULT_TOPOLOGY_NAME = "default-topology"
 DEFAULT_TOPOLOGY_LEVELS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL, HOSTNAME_LABEL)
 
+MAX_FLAVORS_PER_RESOURCE_GROUP = 16  # Kueue's limit (and the KaiwoQueueConfig CRD's)
 _DISCOUNT = 0.9  # Kueue quota is 90 % of a node's capacity, leaving room for system pods
 _GI = 1 << 30
 # Removed, in this order, from AMD product names: `AMD_Instinct_MI300X_OAM` -> `mi300x`.
@@ -68,7 +69,8 @@ _AMD_NAME_NOISE = ("instinct", "radeon", "_", "oam", "amd", "series", "gpu")
 
 
 class NodeDiscoveryError(ValueError):
-    """A node's capacity cannot be read (only possible for hand-written node files)."""
+    """The nodes cannot be turned into a default queue: an unreadable capacity (only possible in
+    hand-written node files) or more node pools than Kueue accepts in one ClusterQueue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +198,14 @@ def default_resource_flavors(pools: Sequence[NodePool], config: KaiwoConfigSpec)
 
 
 def default_cluster_queue(pools: Sequence[NodePool], config: KaiwoConfigSpec) -> ClusterQueueEntry:
+    if len(pools) > MAX_FLAVORS_PER_RESOURCE_GROUP:
+        # Upstream writes the queue anyway and Kueue rejects it; nodes whose memory differs by a
+        # few GiB already make separate pools, so say what happened and what to do instead.
+        raise NodeDiscoveryError(
+            f"the nodes form {len(pools)} node pools, more than the {MAX_FLAVORS_PER_RESOURCE_GROUP} flavors "
+            "Kueue allows in one ClusterQueue resource group; write the KaiwoQueueConfig `kaiwo` yourself "
+            "(flavors selecting several pools by label) and keep dynamicallyUpdateDefaultClusterQueue off"
+        )
     covered = covered_resources(pools)
     groups = (
         [
