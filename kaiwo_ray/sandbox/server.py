@@ -206,7 +206,7 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if info.namespaced and not path.namespace and verb not in ("list", "watch"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        if verb not in info.verbs and sub is None:
+        if (verb not in info.verbs and sub is None) or (verb in ("update", "patch") and not path.name):
             raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
         if verb == "get":
             if sub == "scale":

@@ -743,7 +743,8 @@ class ObjectStore:
         live = None if old is None else clone(self.view(info, gvr.version, old))
         merged = apply.server_side_apply(
             live, applied, manager=manager, force=force, api_version=gvr.api_version, group=info.group,
-            kind=info.kind, subresource=subresource, now=rfc3339(self.clock.now()))
+            kind=info.kind, subresource=subresource, now=rfc3339(self.clock.now()),
+            schema=info.schemas.get(gvr.version), status_subresource=info.has_status)
         if old is None:
             if subresource is not None:
                 raise ApiError.not_found(gvr, key[1])
@@ -966,7 +967,8 @@ class ObjectStore:
             return new
         result: JsonObj = apply.record_update(old, new, manager=manager, api_version=gvr.api_version,
                                               group=info.group, kind=info.kind, subresource=subresource,
-                                              now=rfc3339(self.clock.now()))
+                                              now=rfc3339(self.clock.now()), schema=info.schemas.get(gvr.version),
+                                              status_subresource=info.has_status)
         return result
 
     def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
