@@ -62,6 +62,7 @@ DEFAULT_TOPOLOGY_NAME = "default-topology"
 DEFAULT_TOPOLOGY_LEVELS = (TOPOLOGY_BLOCK_LABEL, TOPOLOGY_RACK_LABEL, HOSTNAME_LABEL)
 
 MAX_FLAVORS_PER_RESOURCE_GROUP = 16  # Kueue's limit (and the KaiwoQueueConfig CRD's)
+MAX_RESOURCE_FLAVORS = 20  # KaiwoQueueConfig CRD: spec.resourceFlavors maxItems
 _DISCOUNT = 0.9  # Kueue quota is 90 % of a node's capacity, leaving room for system pods
 _GI = 1 << 30
 # Removed, in this order, from AMD product names: `AMD_Instinct_MI300X_OAM` -> `mi300x`.
@@ -268,11 +269,19 @@ def merge_default_queue_config(
     default_queue_name = config.default_cluster_queue_name
     discovered_queues = [queue for queue in discovered.cluster_queues if queue.name == default_queue_name]
     existing_topologies = [topology for topology in existing.topologies if topology.metadata.name]
+    flavors = _merge_by_name(existing.resource_flavors, discovered.resource_flavors, _flavor_name)
+    if len(flavors) > MAX_RESOURCE_FLAVORS:
+        # Stale flavors are never dropped (§5.4), so node churn can outgrow the CRD's limit; the
+        # API server would reject the update with a less helpful message.
+        stale = len(flavors) - len(discovered.resource_flavors)
+        raise NodeDiscoveryError(
+            f"merging the discovered node pools gives {len(flavors)} resource flavors ({stale} of them "
+            f"for nodes that are gone), more than the {MAX_RESOURCE_FLAVORS} a KaiwoQueueConfig holds; "
+            "remove the stale flavors from the KaiwoQueueConfig `kaiwo`"
+        )
     return existing.model_copy(
         update={
-            "resource_flavors": _merge_by_name(
-                existing.resource_flavors, discovered.resource_flavors, _flavor_name
-            ),
+            "resource_flavors": flavors,
             "cluster_queues": _merge_by_name(existing.cluster_queues, discovered_queues, _queue_name),
             "topologies": _merge_by_name(existing_topologies, discovered.topologies, _topology_name),
         }

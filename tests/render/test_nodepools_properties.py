@@ -12,6 +12,7 @@ from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.render.nodepools import (
     MAX_FLAVORS_PER_RESOURCE_GROUP,
+    MAX_RESOURCE_FLAVORS,
     NodeDiscoveryError,
     default_queue_config,
     discover_node_pools,
@@ -131,7 +132,13 @@ def test_merge_is_idempotent_and_keeps_every_discovered_flavor(
 ) -> None:
     existing = default_queue_config(before, config)
     discovered = default_queue_config(after, config)
+    union = {flavor.name for flavor in [*existing.resource_flavors, *discovered.resource_flavors]}
+    if len(union) > MAX_RESOURCE_FLAVORS:
+        with pytest.raises(NodeDiscoveryError, match="remove the stale flavors"):
+            merge_default_queue_config(existing, discovered, config)
+        return
     once = merge_default_queue_config(existing, discovered, config)
+    KaiwoQueueConfigSpec.model_validate(dumped(once))
     assert dumped(merge_default_queue_config(once, discovered, config)) == dumped(once)
     merged_names = [flavor.name for flavor in once.resource_flavors]
     assert {flavor.name for flavor in discovered.resource_flavors} <= set(merged_names)
@@ -150,3 +157,27 @@ def test_too_many_pools_is_a_clear_error() -> None:
     with pytest.raises(NodeDiscoveryError, match=r"^the nodes form 17 node pools, more than the 16 flavors"):
         default_queue_config(nodes, KaiwoConfigSpec())
     assert len(default_queue_config(nodes[:-1], KaiwoConfigSpec()).resource_flavors) == 16
+
+
+def test_merge_beyond_the_flavor_limit_is_a_clear_error() -> None:
+    def cpu_nodes(first: int, count: int) -> list[JsonObj]:
+        return [
+            {"metadata": {"name": f"n{i}"}, "status": {"capacity": {"cpu": str(10 * i), "memory": "64Gi"}}}
+            for i in range(first, first + count)
+        ]
+
+    config = KaiwoConfigSpec()
+    existing = default_queue_config(cpu_nodes(1, 12), config)
+    discovered = default_queue_config(cpu_nodes(13, 9), config)
+    with pytest.raises(
+        NodeDiscoveryError, match=r"gives 21 resource flavors \(12 of them for nodes that are gone\)"
+    ):
+        merge_default_queue_config(existing, discovered, config)
+    assert (
+        len(
+            merge_default_queue_config(
+                existing, default_queue_config(cpu_nodes(13, 8), config), config
+            ).resource_flavors
+        )
+        == 20
+    )
