@@ -7,6 +7,7 @@ from __future__ import annotations
 from kaiwo_ray.api.workloads import KaiwoServiceSpec
 from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
 from kaiwo_ray.render.entrypoint import apply_entrypoint
+from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.job import embedded_spec
 from kaiwo_ray.render.podspec import (
     default_template,
@@ -32,7 +33,10 @@ def render_deployment(ctx: RenderContext, spec: KaiwoServiceSpec) -> JsonObj:
     pod["restartPolicy"] = "Always"
     selector = deployment_spec.get("selector")
     selector = dict(selector) if isinstance(selector, dict) else {}
-    selector["matchLabels"] = {**(selector.get("matchLabels") or {}), "app": ctx.name}
+    match_labels = selector.get("matchLabels") or {}
+    if not isinstance(match_labels, dict):
+        raise RenderError("spec.deployment.spec.selector.matchLabels", "must be a map")
+    selector["matchLabels"] = {**match_labels, "app": ctx.name}
     deployment_spec["selector"] = selector
     numbers = ctx.resources
     deployment_spec["replicas"] = numbers.replicas

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from kaiwo_ray.api.quantity import parse_quantity
 from kaiwo_ray.render.context import JsonObj, RenderContext
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.resources import ResourceDefaults, fill_container_resources, requests_any
@@ -64,20 +65,60 @@ def require_template(parent: Any, field: str) -> JsonObj:
 
 
 def pod_spec_of(template: Any, field: str) -> JsonObj:
-    """The template's pod spec, checked to have at least one container (RenderError otherwise)."""
+    """The template's pod spec, checked to have at least one container (RenderError otherwise).
+
+    Also checks the shape of every part the mutation extends (maps are maps, lists are lists), so a
+    malformed user template is reported by path instead of crashing the render.
+    """
     if not isinstance(template, dict):
         raise RenderError(field, "must be a pod template object")
+    meta = template.get("metadata")
+    if meta is not None:
+        _expect(meta, dict, f"{field}.metadata")
+        for key in ("labels", "annotations"):
+            _expect(meta.get(key), dict, f"{field}.metadata.{key}")
     spec = template.get("spec")
     if not isinstance(spec, dict):
         raise RenderError(f"{field}.spec", "required (a pod spec with at least one container)")
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         raise RenderError(f"{field}.spec.containers", "must list at least one container")
+    for key in ("volumes", "imagePullSecrets", "tolerations"):
+        _expect(spec.get(key), list, f"{field}.spec.{key}")
+    _expect(spec.get("affinity"), dict, f"{field}.spec.affinity")
     for key in ("containers", "initContainers"):
+        _expect(spec.get(key), list, f"{field}.spec.{key}")
         for index, container in enumerate(spec.get(key) or []):
+            path = f"{field}.spec.{key}[{index}]"
             if not isinstance(container, dict):
-                raise RenderError(f"{field}.spec.{key}[{index}]", "must be a container object")
+                raise RenderError(path, "must be a container object")
+            _expect(container.get("env"), list, f"{path}.env")
+            _expect(container.get("volumeMounts"), list, f"{path}.volumeMounts")
+            resources = container.get("resources")
+            _expect(resources, dict, f"{path}.resources")
+            if resources:
+                _expect(resources.get("requests"), dict, f"{path}.resources.requests")
+                _expect(resources.get("limits"), dict, f"{path}.resources.limits")
     return spec
+
+
+def _expect(value: Any, kind: type, field: str) -> None:
+    """None or `kind`; anything else is a RenderError at `field`."""
+    if value is not None and not isinstance(value, kind):
+        raise RenderError(field, "must be a map" if kind is dict else "must be a list")
+
+
+def check_resources(resources: Any, field: str) -> None:
+    """`spec.resources`: ResourceRequirements with quantity values (reported by path when malformed)."""
+    _expect(resources, dict, field)
+    for side in ("requests", "limits"):
+        values = (resources or {}).get(side)
+        _expect(values, dict, f"{field}.{side}")
+        for name, quantity in (values or {}).items():
+            try:
+                parse_quantity(quantity)
+            except ValueError as exc:
+                raise RenderError(f"{field}.{side}.{name}", str(exc)) from None
 
 
 def update_pod_spec(

@@ -19,6 +19,7 @@ from kaiwo_ray.render.deployment import render_deployment
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.gpus import ResourceConfig
 from kaiwo_ray.render.job import render_job
+from kaiwo_ray.render.podspec import check_resources
 from kaiwo_ray.render.rayjob import render_rayjob
 from kaiwo_ray.render.storage import render_storage as _render_storage
 from kaiwo_ray.render.storage import validate_storage
@@ -33,6 +34,7 @@ def prepare(
     if not workload.metadata.name:
         raise RenderError("metadata.name", "required")
     validate_storage(workload.spec.storage)
+    check_resources(workload.spec.resources, "spec.resources")
     return render_context(workload, config, nodes, numbers=numbers)
 
 

@@ -8,6 +8,7 @@ import pytest
 from render_fixtures import job, main, service
 
 from kaiwo_ray.render import RenderError
+from kaiwo_ray.render.podspec import check_resources
 
 
 @pytest.mark.parametrize(
@@ -53,3 +54,51 @@ def test_render_error_is_a_value_error_with_field() -> None:
         main(service({"rayService": {"spec": {}}}))
     assert isinstance(info.value, RenderError)
     assert info.value.field == "spec.rayService.spec.rayClusterConfig"
+
+
+def _user_job(container: dict[str, Any], **pod: Any) -> dict[str, Any]:
+    return {
+        "job": {
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i", **container}], **pod}}}
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("workload_spec", "field"),
+    [
+        (_user_job({"env": {"A": "1"}}), "spec.job.spec.template.spec.containers[0].env"),
+        (_user_job({"volumeMounts": "x"}), "spec.job.spec.template.spec.containers[0].volumeMounts"),
+        (_user_job({"resources": ["cpu"]}), "spec.job.spec.template.spec.containers[0].resources"),
+        (
+            _user_job({"resources": {"limits": "2"}}),
+            "spec.job.spec.template.spec.containers[0].resources.limits",
+        ),
+        (_user_job({}, volumes={"a": 1}), "spec.job.spec.template.spec.volumes"),
+        (_user_job({}, tolerations="all"), "spec.job.spec.template.spec.tolerations"),
+        (_user_job({}, affinity=[1]), "spec.job.spec.template.spec.affinity"),
+    ],
+)
+def test_malformed_shapes_are_reported_by_path(workload_spec: dict[str, Any], field: str) -> None:
+    with pytest.raises(RenderError) as info:
+        main(job(workload_spec))
+    assert info.value.field == field
+
+
+def test_malformed_template_labels_and_selector() -> None:
+    template = {"metadata": {"labels": ["a"]}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    with pytest.raises(RenderError, match=r"^spec.deployment.spec.template.metadata.labels: must be a map"):
+        main(service({"deployment": {"spec": {"template": template}}}))
+    template["metadata"] = {}
+    with pytest.raises(RenderError, match=r"^spec.deployment.spec.selector.matchLabels: must be a map"):
+        main(service({"deployment": {"spec": {"selector": {"matchLabels": "x"}, "template": template}}}))
+
+
+def test_spec_resources_are_checked_even_when_the_model_did_not() -> None:
+    # the API model validates spec.resources too; the renderer must not rely on it (model_construct, dicts)
+    with pytest.raises(RenderError) as info:
+        check_resources({"requests": ["cpu"]}, "spec.resources")
+    assert info.value.field == "spec.resources.requests"
+    with pytest.raises(RenderError, match=r'^spec.resources.limits.cpu: invalid quantity "lots"'):
+        check_resources({"limits": {"cpu": "lots"}}, "spec.resources")
+    check_resources({"limits": {"cpu": 2, "memory": "1Gi"}}, "spec.resources")
