@@ -28,11 +28,13 @@ from kaiwo_ray.sandbox.fieldpaths import (
     FieldPathError,
     FieldSet,
     Path,
+    added_fields_v1,
     all_paths,
     compare,
     decode_fields_v1,
     encode_fields_v1,
     ensure_named_fields_are_members,
+    fields_v1_has,
     merge_values,
     path_sort_key,
     path_string,
@@ -93,11 +95,60 @@ class ManagerKey:
         return text
 
 
-@dataclass(slots=True)
 class _Entry:
-    fields: FieldSet
-    api_version: str
-    time: str | None
+    """One manager's field set. Sets read from an object stay encoded until a write touches
+    them: most writes (status updates above all) change a few fields that most managers do not
+    own, and decoding every manager's fieldsV1 on every write would dominate the write path."""
+
+    __slots__ = ("_fields", "_raw", "api_version", "time")
+
+    def __init__(self, fields: FieldSet | None, api_version: str, time: str | None,
+                 raw: JsonObj | None = None) -> None:
+        self._fields = fields
+        self._raw = raw
+        self.api_version = api_version
+        self.time = time
+
+    @property
+    def fields(self) -> FieldSet:
+        if self._fields is None:
+            try:
+                self._fields = decode_fields_v1(self._raw or {})
+            except (FieldPathError, ValueError):
+                self._fields = set()
+                self._raw = None
+        return self._fields
+
+    @fields.setter
+    def fields(self, value: FieldSet) -> None:
+        self._fields = value
+        self._raw = None  # the encoding no longer matches
+
+    def owned(self, paths: FieldSet) -> FieldSet:
+        """The members of `paths` this manager owns."""
+        if self._fields is None:
+            return {p for p in paths if fields_v1_has(self._raw, p)}
+        return self._fields & paths
+
+    def discard(self, paths: FieldSet) -> None:
+        if paths and self.owned(paths):
+            self.fields = self.fields - paths
+
+    def same_as(self, fields_v1: JsonObj, fields: FieldSet) -> bool:
+        """Whether this manager owns exactly `fields` (encoded as `fields_v1`), decoding nothing
+        when the stored encoding is byte-for-byte what we would write."""
+        if self._fields is None:
+            return self._raw == fields_v1
+        return self._fields - _STRIPPED == fields - _STRIPPED
+
+    def encoded(self) -> JsonObj | None:
+        """fieldsV1, or None when the manager owns nothing (and its entry goes)."""
+        if self._raw is not None:
+            # Shared with the object it was read from: fieldsV1 tries are never edited in place.
+            return self._raw or None
+        assert self._fields is not None
+        fields = self._fields - _STRIPPED
+        return encode_fields_v1(fields) if fields else None
 
 
 Managed = dict[ManagerKey, _Entry]
@@ -120,36 +171,35 @@ def _decode_managed(entries: Any) -> Managed | None:
     if not isinstance(entries, list) or not entries:
         return None
     managed: Managed = {}
-    try:
-        for entry in entries:
-            if not isinstance(entry, dict):
-                return None
-            operation = str(entry.get("operation") or "")
-            api_version = str(entry.get("apiVersion") or "")
-            key = _key(str(entry.get("manager") or ""), operation, api_version,
-                       str(entry.get("subresource") or ""))
-            fields = decode_fields_v1(entry.get("fieldsV1") or {})
-            previous = managed.get(key)
-            if previous is not None:
-                fields |= previous.fields
-            time = entry.get("time")
-            managed[key] = _Entry(fields, api_version, time if isinstance(time, str) else None)
-    except (FieldPathError, ValueError):
-        return None
+    for entry in entries:
+        if not isinstance(entry, dict):
+            return None
+        raw = entry.get("fieldsV1") or {}
+        if not isinstance(raw, dict):
+            return None
+        operation = str(entry.get("operation") or "")
+        api_version = str(entry.get("apiVersion") or "")
+        key = _key(str(entry.get("manager") or ""), operation, api_version, str(entry.get("subresource") or ""))
+        time = entry.get("time")
+        decoded = _Entry(None, api_version, time if isinstance(time, str) else None, raw)
+        previous = managed.get(key)
+        if previous is not None:
+            decoded.fields = decoded.fields | previous.fields
+        managed[key] = decoded
     return managed
 
 
 def _encode_managed(managed: Managed) -> list[JsonObj]:
     entries: list[tuple[tuple[str, str, str, str, str], JsonObj]] = []
     for key, entry in managed.items():
-        fields = entry.fields - _STRIPPED
-        if not fields:
+        fields = entry.encoded()
+        if fields is None:
             continue
         body: JsonObj = {"manager": key.manager, "operation": key.operation, "apiVersion": entry.api_version}
         if entry.time is not None:
             body["time"] = entry.time
         body["fieldsType"] = "FieldsV1"
-        body["fieldsV1"] = encode_fields_v1(fields)
+        body["fieldsV1"] = fields
         if key.subresource:
             body["subresource"] = key.subresource
         # The apiserver's order: operation, time, manager, apiVersion, subresource.
@@ -158,24 +208,34 @@ def _encode_managed(managed: Managed) -> list[JsonObj]:
     return [body for _, body in entries]
 
 
-def _without_managed_fields(obj: JsonObj | None) -> JsonObj:
-    out = clone_json(obj) if obj is not None else {}
-    metadata = out.get("metadata")
-    if isinstance(metadata, dict):
-        metadata.pop("managedFields", None)
-    return out
+def _view(obj: JsonObj | None, ignore_status: bool, only_status: bool) -> JsonObj:
+    """What a request may own of an object, sharing its values (read-only use): no
+    managedFields, and no status (main resource) or only status (/status)."""
+    if obj is None:
+        return {}
+    if only_status:
+        return {"status": obj["status"]} if "status" in obj else {}
+    view = {k: v for k, v in obj.items() if not (ignore_status and k == "status")}
+    metadata = view.get("metadata")
+    if isinstance(metadata, dict) and "managedFields" in metadata:
+        view["metadata"] = {k: v for k, v in metadata.items() if k != "managedFields"}
+    return view
 
 
 def _with_managed(obj: JsonObj, managed: Managed) -> JsonObj:
-    metadata = obj.setdefault("metadata", {})
+    """A copy of `obj` (top level and metadata) carrying the encoded managedFields."""
+    out = dict(obj)
+    metadata = out.get("metadata")
     if not isinstance(metadata, dict):
-        return obj
+        return out
+    metadata = dict(metadata)
+    out["metadata"] = metadata
     encoded = _encode_managed(managed)
     if encoded:
         metadata["managedFields"] = encoded
     else:
         metadata.pop("managedFields", None)
-    return obj
+    return out
 
 
 def _reset_filter(subresource: str | None, status_subresource: bool) -> tuple[bool, bool]:
@@ -202,7 +262,7 @@ def _reset_object(candidate: JsonObj, live: JsonObj, ignore_status: bool, only_s
             candidate["status"] = clone_json(live["status"])
         return candidate
     if only_status:
-        out = clone_json(live)
+        out = dict(live)
         out.pop("status", None)
         if "status" in candidate:
             out["status"] = candidate["status"]
@@ -222,12 +282,10 @@ def _object_name(obj: JsonObj) -> str:
     return f"{namespace}/{name}" if namespace else str(name)
 
 
-def _changes(old: JsonObj, new: JsonObj, schema: Schema, *, builtin: bool,
-             ignore_status: bool, only_status: bool) -> tuple[FieldSet, FieldSet]:
-    """(added or modified, removed) between two objects, limited to what the request may own."""
+def _changes(old: JsonObj, new: JsonObj, schema: Schema, *, builtin: bool) -> tuple[FieldSet, FieldSet]:
+    """(added or modified, removed) between two views of an object."""
     added, modified, removed = compare(old, new, schema, mark_structs=not builtin)
-    return (_reset_paths(added | modified, ignore_status, only_status),
-            _reset_paths(removed, ignore_status, only_status))
+    return added | modified, removed
 
 
 def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_version: str, group: str,
@@ -240,30 +298,34 @@ def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_versio
     use the merge-key table. `status_subresource` False means the kind has no /status, so a write
     to the main resource may own status too. Managed fields the client sent in `new` replace the
     live ones when non-empty (that is how a client edits or resets them); otherwise the live
-    ones are kept.
+    ones are kept. The result is a new top-level object and metadata; deeper values are shared
+    with `new` (never with `old`).
     """
     typed = schema_for(group, kind, schema)
-    builtin = is_builtin(group)
     managed = None if subresource else _decode_managed((new.get("metadata") or {}).get("managedFields"))
     if managed is None:
         managed = _decode_managed(((old or {}).get("metadata") or {}).get("managedFields")) or {}
-    before = _without_managed_fields(old)
-    after = _without_managed_fields(new)
     ignore_status, only_status = _reset_filter(subresource, status_subresource)
+    before, after = _view(old, ignore_status, only_status), _view(new, ignore_status, only_status)
     try:
-        changed, removed = _changes(before, after, typed, builtin=builtin,
-                                    ignore_status=ignore_status, only_status=only_status)
+        if not before and not managed:
+            # A create: everything is added by this manager; encode it directly.
+            fields_v1 = added_fields_v1(after, typed, mark_structs=not is_builtin(group), skip=_STRIPPED)
+            if fields_v1:
+                key = _key(manager, "Update", api_version, subresource)
+                managed[key] = _Entry(None, api_version, now, fields_v1)
+            return _with_managed(new, managed)
+        changed, removed = _changes(before, after, typed, builtin=is_builtin(group))
     except FieldPathError as exc:
-        raise _typed_error(kind, _object_name(after), api_version, exc, "") from exc
+        raise _typed_error(kind, _object_name(new), api_version, exc, "") from exc
     for entry in managed.values():
-        entry.fields -= changed
-        entry.fields -= removed
+        entry.discard(changed)
+        entry.discard(removed)
     if changed - _STRIPPED:
         key = _key(manager, "Update", api_version, subresource)
         previous = managed.get(key)
-        fields = changed | (previous.fields if previous else set())
-        managed[key] = _Entry(fields, api_version, now)
-    return _with_managed(after, managed)
+        managed[key] = _Entry(changed | (previous.fields if previous else set()), api_version, now)
+    return _with_managed(new, managed)
 
 
 def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, force: bool,
@@ -272,7 +334,7 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
     """Merge an applied configuration into `live` (or create from it when `live` is None) for
     `manager`, with managedFields, pruning of fields the manager stopped applying, and 409
     conflicts with other managers unless `force`. `schema`/`status_subresource` as in
-    `record_update`.
+    `record_update`. The result shares nothing with the inputs.
     """
     if not isinstance(applied, dict):
         raise ApiError.bad_request("error decoding YAML: the applied configuration must be an object")
@@ -282,52 +344,60 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
     typed = schema_for(group, kind, schema)
     builtin = is_builtin(group)
     ignore_status, only_status = _reset_filter(subresource, status_subresource)
-    live_obj = _without_managed_fields(live)
+    live_obj = _view(live, False, False)  # read-only: merging builds new containers
     managed: Managed = {}
     if live is not None:
         decoded = _decode_managed((live.get("metadata") or {}).get("managedFields"))
         if decoded is None:
             # An object nobody tracked yet: its current fields belong to "before-first-apply".
-            added, modified, _ = compare({}, live_obj, typed, mark_structs=not builtin)
-            owned = _reset_paths(added | modified, ignore_status, only_status)
-            if owned:
+            owned, _ = _changes({}, _view(live_obj, ignore_status, only_status), typed, builtin=builtin)
+            if owned - _STRIPPED:
                 managed[_key(BEFORE_FIRST_APPLY, "Update", api_version, subresource)] = \
                     _Entry(owned, api_version, None)
         else:
             managed = decoded
-    config = clone_json(applied)
+    config = applied
     name = _object_name(config if live is None else live_obj)
     try:
         applied_fields = _reset_paths(to_field_set(config, typed), ignore_status, only_status)
     except FieldPathError as exc:
         raise _typed_error(kind, name, api_version, exc, "patch") from exc
+    key = _key(manager, "Apply", api_version, subresource)
+    previous = managed.get(key)
+    applied_v1 = encode_fields_v1(applied_fields - _STRIPPED)
     try:
         merged = merge_values(live_obj, config, typed)
-        key = _key(manager, "Apply", api_version, subresource)
-        previous = managed.get(key)
-        last_applied = previous.fields if previous else set()
-        managed[key] = _Entry(applied_fields, api_version, previous.time if previous else None)
-        merged = _prune(merged, managed, key, last_applied, typed)
+        if previous is not None and previous.same_as(applied_v1, applied_fields):
+            # The same fields as last time (the steady state of a reconcile loop): nothing to prune.
+            managed[key] = _Entry(None, api_version, previous.time, applied_v1)
+        else:
+            last_applied = previous.fields if previous else set()
+            managed[key] = _Entry(applied_fields, api_version, previous.time if previous else None, applied_v1)
+            if not last_applied <= applied_fields:
+                # Only fields applied last time and not now can go.
+                merged = _prune(merged, managed, last_applied, typed)
         merged = _reset_object(merged, live_obj, ignore_status, only_status)
-        changed, removed = _changes(live_obj, merged, typed, builtin=builtin,
-                                    ignore_status=ignore_status, only_status=only_status)
+        if len(managed) > 1:
+            changed, removed = _changes(_view(live_obj, ignore_status, only_status),
+                                        _view(merged, ignore_status, only_status), typed, builtin=builtin)
+        else:
+            changed, removed = set(), set()  # no other manager to conflict with or to lose fields
     except FieldPathError as exc:
         raise _typed_error(kind, name, api_version, exc, "") from exc
-    conflicts = {other: entry.fields & changed for other, entry in managed.items()
-                 if other != key and entry.fields & changed}
+    conflicts = {other: entry.owned(changed) for other, entry in managed.items() if other != key}
+    conflicts = {other: paths for other, paths in conflicts.items() if paths}
     if conflicts and not force:
         raise _conflict_error(conflicts)
     for other, lost in conflicts.items():
-        managed[other].fields -= lost
+        managed[other].discard(lost)
     for entry in managed.values():
-        entry.fields -= removed
+        entry.discard(removed)
     if merged != live_obj or previous is None:
         managed[key].time = now
-    return _with_managed(merged, managed)
+    return _with_managed(clone_json(merged), managed)
 
 
-def _prune(merged: JsonObj, managed: Managed, applier: ManagerKey, last_applied: FieldSet,
-           schema: Schema) -> JsonObj:
+def _prune(merged: JsonObj, managed: Managed, last_applied: FieldSet, schema: Schema) -> JsonObj:
     """Remove what the applier applied last time and no longer does, unless someone else (or the
     new configuration) still owns it: structured-merge-diff's prune, addBackOwnedItems and
     addBackDanglingItems, in that order."""
@@ -345,7 +415,6 @@ def _prune(merged: JsonObj, managed: Managed, applier: ManagerKey, last_applied:
     pruned_paths = all_paths(pruned, schema)
     result = remove_items(merged, (merged_paths - pruned_paths) & last, schema)
     assert isinstance(result, dict)
-    del applier
     return result
 
 

@@ -31,9 +31,13 @@ class FieldPathError(ValueError):
     """A value that cannot be addressed by field paths (duplicate or key-less list items)."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+_encode_string = json.encoder.encode_basestring
+
+
 def canonical_json(value: Any) -> str:
     """Go's encoding/json output for a decoded value: compact, object keys sorted."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def element_sort_key(element: PathElement) -> tuple[int, str]:
@@ -75,7 +79,7 @@ def path_string(path: Path) -> str:
 # fieldsV1 codec
 
 
-def _encode_element(element: PathElement) -> str:
+def encode_element(element: PathElement) -> str:
     kind, value = element
     return f"{kind}:{value}"
 
@@ -94,22 +98,38 @@ def _decode_element(text: str) -> PathElement:
 def encode_fields_v1(paths: Iterable[Path]) -> JsonObj:
     """The fieldsV1 trie of a set: members without descendants are `{}`, members with
     descendants carry a "." entry; children sorted as structured-merge-diff sorts them."""
-    trie: dict[PathElement, Any] = {}
-    members: set[Path] = set(paths)
-    for path in members:
+    # Built directly with encoded keys, each node remembering whether it is a member. Sorting the
+    # encoded strings gives structured-merge-diff's order (fields, then keys, then values) except
+    # for index elements, which only lists without keys produce.
+    trie: dict[str, Any] = {}
+    marker = "."
+    for path in paths:
         node = trie
         for element in path:
-            node = node.setdefault(element, {})
+            node = node.setdefault(encode_element(element), {})
+        node[marker] = True
 
-    def render(node: dict[PathElement, Any], prefix: Path) -> JsonObj:
-        out: JsonObj = {}
-        if prefix and node and prefix in members:
-            out["."] = {}
-        for element in sorted(node, key=element_sort_key):
-            out[_encode_element(element)] = render(node[element], (*prefix, element))
+    def render(node: dict[str, Any]) -> JsonObj:
+        member = node.pop(marker, False)
+        out: JsonObj = {".": {}} if member and node else {}
+        for text in sorted(node):
+            out[text] = render(node[text])
         return out
 
-    return render(trie, ())
+    trie.pop(marker, None)
+    return render(trie)
+
+
+def fields_v1_has(fields: Any, path: Path) -> bool:
+    """Whether `path` is a member of the set a fieldsV1 trie encodes, without decoding it all."""
+    node = fields
+    for element in path:
+        if not isinstance(node, dict):
+            return False
+        node = node.get(encode_element(element))
+        if node is None:
+            return False
+    return isinstance(node, dict) and (not node or "." in node)
 
 
 def decode_fields_v1(fields: Any) -> FieldSet:
@@ -138,6 +158,14 @@ def decode_fields_v1(fields: Any) -> FieldSet:
 
 def list_item_element(schema: Schema, item: Any, index: int) -> PathElement:
     """The path element that names `item` inside an associative list."""
+    if len(schema.map_keys) == 1 and isinstance(item, dict):
+        # Fast path for the everyday single string/int key (name, uid, type, ip, mountPath).
+        name = schema.map_keys[0]
+        value = item.get(name)
+        if isinstance(value, str):
+            return ("k", '{"' + name + '":' + _encode_string(value) + "}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ("k", '{"' + name + '":' + str(value) + "}")
     if schema.list_type == "set":
         if isinstance(item, dict | list):
             raise FieldPathError("set lists may only hold scalars")
@@ -371,6 +399,8 @@ def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[
         return (isinstance(node, dict) and not sch.atomic) or (isinstance(node, list) and sch.associative)
 
     def walk(lhs: Any, rhs: Any, sch: Schema, path: Path) -> None:
+        if lhs is rhs or (type(lhs) is type(rhs) and lhs == rhs):
+            return  # nothing below changed (the common case: most of an object is untouched)
         left_container = lhs is not _MISSING and container(lhs, sch)
         right_container = rhs is not _MISSING and container(rhs, sch)
         both_present = lhs is not _MISSING and rhs is not _MISSING
@@ -406,6 +436,41 @@ def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[
 
     walk(old, new, schema, ())
     return added, modified, removed
+
+
+def added_fields_v1(value: JsonObj, schema: Schema, *, mark_structs: bool,
+                    skip: frozenset[Path] = frozenset()) -> JsonObj:
+    """fieldsV1 of everything `compare({}, value)` reports added, built directly: the create
+    path, where going through path tuples, a set and a trie costs several times more.
+    Paths in `skip` are never members (their descendants still are)."""
+
+    def render(node: Any, sch: Schema, path: Path) -> JsonObj | None:
+        children: JsonObj = {}
+        is_container = False
+        if isinstance(node, dict) and not sch.atomic:
+            is_container = True
+            for key in sorted(node):
+                rendered = render(node[key], sch.field_schema(key), (*path, ("f", key)))
+                if rendered is not None:
+                    children["f:" + key] = rendered
+        elif isinstance(node, list) and sch.associative:
+            is_container = True
+            elements = index_list(sch, node, path=path, allow_duplicates=True)
+            item_schema = sch.item_schema()
+            rendered_items: dict[str, JsonObj] = {}
+            for element, item in zip(elements, node, strict=True):
+                rendered = render(item, item_schema, (*path, element))
+                rendered_items.setdefault(encode_element(element), rendered if rendered is not None else {})
+            for text in sorted(rendered_items):
+                children[text] = rendered_items[text]
+        if not is_container:
+            return None if path in skip else {}
+        marked = bool(path) and path not in skip and (mark_structs or _marked_container(sch, path))
+        if marked:
+            return {".": {}, **children} if children else {}
+        return children or None
+
+    return render(value, schema, ()) or {}
 
 
 def _marked_container(schema: Schema, path: Path) -> bool:
