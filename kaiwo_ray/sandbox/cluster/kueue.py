@@ -676,7 +676,7 @@ class KueueController(Controller):
             if not isinstance(fw, PodFramework):
                 self._stop(fw, obj, None, "Missing Workload; unable to restore pod templates")
             return None
-        if fw.active(obj):
+        if fw.active(obj) and not isinstance(fw, PodFramework):
             return None  # wait for the pods of an earlier run to go away
         return self._create_workload(fw, obj)
 
@@ -773,14 +773,29 @@ class KueueController(Controller):
                     if err.code != 404:
                         raise
             return None
-        if fw.suspended(obj):
-            return obj
-        updated = _clone(obj)
         originals = [PodSetSpec(str(ps.get("name", "")), 0, ps.get("template") or {}, ())
                      for ps in ((info.obj.get("spec") or {}).get("podSets") or [])] if info else []
-        fw.stop(updated, originals)
-        stored = self.store.update(fw.gvr, updated)
-        record_event(self.store, self.clock, obj, "Normal", "Stopped", message, fw.component)
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        stopped_now = not fw.suspended(obj)
+        if fw.gvr == JOBS:
+            # The apiserver lets a Job's template change only while it is suspended and has no
+            # startTime: suspend, clear startTime, then restore (Kueue's Job.Stop does the same).
+            stored = obj
+            if stopped_now:
+                stored = self.store.patch(JOBS, namespace, name, {"spec": {"suspend": True}}, "merge")
+            if (stored.get("status") or {}).get("startTime"):
+                stored = self.store.patch(JOBS, namespace, name, {"status": {"startTime": None}}, "merge",
+                                          subresource="status")
+            updated = _clone(stored)
+            if fw.restore(updated, originals):
+                stored = self.store.update(JOBS, updated)
+        else:
+            updated = _clone(obj)
+            changed = fw.restore(updated, originals)
+            fw.set_suspend(updated, True)
+            stored = self.store.update(fw.gvr, updated) if changed or stopped_now else obj
+        if stopped_now:
+            record_event(self.store, self.clock, obj, "Normal", "Stopped", message, fw.component)
         return stored
 
     def _clear_admission(self, info: WorkloadInfo, evicted: JsonObj) -> None:

@@ -150,14 +150,20 @@ class Framework:
 
     def stop(self, obj: JsonObj, originals: list[PodSetSpec]) -> None:
         """Suspend and put back the pod templates the Workload recorded before admission."""
+        self.restore(obj, originals)
+        self.set_suspend(obj, True)
+
+    def restore(self, obj: JsonObj, originals: list[PodSetSpec]) -> bool:
+        """Put back each pod set's nodeSelector/tolerations as recorded; True when anything changed."""
         by_name = {ps.name: ps for ps in originals}
+        changed = False
         for podset in self.podsets(obj):
             original = by_name.get(podset.name)
             template = _get(obj, podset.path)
             if original is None or template is None:
                 continue
-            _restore(template.setdefault("spec", {}), original.template.get("spec") or {})
-        self.set_suspend(obj, True)
+            changed = _restore(template.setdefault("spec", {}), original.template.get("spec") or {}) or changed
+        return changed
 
 
 def _merge_info(pod_spec: JsonObj, info: PodSetInfo) -> None:
@@ -171,12 +177,16 @@ def _merge_info(pod_spec: JsonObj, info: PodSetInfo) -> None:
         pod_spec["tolerations"] = tolerations
 
 
-def _restore(pod_spec: JsonObj, original: JsonObj) -> None:
+def _restore(pod_spec: JsonObj, original: JsonObj) -> bool:
+    changed = False
     for key in ("nodeSelector", "tolerations"):
+        before = pod_spec.get(key)
         if original.get(key):
             pod_spec[key] = copy.deepcopy(original[key])
         else:
             pod_spec.pop(key, None)
+        changed = changed or pod_spec.get(key) != before
+    return changed
 
 
 class RayJobFramework(Framework):
@@ -291,10 +301,11 @@ class AppWrapperFramework(Framework):
             components[ci].setdefault("podSetInfos", []).append(entry)
         self.set_suspend(obj, False)
 
-    def stop(self, obj: JsonObj, originals: list[PodSetSpec]) -> None:
+    def restore(self, obj: JsonObj, originals: list[PodSetSpec]) -> bool:
+        changed = False
         for component in (obj.get("spec") or {}).get("components") or []:
-            component.pop("podSetInfos", None)
-        self.set_suspend(obj, True)
+            changed = component.pop("podSetInfos", None) is not None or changed
+        return changed
 
 
 class PodFramework(Framework):
