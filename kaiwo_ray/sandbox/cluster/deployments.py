@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.conditions import find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podutil import controller_of, is_ready, is_terminal, owner_reference
+from kaiwo_ray.sandbox.cluster.podutil import (
+    OwnerIndex,
+    controller_of,
+    is_ready,
+    is_terminal,
+    owner_reference,
+)
 from kaiwo_ray.sandbox.cluster.rollout import (
     DESIRED_REPLICAS,
     MAX_REPLICAS,
@@ -27,7 +33,6 @@ from kaiwo_ray.sandbox.cluster.rollout import (
     pod_template_hash,
     revision_of,
     rolling_budget,
-    selector_string,
 )
 from kaiwo_ray.sandbox.types import (
     DEPLOYMENTS,
@@ -66,6 +71,7 @@ class DeploymentController(Controller):
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
         self._progress: dict[str, Progress] = {}
+        self._pods = OwnerIndex("ReplicaSet")
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -79,9 +85,8 @@ class DeploymentController(Controller):
             if ref is not None and ref.get("kind") == "Deployment":
                 keys.append(("deploy", namespace, ref.get("name")))
             return keys
-        if ref is not None and ref.get("kind") == "ReplicaSet":
-            return [("rs", namespace, ref.get("name"))]
-        return []
+        owner = self._pods.observe(event.type, event.object)
+        return [("rs", *owner)] if owner is not None else []
 
     def reconcile(self, key: Key) -> float | None:
         assert isinstance(key, tuple)
@@ -108,8 +113,7 @@ class DeploymentController(Controller):
         if meta.get("deletionTimestamp"):
             return
         uid = str(meta.get("uid", ""))
-        selector = selector_string((rs.get("spec") or {}).get("selector"))
-        pods = [p for p in self.store.list(PODS, namespace, label_selector=selector or None)[0] if _owned(p, uid)]
+        pods = self._pods.pods(uid)
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         wanted = desired_replicas(rs)
         if len(active) < wanted:

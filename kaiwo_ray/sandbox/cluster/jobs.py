@@ -17,7 +17,7 @@ from datetime import datetime
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.conditions import condition_true, find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podutil import controller_of, is_ready, is_terminal
+from kaiwo_ray.sandbox.cluster.podutil import OwnerIndex, controller_of, is_ready, is_terminal
 from kaiwo_ray.sandbox.types import JOBS, PODS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
 COMPONENT = "job-controller"
@@ -31,11 +31,6 @@ POD_BACKOFF_MAX_SECONDS = 360.0  # ...up to six minutes, like the real controlle
 BACKOFF_MESSAGE = "Job has reached the specified backoff limit"
 DEADLINE_MESSAGE = "Job was active longer than specified deadline"
 COMPLETIONS_MESSAGE = "Reached expected number of succeeded pods"
-
-
-def _owned_by(pod: JsonObj, uid: str) -> bool:
-    ref = controller_of(pod)
-    return ref is not None and ref.get("uid") == uid
 
 
 def _index_of(pod: JsonObj) -> int | None:
@@ -76,6 +71,9 @@ def parse_indexes(text: str | None) -> set[int]:
     return result
 
 
+_UNWRITTEN = "__counts_to_write__"  # in-memory marker, never sent to the store
+
+
 def _uncounted(succeeded: list[str], failed: list[str]) -> JsonObj:
     """A merge-patch value: empty lists are sent as null so the field really empties."""
     return {"succeeded": succeeded or None, "failed": failed or None}
@@ -109,15 +107,17 @@ class JobController(Controller):
         self._last_failure: dict[str, tuple[int, float]] = {}  # job uid -> (failed count, monotonic)
         self._finished: dict[str, float] = {}  # job uid -> monotonic time it finished
         self._started: dict[str, float] = {}  # job uid -> monotonic time it (re)started, for deadlines
+        self._pods = OwnerIndex("Job")
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
         if event.gvr.resource == "jobs":
             return [(meta.get("namespace"), meta.get("name"))]
         ref = controller_of(event.object)
-        if ref is None or ref.get("kind") != "Job" or not str(ref.get("apiVersion", "")).startswith("batch/"):
+        if ref is not None and not str(ref.get("apiVersion", "")).startswith("batch/"):
             return []
-        return [(meta.get("namespace"), ref.get("name"))]
+        owner = self._pods.observe(event.type, event.object)
+        return [owner] if owner is not None else []
 
     def _tf(self) -> float:
         return max(float(self.clock.time_factor), 1e-9)
@@ -142,8 +142,7 @@ class JobController(Controller):
         if spec.get("managedBy") not in (None, "", "kubernetes.io/job-controller"):
             return None  # another controller (e.g. MultiKueue) owns this Job's status
         self._release_orphans(namespace, name, uid)
-        pods = [p for p in self.store.list(PODS, namespace, label_selector=f"{CONTROLLER_UID}={uid}")[0]
-                if _owned_by(p, uid)]
+        pods = self._pods.pods(uid)
         if meta.get("deletionTimestamp"):
             self._flush(job, pods, count=False)
             return None
@@ -151,16 +150,18 @@ class JobController(Controller):
             self._flush(job, pods, count=False)
             return self._ttl(job)
         job = self._flush(job, pods, count=True)
-        pods = [p for p in self.store.list(PODS, namespace, label_selector=f"{CONTROLLER_UID}={uid}")[0]
-                if _owned_by(p, uid)]
-        return self._sync(job, pods)
+        return self._sync(job, self._pods.pods(uid))
 
     # -- accounting ----------------------------------------------------------------------------
     def _flush(self, job: JsonObj, pods: list[JsonObj], *, count: bool) -> JsonObj:
         """Count finished pods through uncountedTerminatedPods and release their finalizers.
-        With count=False (job finished or being deleted) pods are only released."""
+        With count=False (job finished or being deleted) pods are only released.
+
+        The final move into succeeded/failed is not written here: it is returned inside the
+        job's status (marked in `_UNWRITTEN`) so `_sync` writes it with the conditions it implies,
+        in one status update, as the real controller does."""
         meta = job["metadata"]
-        namespace, uid = str(meta["namespace"]), str(meta.get("uid", ""))
+        uid = str(meta.get("uid", ""))
         status = job.get("status") or {}
         uncounted = status.get("uncountedTerminatedPods") or {}
         pending_ok = list(uncounted.get("succeeded") or [])
@@ -192,9 +193,8 @@ class JobController(Controller):
         if not count or not (pending_ok or pending_failed):
             return job
         # Every uncounted uid now has no finalizer (or no pod): move them into the counters.
-        still_tracked = {str(p["metadata"].get("uid")) for p in self.store.list(
-            PODS, namespace, label_selector=f"{CONTROLLER_UID}={uid}")[0]
-            if TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])}
+        still_tracked = {str(p["metadata"].get("uid")) for p in self._pods.pods(uid)
+                         if TRACKING_FINALIZER in (p["metadata"].get("finalizers") or [])}
         moved_ok = [u for u in pending_ok if u not in still_tracked]
         moved_failed = [u for u in pending_failed if u not in still_tracked]
         if not moved_ok and not moved_failed:
@@ -213,7 +213,9 @@ class JobController(Controller):
             update["completedIndexes"] = format_indexes(done)
         if moved_failed:
             self._last_failure[uid] = (update["failed"], self.clock.monotonic())
-        return self._write_status(job, update)
+        merged = dict(job)
+        merged["status"] = {**status, **update, _UNWRITTEN: update}
+        return merged
 
     def _release(self, pod: JsonObj) -> None:
         pmeta = pod["metadata"]
@@ -227,11 +229,7 @@ class JobController(Controller):
     def _release_orphans(self, namespace: str, name: str, live_uid: str | None) -> None:
         """Pods of a deleted Job (or of an older Job with the same name) still carrying the
         tracking finalizer would never go away: release them, as the real controller does."""
-        pods, _ = self.store.list(PODS, namespace, label_selector=f"{JOB_NAME}={name}")
-        for pod in pods:
-            ref = controller_of(pod)
-            if ref is None or ref.get("kind") != "Job" or ref.get("uid") == live_uid:
-                continue
+        for pod in self._pods.orphans(namespace, name, live_uid):
             if TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or []):
                 self._release(pod)
 
@@ -250,7 +248,7 @@ class JobController(Controller):
         failed = int(status.get("failed") or 0)
         uncounted = status.get("uncountedTerminatedPods") or {}
         has_uncounted = bool(uncounted.get("succeeded") or uncounted.get("failed"))
-        update: JsonObj = {}
+        update: JsonObj = dict(status.pop(_UNWRITTEN, None) or {})
         requeue: float | None = None
         parallelism = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
         completions = spec.get("completions")
@@ -460,7 +458,7 @@ class JobController(Controller):
 
     def _write_status(self, job: JsonObj, update: JsonObj) -> JsonObj:
         status = job.get("status") or {}
-        if all(_same(status.get(k), v) for k, v in update.items()):
+        if not status.get(_UNWRITTEN) and all(_same(status.get(k), v) for k, v in update.items()):
             return job
         meta = job["metadata"]
         written = self.store.patch(JOBS, meta["namespace"], meta["name"], {"status": update}, "merge",

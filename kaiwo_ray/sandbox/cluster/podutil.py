@@ -108,3 +108,51 @@ def owner_reference(owner: JsonObj) -> JsonObj:
 def namespaced_name(obj: JsonObj) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class OwnerIndex:
+    """Pods by their controller, kept current from watch events so reconciles never scan every pod.
+
+    Holds the store's read-only snapshots: readers must copy before mutating. Events arrive
+    synchronously after each commit, so the index always matches committed state."""
+
+    def __init__(self, owner_kind: str) -> None:
+        self.owner_kind = owner_kind
+        self._by_uid: dict[str, dict[tuple[str, str], JsonObj]] = {}
+        self._by_name: dict[tuple[str, str], set[str]] = {}  # (namespace, owner name) -> owner uids
+        self._owner_of: dict[tuple[str, str], str] = {}  # pod key -> owner uid
+
+    def observe(self, event_type: str, pod: JsonObj) -> tuple[str, str] | None:
+        """Record a pod event; returns (namespace, owner name) when the pod belongs to our kind."""
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        previous = self._owner_of.pop(key, None)
+        if previous is not None:
+            self._by_uid.get(previous, {}).pop(key, None)
+            if not self._by_uid.get(previous):
+                self._by_uid.pop(previous, None)
+        ref = controller_of(pod)
+        if ref is None or ref.get("kind") != self.owner_kind:
+            return None
+        owner = (key[0], str(ref.get("name", "")))
+        if event_type != "DELETED":
+            uid = str(ref.get("uid", ""))
+            self._by_uid.setdefault(uid, {})[key] = pod
+            self._owner_of[key] = uid
+            self._by_name.setdefault(owner, set()).add(uid)
+        return owner
+
+    def pods(self, owner_uid: str) -> list[JsonObj]:
+        return list(self._by_uid.get(owner_uid, {}).values())
+
+    def orphans(self, namespace: str, owner_name: str, live_uid: str | None) -> list[JsonObj]:
+        """Pods claiming an owner of that name whose uid is not the live one."""
+        uids = self._by_name.get((namespace, owner_name), set())
+        stale = [uid for uid in uids if uid != live_uid]
+        found = [pod for uid in stale for pod in self.pods(uid)]
+        for uid in stale:
+            if uid not in self._by_uid:
+                uids.discard(uid)
+        if not uids:
+            self._by_name.pop((namespace, owner_name), None)
+        return found

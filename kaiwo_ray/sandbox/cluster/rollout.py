@@ -100,25 +100,6 @@ def deletion_order(pods: list[JsonObj]) -> list[JsonObj]:
     return sorted(newest_first, key=rank)  # stable: keeps newest-first within a rank
 
 
-def selector_string(selector: JsonObj | None) -> str:
-    """matchLabels/matchExpressions as a label-selector query string."""
-    if not selector:
-        return ""
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or []:
-        key, operator = expr.get("key", ""), expr.get("operator", "")
-        values = ",".join(str(v) for v in expr.get("values") or [])
-        if operator == "In":
-            parts.append(f"{key} in ({values})")
-        elif operator == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif operator == "Exists":
-            parts.append(key)
-        elif operator == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)
-
-
 def revision_of(obj: JsonObj) -> int:
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(REVISION)
     try:

@@ -53,8 +53,13 @@ class Scheduler(Controller):
         super().__init__(store, clock, settings)
         # uids of pods that did not fit the last time they were tried; cleared when room may appear
         self._unschedulable: set[str] = set()
+        # every pod, from watch events (read-only snapshots): a pass never lists the store
+        self._pods: dict[tuple[str, str], JsonObj] = {}
 
     def initial_keys(self) -> Iterable[Key]:
+        for pod in self.store.list(PODS)[0]:
+            meta = pod["metadata"]
+            self._pods[(str(meta.get("namespace", "")), str(meta["name"]))] = pod
         return [PASS]
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
@@ -70,6 +75,11 @@ class Scheduler(Controller):
                 self._unschedulable.clear()
                 return [PASS]
             return []
+        pod_key = (str((obj.get("metadata") or {}).get("namespace", "")), str((obj.get("metadata") or {}).get("name")))
+        if event.type == "DELETED":
+            self._pods.pop(pod_key, None)
+        else:
+            self._pods[pod_key] = obj
         if event.type == "DELETED":
             if _holds_resources(obj):
                 self._unschedulable.clear()
@@ -88,7 +98,7 @@ class Scheduler(Controller):
         return []
 
     def reconcile(self, key: Key) -> float | None:
-        pods, _ = self.store.list(PODS)
+        pods = list(self._pods.values())
         candidates = sorted(
             (p for p in pods if _pending(p) and _scheduler_name(p) in SCHEDULER_NAMES
              and str(p["metadata"].get("uid", "")) not in self._unschedulable),
