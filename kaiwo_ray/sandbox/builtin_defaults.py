@@ -247,8 +247,10 @@ def _qos_class(spec: JsonObj) -> str:
         resources = c.get("resources")
         if not isinstance(resources, dict):
             resources = {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
+        requests = resources.get("requests")
+        limits = resources.get("limits")
+        requests = requests if isinstance(requests, dict) else {}
+        limits = limits if isinstance(limits, dict) else {}
         if requests or limits:
             any_set = True
         for name in ("cpu", "memory"):
@@ -461,7 +463,8 @@ def _default_crd(obj: JsonObj) -> None:
     conversion.setdefault("strategy", "None")
     webhook = conversion.get("webhook")
     if isinstance(webhook, dict):
-        service = (webhook.get("clientConfig") or {}).get("service")
+        client_config = webhook.get("clientConfig")
+        service = client_config.get("service") if isinstance(client_config, dict) else None
         if isinstance(service, dict):
             service.setdefault("port", 443)
 

@@ -199,7 +199,7 @@ def _validate_container(c: JsonObj, path: str, volumes: set[str], causes: Causes
         mount_name = mount.get("name")
         if not mount_name:
             causes.append(fe.required(f"{path}.volumeMounts[{i}].name"))
-        elif mount_name not in volumes:
+        elif str(mount_name) not in volumes:
             causes.append(fe.not_found(f"{path}.volumeMounts[{i}].name", mount_name))
         if not mount.get("mountPath"):
             causes.append(fe.required(f"{path}.volumeMounts[{i}].mountPath"))
@@ -215,7 +215,7 @@ def validate_pod_spec(spec: JsonObj, path: str, *, restart_policies: list[str] |
         vp = f"{path}.volumes[{i}].name"
         if not name:
             causes.append(fe.required(vp))
-        elif name in volumes:
+        elif str(name) in volumes:
             causes.append(fe.duplicate(vp, name))
         else:
             causes.extend(fe.invalid(vp, name, m) for m in is_dns1123_label(str(name)))
@@ -467,7 +467,7 @@ def _service(obj: JsonObj, old: JsonObj | None) -> Causes:
         if len(ports) > 1 and not name:
             causes.append(fe.required(f"{p}.name"))
         elif name:
-            if name in names:
+            if str(name) in names:
                 causes.append(fe.duplicate(f"{p}.name", name))
             names.add(str(name))
             causes.extend(fe.invalid(f"{p}.name", name, m) for m in is_dns1123_label(str(name)))
@@ -593,7 +593,7 @@ def _secret(obj: JsonObj, old: JsonObj | None) -> Causes:
 def _priorityclass(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     value = obj.get("value")
-    name = str((obj.get("metadata") or {}).get("name", ""))
+    name = str(_d(obj.get("metadata")).get("name", ""))
     if _is_int(value) and value > 1_000_000_000 and not name.startswith("system-"):
         causes.append(fe.forbidden("value", "maximum allowed value of a user defined priority is 1000000000"))
     policy = obj.get("preemptionPolicy")

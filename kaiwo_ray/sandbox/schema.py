@@ -47,6 +47,11 @@ def _sub(schema: JsonObj | None, key: str) -> JsonObj | None:
     return value if isinstance(value, dict) else None
 
 
+def _props(schema: JsonObj) -> JsonObj:
+    value = schema.get("properties")
+    return value if isinstance(value, dict) else {}
+
+
 def _additional(schema: JsonObj) -> JsonObj | None:
     """additionalProperties as a schema; `true` behaves as preserve-unknown."""
     value = schema.get("additionalProperties")
@@ -80,7 +85,7 @@ def _prune(value: Any, schema: JsonObj | None, *, root: bool = False) -> None:
         if schema is None:
             return
         resource = root or bool(schema.get(_EMBEDDED))
-        properties = schema.get("properties") or {}
+        properties = _props(schema)
         additional = _additional(schema)
         preserve = bool(schema.get(_PRESERVE))
         for key in list(value):
@@ -120,7 +125,7 @@ def _drop_non_nullable_nulls(value: Any, schema: JsonObj | None, *, root: bool =
     if schema is None:
         return
     if isinstance(value, dict):
-        properties = schema.get("properties") or {}
+        properties = _props(schema)
         additional = _additional(schema)
         for key in list(value):
             if root and key == "metadata":
@@ -146,7 +151,7 @@ def _default(value: Any, schema: JsonObj | None, *, root: bool = False) -> None:
     if schema is None:
         return
     if isinstance(value, dict):
-        properties = schema.get("properties") or {}
+        properties = _props(schema)
         for key, prop in properties.items():
             if (root and key == "metadata") or not isinstance(prop, dict) or "default" not in prop:
                 continue
@@ -251,6 +256,10 @@ def _bound(x: Any) -> str:
 
 def _enum_text(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _child(path: str, key: str) -> str:
@@ -361,7 +370,8 @@ def _validate_array(value: list[Any], schema: JsonObj, path: str, causes: list[J
             else:
                 seen.append(item)
     elif list_type == "map":
-        keys = [k for k in schema.get("x-kubernetes-list-map-keys") or [] if isinstance(k, str)]
+        map_keys = schema.get("x-kubernetes-list-map-keys")
+        keys = [k for k in map_keys if isinstance(k, str)] if isinstance(map_keys, list) else []
         seen_keys: list[dict[str, Any]] = []
         for i, item in enumerate(value):
             if not isinstance(item, dict):
@@ -383,7 +393,7 @@ def _validate_object(value: JsonObj, schema: JsonObj, path: str, causes: list[Js
     if isinstance(max_props, int) and n > max_props:
         causes.append(fe.too_many(path, n, max_props))
         return
-    properties = schema.get("properties") or {}
+    properties = _props(schema)
     for key, prop in properties.items():
         if key in value and isinstance(prop, dict):
             if root and key == "metadata":
@@ -395,7 +405,8 @@ def _validate_object(value: JsonObj, schema: JsonObj, path: str, causes: list[Js
         for key in sorted(value):
             if key not in properties:
                 _validate(value[key], additional, _child(path, key), causes)
-    for key in schema.get("required") or []:
+    required = schema.get("required")
+    for key in required if isinstance(required, list) else []:
         if isinstance(key, str) and key not in value:
             causes.append(fe.required(_child(path, key)))
     if schema.get(_EMBEDDED):
@@ -408,7 +419,7 @@ def _validate_root_metadata(meta: Any, schema: JsonObj, causes: list[JsonObj]) -
     """Only metadata.name and generateName may carry schema constraints; the rest is ObjectMeta's business."""
     if not isinstance(meta, dict):
         return
-    properties = schema.get("properties") or {}
+    properties = _props(schema)
     for key in ("name", "generateName"):
         prop = properties.get(key)
         if isinstance(prop, dict) and key in meta:
@@ -422,13 +433,13 @@ def _quiet(value: Any, schema: JsonObj, path: str) -> bool:
 
 
 def _validate_composition(value: Any, schema: JsonObj, path: str, causes: list[JsonObj]) -> None:
-    for sub in schema.get("allOf") or []:
+    for sub in _list(schema.get("allOf")):
         if isinstance(sub, dict):
             _validate(value, sub, path, causes)
-    any_of = [s for s in schema.get("anyOf") or [] if isinstance(s, dict)]
+    any_of = [s for s in _list(schema.get("anyOf")) if isinstance(s, dict)]
     if any_of and not any(_quiet(value, s, path) for s in any_of):
         causes.append(fe.invalid(path, value, f"{path} in body must validate at least one schema (anyOf)"))
-    one_of = [s for s in schema.get("oneOf") or [] if isinstance(s, dict)]
+    one_of = [s for s in _list(schema.get("oneOf")) if isinstance(s, dict)]
     if one_of and sum(_quiet(value, s, path) for s in one_of) != 1:
         causes.append(fe.invalid(path, value, f"{path} in body must validate one and only one schema (oneOf)"))
     not_schema = _sub(schema, "not")

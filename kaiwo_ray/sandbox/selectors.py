@@ -313,16 +313,24 @@ def selector_from_dict(sel: JsonObj | None) -> LabelSelector:
     A malformed selector raises ApiError 400 (controllers treat it as selecting nothing)."""
     if sel is None:
         return NOTHING
+    if not isinstance(sel, dict):
+        raise ApiError.bad_request("invalid label selector: must be an object")
     requirements: list[Requirement] = []
     match_labels = sel.get("matchLabels") or {}
-    for key in sorted(match_labels):
-        requirements.append(_checked(key, EQUALS, [str(match_labels[key])]))
-    for expr in sel.get("matchExpressions") or []:
-        op_name = expr.get("operator", "")
+    expressions = sel.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(expressions, list):
+        raise ApiError.bad_request("invalid label selector: matchLabels must be an object and matchExpressions a list")
+    for key in sorted(match_labels, key=str):
+        requirements.append(_checked(str(key), EQUALS, [str(match_labels[key])]))
+    for expr in expressions:
+        if not isinstance(expr, dict):
+            raise ApiError.bad_request("invalid label selector: each matchExpressions entry must be an object")
+        op_name = str(expr.get("operator", ""))
         operator = _EXPRESSION_OPERATORS.get(op_name)
         if operator is None:
             raise ApiError.bad_request(f'"{op_name}" is not a valid label selector operator')
-        values = [str(v) for v in expr.get("values") or []]
+        raw_values = expr.get("values") or []
+        values = [str(v) for v in raw_values] if isinstance(raw_values, list) else [str(raw_values)]
         requirements.append(_checked(str(expr.get("key", "")), operator, values))
     return LabelSelector(tuple(sorted(requirements, key=lambda r: r.key)))
 

@@ -268,8 +268,8 @@ def _print_pod(pod: JsonObj, now: datetime) -> Row:
     gates = [g for g in _l(spec.get("readinessGates")) if isinstance(g, dict)]
     gates_cell = "<none>"
     if gates:
-        conditions = {c.get("type"): c.get("status") for c in _l(status.get("conditions")) if isinstance(c, dict)}
-        true_count = sum(1 for g in gates if conditions.get(g.get("conditionType")) == "True")
+        conditions = {str(c.get("type")): c.get("status") for c in _l(status.get("conditions")) if isinstance(c, dict)}
+        true_count = sum(1 for g in gates if conditions.get(str(g.get("conditionType"))) == "True")
         gates_cell = f"{true_count}/{len(gates)}"
     return [_name(pod), f"{ready}/{total}", reason, restarts_cell, _age(pod, now), ip or "<none>",
             spec.get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>", gates_cell]
@@ -396,7 +396,7 @@ NODE_COLUMNS = [
 
 
 def node_status(node: JsonObj) -> str:
-    conditions = {c.get("type"): c for c in _l(_d(node.get("status")).get("conditions")) if isinstance(c, dict)}
+    conditions = {str(c.get("type")): c for c in _l(_d(node.get("status")).get("conditions")) if isinstance(c, dict)}
     parts: list[str] = []
     ready = conditions.get("Ready")
     if ready is not None:
