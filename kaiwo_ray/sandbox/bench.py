@@ -88,16 +88,20 @@ def sandbox_process(extra_args: tuple[str, ...] = ()) -> Iterator[Path]:
                 process.kill()
 
 
-def _client(kubeconfig: Path) -> Any:
+def _k8s() -> Any:
+    """The kubernetes package, untyped here: its generated signatures want models, we pass dicts."""
     import kubernetes
 
-    return kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+    return kubernetes
+
+
+def _client(kubeconfig: Path) -> Any:
+    return _k8s().config.new_client_from_config(config_file=str(kubeconfig))
 
 
 def measure_creates(kubeconfig: Path, count: int = 1000, namespace: str = "default") -> tuple[float, list[float]]:
     """(creates per second, per-create latencies in ms) for `count` sequential ConfigMap creates."""
-    import kubernetes
-
+    kubernetes = _k8s()
     core = kubernetes.client.CoreV1Api(_client(kubeconfig))
     prefix = f"bench-{os.getpid()}-{time.monotonic_ns() % 100000}"
     for i in range(20):  # warm up connections and caches
@@ -114,8 +118,7 @@ def measure_creates(kubeconfig: Path, count: int = 1000, namespace: str = "defau
 
 
 def measure_gets(kubeconfig: Path, count: int = 1000, namespace: str = "default") -> list[float]:
-    import kubernetes
-
+    kubernetes = _k8s()
     core = kubernetes.client.CoreV1Api(_client(kubeconfig))
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "bench-get"}, "data": {"key": "value"}})
     latencies: list[float] = []
@@ -128,8 +131,7 @@ def measure_gets(kubeconfig: Path, count: int = 1000, namespace: str = "default"
 
 def _watcher(kubeconfig: str, namespace: str, resource_version: str, expected: int,
              results: Any, ready: Any) -> None:
-    import kubernetes
-
+    kubernetes = _k8s()
     core = kubernetes.client.CoreV1Api(_client(Path(kubeconfig)))
     delays: list[float] = []
     watcher = kubernetes.watch.Watch()
@@ -149,8 +151,7 @@ def measure_watch_delivery(kubeconfig: Path, *, rate: float = 200.0, seconds: fl
                            namespace: str = "default") -> list[float]:
     """Delay (ms) from just before a create is sent to its ADDED event reaching each watcher,
     with one writer pacing `rate` creates/s and `watchers` watcher processes."""
-    import kubernetes
-
+    kubernetes = _k8s()
     core = kubernetes.client.CoreV1Api(_client(kubeconfig))
     rv = core.list_namespaced_config_map(namespace, limit=1).metadata.resource_version
     total = int(rate * seconds)
