@@ -399,6 +399,10 @@ _EVENT_FIELDS: dict[str, Callable[[JsonObj], str]] = {
     "reportingComponent": _first(_path("reportingComponent"), _path("reportingController")),
     "source": _first(_path("source", "component"), _path("reportingController")),
     "type": _path("type"),
+    # events.k8s.io/v1 spells them after its own fields and converts to the core names.
+    **{f"regarding.{f}": _event_object(f) for f in
+       ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reportingController": _first(_path("reportingController"), _path("reportingComponent")),
 }
 
 # Selectable fields per kind beyond metadata.name / metadata.namespace (pkg/registry/*/strategy.go).

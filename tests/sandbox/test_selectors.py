@@ -198,6 +198,8 @@ def test_unscheduled_pods_match_an_empty_node_name() -> None:
          {"involvedObject": {"name": "p1", "kind": "Pod"}, "type": "Warning"}, True),
         ("Event", "involvedObject.name=p1", {"regarding": {"name": "p1"}}, True),
         ("Event", "reason=Scheduled", {"reason": "Failed"}, False),
+        ("Event", "regarding.kind=Job,reportingController=kaiwo",
+         {"regarding": {"kind": "Job"}, "reportingController": "kaiwo"}, True),
         ("pods", "status.phase=Running", POD, True),
     ],
 )
