@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from kaiwo_ray.api.durations import GO_DURATION_PATTERN, parse_go_duration
-from kaiwo_ray.api.quantity import QUANTITY_PATTERN, format_quantity, parse_quantity
+from kaiwo_ray.api.quantity import QUANTITY_PATTERN, check_quantity_text, format_quantity, parse_quantity
 
 DEFAULT_EMPTY_OBJECT: dict[str, Any] = {"default": {}}
 """`json_schema_extra` for sub-objects the CRD defaults to `{}`, so the API server fills their nested defaults."""
@@ -75,13 +75,13 @@ def _coerce_quantity(value: Any) -> Any:
         parse_quantity(value)
         return str(value)
     if isinstance(value, str):
-        parse_quantity(value)
+        check_quantity_text(value)
     return value
 
 
 def _check_quantity_string(value: Any) -> Any:
     if isinstance(value, str):
-        parse_quantity(value)
+        check_quantity_text(value)
     return value
 
 

@@ -13,6 +13,8 @@ Import-light on purpose: the sandbox imports this to preinstall our CRDs.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,8 +141,15 @@ CRDS: tuple[CrdInfo, ...] = (
 
 
 def all_crds() -> list[dict[str, Any]]:
-    """Every CRD manifest, as plain dicts with sorted keys."""
-    return [crd_for(info) for info in CRDS]
+    """Every CRD manifest, as plain dicts with sorted keys (fresh copies: callers may mutate them)."""
+    crds: list[dict[str, Any]] = json.loads(_all_crds_json())
+    return crds
+
+
+@functools.cache
+def _all_crds_json() -> str:
+    # Generating the schemas takes a few hundred milliseconds; the sandbox asks on every start.
+    return json.dumps([crd_for(info) for info in CRDS])
 
 
 def crd_for(info: CrdInfo) -> dict[str, Any]:

@@ -8,6 +8,7 @@ would write back.
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import ROUND_CEILING, Decimal
 from typing import Literal
@@ -35,6 +36,13 @@ _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 _NANO = Decimal("1e-9")
+
+
+@functools.lru_cache(maxsize=4096)
+def check_quantity_text(text: str) -> None:
+    """Raise ValueError unless `text` is a valid quantity; cached because manifests repeat a few spellings."""
+    if _QUANTITY.match(text.strip()) is None:
+        raise ValueError(f'invalid quantity "{text}" (expected e.g. 2, 500m, 16Gi)')
 
 
 def parse_quantity(quantity: str | int | float | Decimal) -> Decimal:

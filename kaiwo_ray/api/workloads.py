@@ -17,7 +17,7 @@ from kaiwo_ray.api._base import GoDuration, PreservedObject, QuantityString, Tim
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.errors import NestedFieldError
 from kaiwo_ray.api.meta import Condition, ObjectMeta
-from kaiwo_ray.api.quantity import QUANTITY_PATTERN, parse_quantity
+from kaiwo_ray.api.quantity import QUANTITY_PATTERN, check_quantity_text, parse_quantity
 
 KAIWO_GROUP = "kaiwo.silogen.ai"
 KAIWO_API_VERSION: Final = "kaiwo.silogen.ai/v1alpha1"
@@ -227,7 +227,10 @@ def _check_resources(resources: dict[str, Any]) -> dict[str, Any]:
             raise NestedFieldError((key,), "must be an object mapping resource names to quantities")
         for name, quantity in section.items():
             try:
-                parse_quantity(quantity)
+                if isinstance(quantity, str):
+                    check_quantity_text(quantity)
+                else:
+                    parse_quantity(quantity)
             except ValueError as exc:
                 raise NestedFieldError((key, name), str(exc)) from None
     return resources
