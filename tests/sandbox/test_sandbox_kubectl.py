@@ -1,0 +1,180 @@
+"""kubectl against the sandbox, unchanged: the commands people type (skipped without kubectl)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kaiwo_ray.sandbox.testing import RunningSandbox, eventually
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+CONFIGMAP = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels: {{app: demo}}
+data:
+  mode: "{mode}"
+"""
+
+DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+"""
+
+RAYJOB = """apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: train
+spec:
+  entrypoint: python train.py
+"""
+
+
+@pytest.fixture
+def kubectl(sandbox: RunningSandbox, kubectl_bin: str, tmp_path: Path) -> Kubectl:
+    def run(*args: str, stdin: str | None = None, check: bool = True, timeout: float = 30) -> Any:
+        command = [kubectl_bin, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir",
+                   str(tmp_path / "cache"), *args]
+        result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+        return result
+
+    return run
+
+
+def test_create_get_and_delete(kubectl: Kubectl) -> None:
+    assert "configmap/settings created" in kubectl("create", "-f", "-", stdin=CONFIGMAP.format(mode="a")).stdout
+    listed = kubectl("get", "configmaps").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "DATA", "AGE"]
+    assert listed[1].split()[:2] == ["settings", "1"]
+    as_json = json.loads(kubectl("get", "configmap", "settings", "-o", "json").stdout)
+    assert as_json["data"] == {"mode": "a"}
+    assert "mode: a" in kubectl("get", "cm", "settings", "-o", "yaml").stdout
+    assert 'configmap "settings" deleted' in kubectl("delete", "cm", "settings").stdout
+    missing = kubectl("get", "cm", "settings", check=False)
+    assert missing.returncode != 0
+    assert 'configmaps "settings" not found' in missing.stderr
+
+
+def test_client_side_apply_twice(kubectl: Kubectl) -> None:
+    assert "created" in kubectl("apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=1)).stdout
+    assert "configured" in kubectl("apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=3)).stdout
+    deployment = json.loads(kubectl("get", "deploy", "web", "-o", "json").stdout)
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["metadata"]["generation"] == 2
+    assert "kubectl.kubernetes.io/last-applied-configuration" in deployment["metadata"]["annotations"]
+    assert "unchanged" in kubectl("apply", "-f", "-", stdin=DEPLOYMENT.format(replicas=3)).stdout
+
+
+def test_server_side_apply_conflict_between_managers(kubectl: Kubectl) -> None:
+    kubectl("apply", "--server-side", "--field-manager=alice", "-f", "-", stdin=DEPLOYMENT.format(replicas=1))
+    clash = kubectl("apply", "--server-side", "--field-manager=bob", "-f", "-",
+                    stdin=DEPLOYMENT.format(replicas=2), check=False)
+    assert clash.returncode != 0
+    assert 'conflict with "alice"' in clash.stderr
+    assert ".spec.replicas" in clash.stderr
+    kubectl("apply", "--server-side", "--field-manager=bob", "--force-conflicts", "-f", "-",
+            stdin=DEPLOYMENT.format(replicas=2))
+    assert kubectl("get", "deploy", "web", "-o", "jsonpath={.spec.replicas}").stdout == "2"
+
+
+def test_patch_with_every_type(kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", stdin=DEPLOYMENT.format(replicas=1))
+    kubectl("patch", "deploy", "web", "-p",
+            '{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"busybox"}]}}}}')
+    names = kubectl("get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}").stdout
+    assert names == "side app" or names == "app side"  # strategic merge keeps both
+    kubectl("patch", "deploy", "web", "--type=merge", "-p", '{"spec":{"replicas":4}}')
+    kubectl("patch", "deploy", "web", "--type=json", "-p", '[{"op":"replace","path":"/spec/replicas","value":5}]')
+    assert kubectl("get", "deploy", "web", "-o", "jsonpath={.spec.replicas}").stdout == "5"
+
+
+def test_get_wide_and_custom_resources(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=RAYJOB)
+    header = kubectl("get", "rayjobs").stdout.splitlines()[0].split()
+    assert header[:3] == ["NAME", "JOB", "STATUS"]
+    kubectl("create", "-f", "-", stdin=DEPLOYMENT.format(replicas=1))
+    wide = kubectl("get", "deploy", "-o", "wide").stdout.splitlines()[0]
+    assert "CONTAINERS" in wide and "IMAGES" in wide
+
+
+def test_get_watch_streams_changes(sandbox: RunningSandbox, kubectl_bin: str, kubectl: Kubectl,
+                                   tmp_path: Path) -> None:
+    watcher = subprocess.Popen([kubectl_bin, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir",
+                                str(tmp_path / "cache2"), "get", "configmaps", "--watch", "-o", "name"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        lines.extend(line.strip() for line in watcher.stdout)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        eventually(lambda: sandbox.open_watches >= 1, timeout=20)
+        kubectl("create", "-f", "-", stdin=CONFIGMAP.format(mode="w"))
+        kubectl("delete", "cm", "settings")
+        eventually(lambda: lines.count("configmap/settings") >= 2, timeout=20)
+    finally:
+        watcher.terminate()
+        watcher.communicate(timeout=10)
+
+
+def test_wait_for_condition_and_delete(sandbox: RunningSandbox, kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=RAYJOB)
+    sandbox.http("PATCH", "/apis/ray.io/v1/namespaces/default/rayjobs/train/status",
+                 json.dumps({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+                 headers={"Content-Type": "application/merge-patch+json"})
+    assert "condition met" in kubectl("wait", "--for=condition=Ready", "rayjob/train", "--timeout=20s").stdout
+    kubectl("create", "-f", "-", stdin=CONFIGMAP.format(mode="x"))
+    waiter = subprocess.Popen([*_base(sandbox, kubectl), "wait", "--for=delete", "cm/settings", "--timeout=20s"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kubectl("delete", "cm", "settings")
+    _, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+
+
+def _base(sandbox: RunningSandbox, kubectl: Kubectl) -> list[str]:
+    import shutil
+
+    return [shutil.which("kubectl") or "kubectl", "--kubeconfig", str(sandbox.kubeconfig_path)]
+
+
+def test_cordon_uncordon_and_label(kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n")
+    assert "cordoned" in kubectl("cordon", "node-a").stdout
+    assert kubectl("get", "node", "node-a", "-o", "jsonpath={.spec.unschedulable}").stdout == "true"
+    assert "SchedulingDisabled" in kubectl("get", "nodes").stdout
+    assert "uncordoned" in kubectl("uncordon", "node-a").stdout
+    assert kubectl("get", "node", "node-a", "-o", "jsonpath={.spec.unschedulable}").stdout == ""
+    kubectl("label", "node", "node-a", "kaiwo/nodepool=pool-1")
+    assert kubectl("get", "nodes", "-l", "kaiwo/nodepool=pool-1", "-o", "name").stdout.strip() == "node/node-a"
+
+
+def test_api_resources(kubectl: Kubectl) -> None:
+    lines = kubectl("api-resources").stdout.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert rows["pods"][1] == "po"
+    assert rows["deployments"][1:3] == ["deploy", "apps/v1"]
+    assert "kueue.x-k8s.io/v1beta2" in rows["workloads"]
+    assert "ray.io/v1" in rows["rayjobs"]
