@@ -71,3 +71,20 @@ def test_pod_waits_for_its_claim_then_runs(sandbox_factory: Any, clients_factory
     c.core.create_namespaced_persistent_volume_claim("default", claim("later", "rwx-nfs"))
     wait_for(lambda: c.core.read_namespaced_pod_status("reader", "default").status.phase == "Running",
              message="pod runs once its claim is bound")
+
+
+def test_kubelet_waits_for_claims_of_pods_bound_by_name(sandbox_factory: Any, clients_factory: Any,
+                                                         make_node: Any, wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(nodes=[make_node("n1")], cluster=WORKLOADS))
+    c.core.create_namespaced_persistent_volume_claim("default", claim("late", "late-class"))
+    pinned = pod_with_claim("pinned", "late")
+    pinned["spec"]["nodeName"] = "n1"  # bypasses the scheduler's volume check
+    c.core.create_namespaced_pod("default", pinned)
+    event = wait_for(lambda: [e for e in c.events(name="pinned") if e.reason == "FailedMount"])[0]
+    assert event.message.endswith("error processing PVC default/late: PVC is not bound")
+    assert c.core.read_namespaced_pod_status("pinned", "default").status.phase == "Pending"
+    c.storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                    "metadata": {"name": "late-class"}, "provisioner": "example.com/late"})
+    wait_for(lambda: phase(c, "late") == "Bound", message="claim bound once its class exists")
+    wait_for(lambda: c.core.read_namespaced_pod_status("pinned", "default").status.phase == "Running",
+             message="pod starts once its claim is bound")

@@ -17,10 +17,11 @@ from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.events import record_event
 from kaiwo_ray.sandbox.cluster.podsim import ContainerRun, PodTimeline, Termination, plan_pod
 from kaiwo_ray.sandbox.cluster.podutil import is_terminal, qos_class
-from kaiwo_ray.sandbox.types import NODES, PODS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
+from kaiwo_ray.sandbox.types import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
 COMPONENT = "kubelet"
 MIN_DELAY = 0.001  # seconds: never spin on a transition that is due "now"
+VOLUME_RETRY_SECONDS = 2.0  # simulated: how often a pod waiting for its claims looks again
 STANDARD_NODE_CONDITIONS = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -203,6 +204,7 @@ class Kubelet(Controller):
         super().__init__(store, clock, settings)
         self._runtimes: dict[tuple[str, str], PodRuntime] = {}
         self._node_ips: dict[str, str] = {}
+        self._volume_waits: set[str] = set()  # pods already told about unbound claims
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -295,6 +297,10 @@ class Kubelet(Controller):
         if not node_name or (runtime is None and is_terminal(pod)):
             self._runtimes.pop((namespace, name), None)
             return None
+        if runtime is None and not meta.get("deletionTimestamp"):
+            unmounted = self._unbound_claims(pod)
+            if unmounted:
+                return self._wait_for_volumes(pod, unmounted)
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
             runtime = PodRuntime(uid=uid, timeline=PodTimeline.start(plan),
@@ -317,11 +323,41 @@ class Kubelet(Controller):
             runtime.last_written = wanted
         if timeline.terminal():
             self._runtimes.pop((namespace, name), None)
+            self._volume_waits.discard(uid)
             return None
         due = timeline.next_transition()
         if due is None:
             return None
         return max((due - now) * tf, MIN_DELAY)
+
+    def _unbound_claims(self, pod: JsonObj) -> list[tuple[str, str]]:
+        """(volume, claim) pairs whose claim is missing or not Bound. Normally the scheduler
+        already held such pods back; this catches pods created with `spec.nodeName` set."""
+        namespace = str(pod["metadata"].get("namespace", ""))
+        missing: list[tuple[str, str]] = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim:
+                continue
+            try:
+                phase = (self.store.get(PVCS, namespace, str(claim)).get("status") or {}).get("phase")
+            except ApiError:
+                phase = None
+            if phase != "Bound":
+                missing.append((str(volume.get("name", "")), str(claim)))
+        return missing
+
+    def _wait_for_volumes(self, pod: JsonObj, unmounted: list[tuple[str, str]]) -> float:
+        uid = str(pod["metadata"].get("uid", ""))
+        if uid not in self._volume_waits:
+            self._volume_waits.add(uid)
+            namespace = pod["metadata"].get("namespace", "")
+            volumes = " ".join(v for v, _ in unmounted)
+            record_event(self.store, self.clock, pod, "Warning", "FailedMount",
+                         f"Unable to attach or mount volumes: unmounted volumes=[{volumes}], unattached volumes=[], "
+                         f"failed to process volumes=[{volumes}]: error processing PVC {namespace}/{unmounted[0][1]}: "
+                         "PVC is not bound", COMPONENT)
+        return VOLUME_RETRY_SECONDS * self._time_factor()
 
     def _report_events(self, pod: JsonObj, runtime: PodRuntime) -> None:
         images = {run.plan.name: run.plan.image for run in [*runtime.timeline.init, *runtime.timeline.main]}
