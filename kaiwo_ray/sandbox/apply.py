@@ -30,6 +30,7 @@ from kaiwo_ray.sandbox.fieldpaths import (
     Path,
     added_fields_v1,
     all_paths,
+    canonical_json,
     compare,
     decode_fields_v1,
     encode_fields_v1,
@@ -48,6 +49,9 @@ from kaiwo_ray.sandbox.types import ApiError, JsonObj
 __all__ = ["ManagerKey", "manager_from_user_agent", "record_update", "server_side_apply"]
 
 BEFORE_FIRST_APPLY = "before-first-apply"
+KUBECTL = "kubectl"  # the field manager of `kubectl apply --server-side`
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+LAST_APPLIED_LIMIT = 256 * 1024  # the annotation size the apiserver still syncs
 
 # Paths no manager owns (the fieldmanager's stripMeta set).
 _STRIPPED: frozenset[Path] = frozenset({
@@ -387,14 +391,60 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
     conflicts = {other: entry.owned(changed) for other, entry in managed.items() if other != key}
     conflicts = {other: paths for other, paths in conflicts.items() if paths}
     if conflicts and not force:
-        raise _conflict_error(conflicts)
+        if manager == KUBECTL:
+            # Upgrading from client-side apply: what the last-applied annotation holds may be taken.
+            allowed = _last_applied_fields(live_obj, typed)
+            conflicts = {other: paths - allowed for other, paths in conflicts.items()}
+            unresolved = {other: paths for other, paths in conflicts.items() if paths}
+            if unresolved:
+                raise _conflict_error(unresolved)
+            conflicts = {other: entry.owned(changed) for other, entry in managed.items() if other != key}
+        else:
+            raise _conflict_error(conflicts)
     for other, lost in conflicts.items():
         managed[other].discard(lost)
     for entry in managed.values():
         entry.discard(removed)
     if merged != live_obj or previous is None:
         managed[key].time = now
-    return _with_managed(clone_json(merged), managed)
+    result = clone_json(merged)
+    if manager == KUBECTL:
+        _sync_last_applied(result, applied)
+    return _with_managed(result, managed)
+
+
+def _annotations(obj: JsonObj) -> JsonObj | None:
+    metadata = obj.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations if isinstance(annotations, dict) else None
+
+
+def _last_applied_fields(live: JsonObj, schema: Schema) -> FieldSet:
+    """The fields of the client-side apply annotation (lastAppliedManager): conflicts on them do
+    not block `kubectl apply --server-side` on an object `kubectl apply` managed before."""
+    text = (_annotations(live) or {}).get(LAST_APPLIED)
+    if not isinstance(text, str) or not text:
+        return set()
+    try:
+        last = json.loads(text)
+        return to_field_set(last, schema) if isinstance(last, dict) else set()
+    except (ValueError, FieldPathError):
+        return set()
+
+
+def _sync_last_applied(result: JsonObj, applied: JsonObj) -> None:
+    """Keep the client-side apply annotation in step with `kubectl apply --server-side`
+    (lastAppliedUpdater), so a later client-side apply diffs against what was applied."""
+    annotations = _annotations(result)
+    if annotations is None or LAST_APPLIED not in annotations:
+        return
+    config = clone_json(applied)
+    config_annotations = _annotations(config)
+    if config_annotations is not None:
+        config_annotations.pop(LAST_APPLIED, None)
+    text = canonical_json(config) + "\n"
+    if len(text) <= LAST_APPLIED_LIMIT:
+        annotations[LAST_APPLIED] = text
 
 
 def _prune(merged: JsonObj, managed: Managed, last_applied: FieldSet, schema: Schema) -> JsonObj:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -440,3 +441,41 @@ def _canonical(value: Any) -> Any:
             return sorted(items, key=lambda i: i["name"])
         return items
     return value
+
+
+# ----------------------------------------------------------------------------------------------
+# upgrading from client-side apply (`kubectl apply` then `kubectl apply --server-side`)
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def _client_side_applied(config: JsonObj) -> JsonObj:
+    obj = copy.deepcopy(config)
+    obj["metadata"].setdefault("annotations", {})[LAST_APPLIED] = json.dumps(config) + "\n"
+    return _update(None, obj, "kubectl-client-side-apply")
+
+
+def test_kubectl_server_side_apply_takes_over_fields_from_last_applied() -> None:
+    live = _client_side_applied(_config(replicas=2))
+    edited = copy.deepcopy(live)
+    edited["spec"]["paused"] = True  # not in last-applied: owned by kubectl-edit only
+    live = _update(live, edited, "kubectl-edit")
+    upgraded = _apply(live, _config(replicas=4, image="nginx:2"), "kubectl")
+    assert upgraded["spec"]["replicas"] == 4
+    assert "f:replicas" in _fields(upgraded, "kubectl")["f:spec"]
+    csa = _fields(upgraded, "kubectl-client-side-apply", "Update")
+    assert "f:replicas" not in csa["f:spec"], "ownership moved as with force"
+    synced = json.loads(upgraded["metadata"]["annotations"][LAST_APPLIED])
+    assert synced == _config(replicas=4, image="nginx:2"), "the annotation follows the server-side apply"
+
+    with pytest.raises(ApiError) as caught:
+        _apply(upgraded, _config(replicas=4, image="nginx:2", paused=False), "kubectl")
+    assert caught.value.message == 'Apply failed with 1 conflict: conflict with "kubectl-edit" using apps/v1: .spec.paused'
+
+
+def test_other_managers_get_no_last_applied_allowance() -> None:
+    live = _client_side_applied(_config(replicas=2))
+    with pytest.raises(ApiError) as caught:
+        _apply(live, _config(replicas=4), "kaiwo")
+    assert "kubectl-client-side-apply" in caught.value.message
+    assert LAST_APPLIED in _apply(live, _config(replicas=4), "kaiwo", force=True)["metadata"]["annotations"]
