@@ -49,6 +49,8 @@ from kaiwo_ray.sandbox.types import ApiError, JsonObj
 __all__ = ["ManagerKey", "manager_from_user_agent", "record_update", "server_side_apply"]
 
 BEFORE_FIRST_APPLY = "before-first-apply"
+MAX_UPDATE_MANAGERS = 10
+ANCIENT_CHANGES = "ancient-changes"
 KUBECTL = "kubectl"  # the field manager of `kubectl apply --server-side`
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 LAST_APPLIED_LIMIT = 256 * 1024  # the annotation size the apiserver still syncs
@@ -226,8 +228,35 @@ def _view(obj: JsonObj | None, ignore_status: bool, only_status: bool) -> JsonOb
     return view
 
 
+def _cap_update_managers(managed: Managed) -> None:
+    """At most MAX_UPDATE_MANAGERS Update entries: the oldest are folded, per apiVersion, into an
+    "ancient-changes" entry, as the apiserver's capManagersManager does."""
+    updaters = [k for k, e in managed.items() if k.operation == "Update" and e.encoded() is not None]
+    if len(updaters) <= MAX_UPDATE_MANAGERS:
+        return
+    updaters.sort(key=lambda k: (managed[k].time or "", k.identifier()))
+    first_by_version: dict[str, ManagerKey] = {}
+    count = len(updaters)
+    for key in updaters:
+        if count <= MAX_UPDATE_MANAGERS:
+            break
+        entry = managed[key]
+        version = entry.api_version
+        if version not in first_by_version:
+            first_by_version[version] = key
+            continue
+        bucket = ManagerKey(ANCIENT_CHANGES, "Update", version, "")
+        if bucket not in managed:
+            managed[bucket] = managed.pop(first_by_version[version])
+        merged = managed[bucket].fields | entry.fields
+        managed[bucket] = _Entry(merged, version, entry.time)
+        del managed[key]
+        count -= 1
+
+
 def _with_managed(obj: JsonObj, managed: Managed) -> JsonObj:
     """A copy of `obj` (top level and metadata) carrying the encoded managedFields."""
+    _cap_update_managers(managed)
     out = dict(obj)
     metadata = out.get("metadata")
     if not isinstance(metadata, dict):

@@ -479,3 +479,18 @@ def test_other_managers_get_no_last_applied_allowance() -> None:
         _apply(live, _config(replicas=4), "kaiwo")
     assert "kubectl-client-side-apply" in caught.value.message
     assert LAST_APPLIED in _apply(live, _config(replicas=4), "kaiwo", force=True)["metadata"]["annotations"]
+
+
+def test_more_than_ten_update_managers_fold_the_oldest_into_ancient_changes() -> None:
+    live = _apply(None, _config())
+    for i in range(12):
+        labelled = copy.deepcopy(live)
+        labelled["metadata"]["labels"][f"l{i}"] = "x"
+        live = _update(live, labelled, f"writer-{i:02d}", now=f"2026-01-01T00:00:{i:02d}Z")
+    updates = [e for e in live["metadata"]["managedFields"] if e["operation"] == "Update"]
+    assert len(updates) == 10
+    ancient = next(e for e in updates if e["manager"] == "ancient-changes")
+    # writer-00 is the first of its apiVersion (kept as the bucket's seed), writer-01 and -02 fold in
+    assert set(ancient["fieldsV1"]["f:metadata"]["f:labels"]) == {"f:l0", "f:l1", "f:l2"}
+    assert ancient["time"] == "2026-01-01T00:00:02Z"
+    assert {e["manager"] for e in updates} >= {f"writer-{i:02d}" for i in range(3, 12)}
