@@ -1,0 +1,98 @@
+"""`kaiwo-ray sandbox`: kubeconfig, node seeding, clean Ctrl-C, state across restarts."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import yaml
+
+from kaiwo_ray.sandbox.persistence import load_state
+
+NODES = """apiVersion: v1
+kind: Node
+metadata:
+  name: only-node
+  labels: {kubernetes.io/hostname: only-node}
+status:
+  capacity: {cpu: "4", memory: 8Gi}
+"""
+
+
+@contextmanager
+def running_cli(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    process = subprocess.Popen([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("Press Ctrl-C"):
+                break
+        else:
+            raise AssertionError(f"sandbox exited early: {''.join(lines)}")
+        yield process, lines
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _stop(process: subprocess.Popen[str]) -> str:
+    process.send_signal(signal.SIGINT)
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, out
+    assert "Traceback" not in out
+    return out
+
+
+def _core(kubeconfig: Path) -> Any:
+    return kubernetes.client.CoreV1Api(kubernetes.config.new_client_from_config(config_file=str(kubeconfig)))
+
+
+def test_cli_serves_writes_kubeconfig_and_stops_cleanly(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc" / "config"
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(NODES)
+    state = tmp_path / "state"
+    with running_cli("--kubeconfig", str(kubeconfig), "--nodes", str(nodes), "--state", str(state),
+                     "--no-cluster") as (process, lines):
+        text = "".join(lines)
+        assert f"export KUBECONFIG={kubeconfig}" in text
+        assert f"kubectl --kubeconfig {kubeconfig}" in text
+        config = yaml.safe_load(kubeconfig.read_text())
+        assert config["current-context"] == "kaiwo-sandbox"
+        assert config["clusters"][0]["cluster"]["server"].startswith("https://127.0.0.1:")
+        assert config["users"][0]["user"]["token"]
+        core = _core(kubeconfig)
+        assert [n.metadata.name for n in core.list_node().items] == ["only-node"]
+        created = core.create_namespaced_config_map("default", {"metadata": {"name": "kept"}, "data": {"a": "1"}})
+        out = _stop(process)
+    assert "state saved" in out
+    assert load_state(state) is not None
+
+    with running_cli("--kubeconfig", str(kubeconfig), "--state", str(state), "--no-cluster") as (process, _):
+        core = _core(kubeconfig)  # same token and certificate as before the restart
+        kept = core.read_namespaced_config_map("kept", "default")
+        assert kept.data == {"a": "1"}
+        assert kept.metadata.uid == created.metadata.uid
+        again = core.create_namespaced_config_map("default", {"metadata": {"name": "new"}})
+        assert int(again.metadata.resource_version) > int(created.metadata.resource_version)
+        _stop(process)
+
+
+def test_cli_rejects_a_bad_nodes_file(tmp_path: Path) -> None:
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
+    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig",
+                             str(tmp_path / "kc"), "--nodes", str(bad)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "expected Node" in result.stderr
+    assert "Traceback" not in result.stderr
