@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from kaiwo_ray.sandbox import field_errors as fe
-from kaiwo_ray.sandbox.types import JsonObj
+from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 
 def regex_error(msg: str, fmt: str, *examples: str) -> str:
@@ -246,12 +246,58 @@ def _validate_owner_references(refs: Any, field: str) -> list[JsonObj]:
     return causes
 
 
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+# ObjectMeta fields whose JSON type typed decoding enforces, with their Go types.
+_META_TYPES: dict[str, tuple[type, str]] = {
+    "name": (str, "string"), "generateName": (str, "string"), "namespace": (str, "string"),
+    "labels": (dict, "map[string]string"), "annotations": (dict, "map[string]string"),
+    "finalizers": (list, "[]string"), "ownerReferences": (list, "[]v1.OwnerReference"),
+}
+
+
+def _check_meta_types(obj: JsonObj, meta: JsonObj, kind: str) -> None:
+    """Typed decoding fails before validation: a 400 naming the Go field, like the apiserver's decoder."""
+    api_version = str(obj.get("apiVersion") or "")
+    version = api_version.rsplit("/", 1)[-1]
+    prefix = f'{kind} in version "{version}" cannot be handled as a {kind}: json: cannot unmarshal'
+    for key, (py_type, go_type) in _META_TYPES.items():
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, py_type):
+            raise ApiError.bad_request(f"{prefix} {_json_kind(value)} into Go struct field "
+                                       f"ObjectMeta.metadata.{key} of type {go_type}")
+        if isinstance(value, dict):
+            for item in value.values():
+                if item is not None and not isinstance(item, str):
+                    raise ApiError.bad_request(f"{prefix} {_json_kind(item)} into Go struct field "
+                                               f"ObjectMeta.metadata.{key} of type string")
+        elif go_type == "[]string" and isinstance(value, list):
+            for item in value:
+                if not isinstance(item, str):
+                    raise ApiError.bad_request(f"{prefix} {_json_kind(item)} into Go struct field "
+                                               f"ObjectMeta.metadata.{key} of type string")
+
+
 def validate_object_meta(obj: JsonObj, *, namespaced: bool, kind: str) -> list[JsonObj]:
     """metav1.ObjectMeta rules for a create or update. The store fills a generated name before calling,
-    so a missing name means neither name nor generateName was given."""
+    so a missing name means neither name nor generateName was given. Wrongly typed fields (labels that
+    are not strings, ...) raise ApiError 400, as typed decoding does before any validation."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
+    _check_meta_types(obj, meta, kind)
     causes: list[JsonObj] = []
     generate_name = meta.get("generateName")
     if isinstance(generate_name, str) and generate_name:

@@ -117,3 +117,25 @@ def test_input_untouched() -> None:
     before = copy.deepcopy(obj)
     validate_object_meta(obj, namespaced=True, kind="Pod")
     assert obj == before
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({"labels": {"gpus": 8}}, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number '
+                                  "into Go struct field ObjectMeta.metadata.labels of type string"),
+        ({"labels": ["a"]}, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal array into Go '
+                            "struct field ObjectMeta.metadata.labels of type map[string]string"),
+        ({"name": 5}, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal number into Go struct '
+                      "field ObjectMeta.metadata.name of type string"),
+        ({"finalizers": [True]}, 'Pod in version "v1" cannot be handled as a Pod: json: cannot unmarshal bool into '
+                                 "Go struct field ObjectMeta.metadata.finalizers of type string"),
+    ],
+)
+def test_wrongly_typed_metadata_is_a_400(meta: dict[str, Any], message: str) -> None:
+    from kaiwo_ray.sandbox.types import ApiError
+
+    obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d", **meta}}
+    with pytest.raises(ApiError) as info:
+        validate_object_meta(obj, namespaced=True, kind="Pod")
+    assert (info.value.code, info.value.message) == (400, message)
