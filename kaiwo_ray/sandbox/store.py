@@ -707,12 +707,10 @@ class ObjectStore:
 
     def _apply_patch(self, info: ResourceInfo, doc: JsonObj, patch: Any, patch_type: PatchType) -> Any:
         patching = pure("patching")
-        if patch_type == "merge":
-            if patching is None:
-                return _merge_patch_fallback(doc, patch)
-            return patching.apply_merge_patch(doc, patch)
         if patching is None:
             raise ApiError(500, "InternalError", f"{patch_type} patches are not available yet")
+        if patch_type == "merge":
+            return patching.apply_merge_patch(doc, patch)
         if patch_type == "json":
             return patching.apply_json_patch(doc, patch)
         if patch_type == "strategic":
@@ -1218,16 +1216,3 @@ def _selector_string(selector: Any) -> str:
         elif op == "DoesNotExist":
             parts.append(f"!{key}")
     return ",".join(parts)
-
-
-def _merge_patch_fallback(doc: Any, patch: Any) -> Any:
-    """RFC 7386, only used until `patching` lands."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(doc) if isinstance(doc, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge_patch_fallback(out.get(key), value)
-    return out
