@@ -35,6 +35,7 @@ __all__ = [
 _T = TypeVar("_T")
 
 REJECTED_MESSAGE = "the server rejected our request due to an error in our request"
+MAX_JSON_PATCH_OPERATIONS = 10000
 
 
 def clone_json(value: _T) -> _T:
@@ -232,6 +233,9 @@ def apply_json_patch(doc: JsonObj, ops: Any) -> JsonObj:
     if not isinstance(ops, list):
         raise ApiError.bad_request(
             f"json: cannot unmarshal {_go_json_type(ops)} into Go value of type jsonpatch.Patch")
+    if len(ops) > MAX_JSON_PATCH_OPERATIONS:
+        raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations "
+                       f"in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}")
     for op in ops:
         if op is not None and not isinstance(op, dict):
             raise ApiError.bad_request(

@@ -145,6 +145,15 @@ def test_json_patch_that_is_not_a_list_of_operations_is_400(body: Any, message: 
     assert (caught.value.code, caught.value.reason, caught.value.message) == (400, "BadRequest", message)
 
 
+def test_json_patch_with_too_many_operations_is_413() -> None:
+    ops = [{"op": "test", "path": "/kind", "value": "Job"}] * 10001
+    with pytest.raises(ApiError) as caught:
+        apply_json_patch(_job(), ops)
+    assert (caught.value.code, caught.value.reason) == (413, "RequestEntityTooLarge")
+    assert caught.value.message.endswith("The allowed maximum operations in a JSON patch is 10000, got 10001")
+    assert apply_json_patch(_job(), ops[:10000]) == _job()
+
+
 def test_json_patch_null_body_is_an_empty_patch() -> None:
     assert apply_json_patch(_job(), None) == _job()
 
