@@ -108,6 +108,49 @@ def _prune(value: Any, schema: JsonObj | None, *, root: bool = False) -> None:
                 _prune(item, items)
 
 
+def unknown_fields(schema: JsonObj, obj: JsonObj) -> list[str]:
+    """The paths `prune` would drop, as the apiserver names them for `fieldValidation=Strict` (a 400:
+    `strict decoding error: unknown field "spec.bogus"`) and `Warn` (a `Warning` header per field)."""
+    found: list[str] = []
+    _collect_unknown(obj, schema, "", found, root=True)
+    return found
+
+
+def _collect_unknown(value: Any, schema: JsonObj | None, path: str, found: list[str], *, root: bool = False) -> None:
+    if isinstance(value, dict):
+        if schema is None:
+            return
+        resource = root or bool(schema.get(_EMBEDDED))
+        properties = _props(schema)
+        additional = _additional(schema)
+        preserve = bool(schema.get(_PRESERVE))
+        for key, child in value.items():
+            child_path = _child(path, key)
+            if resource and key in ("apiVersion", "kind"):
+                continue
+            if resource and key == "metadata":
+                if isinstance(child, dict):
+                    found.extend(f"{child_path}.{k}" for k in child if k not in OBJECT_META_FIELDS)
+                continue
+            prop = properties.get(key)
+            if isinstance(prop, dict):
+                _collect_unknown(child, prop, child_path, found)
+            elif additional is not None:
+                _collect_unknown(child, additional, child_path, found)
+            elif not preserve:
+                found.append(child_path)
+    elif isinstance(value, list):
+        items = _sub(schema, "items")
+        if items is not None:
+            for i, item in enumerate(value):
+                _collect_unknown(item, items, f"{path}[{i}]", found)
+
+
+def strict_decoding_message(paths: list[str]) -> str:
+    """The 400 message body after `<Kind> in version "<v>" cannot be handled as a <Kind>: `."""
+    return "strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in paths)
+
+
 # --- defaulting ---------------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.schema import apply_defaults, prune, validate
+from kaiwo_ray.sandbox.schema import apply_defaults, prune, strict_decoding_message, unknown_fields, validate
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -258,3 +258,14 @@ def test_third_party_crd_schemas_accept_their_typical_objects() -> None:
             out = apply_defaults(schema, prune(schema, obj))
             assert out["kind"] == obj["kind"]
             assert isinstance(validate(schema, out), list)
+
+
+def test_unknown_fields_name_what_pruning_drops() -> None:
+    obj = _cr(bogus=1, extra={"free": 1, "known": {"b": 2}}, ports=[{"name": "a", "junk": 1}],
+              template={"apiVersion": "v1", "kind": "Pod", "metadata": {"x": 1}, "spec": {"y": 2}})
+    obj["metadata"]["junk"] = 1
+    paths = unknown_fields(SCHEMA, obj)
+    assert sorted(paths) == ["metadata.junk", "spec.bogus", "spec.extra.known.b", "spec.ports[0].junk",
+                             "spec.template.metadata.x", "spec.template.spec.y"]
+    assert strict_decoding_message(["spec.bogus"]) == 'strict decoding error: unknown field "spec.bogus"'
+    assert unknown_fields(SCHEMA, prune(SCHEMA, obj)) == []
