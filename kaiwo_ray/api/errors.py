@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
 _QUOTED = re.compile(r"'([^']*)'")
@@ -179,7 +180,8 @@ def _unknown_field(loc: tuple[int | str, ...], model: type[BaseModel] | None) ->
     key = loc[-1] if loc else ""
     known = _wire_fields_at(model, loc[:-1]) if model is not None else None
     if isinstance(key, str) and known:
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        camel = to_camel(key)
+        close = [camel] if camel in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         if not close:
             folded = {name.lower(): name for name in known}
             close = [folded[key.lower()]] if key.lower() in folded else []

@@ -54,9 +54,13 @@ def parse_object(doc: Mapping[str, Any]) -> KaiwoObject:
 
 
 def parse_as(model: type[ModelT], doc: Mapping[str, Any]) -> ModelT:
-    """Validate wire data as a given model, converting pydantic errors to a ManifestError."""
+    """Validate wire data as a given model, converting pydantic errors to a ManifestError.
+
+    Only wire (camelCase) names are accepted here: the API server would prune `gpus_per_replica`,
+    so accepting it would make a manifest behave differently on a cluster.
+    """
     try:
-        return model.model_validate(doc)
+        return model.model_validate(doc, by_alias=True, by_name=False)
     except ValidationError as exc:
         raise ManifestError(errors_from_validation(exc, model)) from None
 

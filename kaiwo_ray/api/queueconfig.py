@@ -122,6 +122,13 @@ class ClusterQueueSpec(WireModel):
     fair_sharing: FairSharing | None = None
 
     @model_validator(mode="after")
+    def _one_way_to_name_admission_checks(self) -> Self:
+        # Kueue's CEL rule on ClusterQueueSpec.
+        if self.admission_checks and self.admission_checks_strategy is not None:
+            raise ValueError("either admissionChecks or admissionChecksStrategy can be set, but not both")
+        return self
+
+    @model_validator(mode="after")
     def _fold_cohort_name(self) -> Self:
         if self.cohort_name is not None:
             if self.cohort is not None and self.cohort != self.cohort_name:

@@ -248,6 +248,10 @@ def test_kqc_limits_and_required_fields(spec: dict[str, Any], message: str) -> N
         ),
         ({"cohort": "a", "cohortName": "b"}, 'cohort "a" and cohortName "b" disagree; set one'),
         (
+            {"admissionChecks": ["a"], "admissionChecksStrategy": {"admissionChecks": [{"name": "a"}]}},
+            "either admissionChecks or admissionChecksStrategy can be set, but not both",
+        ),
+        (
             {
                 "resourceGroups": [
                     {
@@ -283,4 +287,5 @@ def test_kqc_limits_and_required_fields(spec: dict[str, Any], message: str) -> N
 def test_cluster_queue_spec_validation(cq_spec: dict[str, Any], message: str) -> None:
     text = error_of(kqc({"clusterQueues": [{"name": "q", "spec": cq_spec}]}))
     prefix = "spec.clusterQueues[0].spec"
-    assert text == (f"{prefix}.{message}" if not message.startswith("cohort ") else f"{prefix}: {message}")
+    whole_spec = message.startswith(("cohort ", "either "))
+    assert text == (f"{prefix}: {message}" if whole_spec else f"{prefix}.{message}")

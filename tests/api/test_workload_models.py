@@ -197,9 +197,17 @@ def test_duration_is_kept_as_written_and_parsed_on_demand() -> None:
     assert KaiwoJobSpec().duration_timedelta is None
 
 
-def test_python_names_are_accepted_too() -> None:
+def test_python_names_are_accepted_in_python_but_not_on_the_wire() -> None:
     spec = KaiwoJobSpec(gpus_per_replica=2, gpu_vendor="nvidia")
     assert spec.model_dump(by_alias=True, exclude_none=True)["gpusPerReplica"] == 2
+    # The API server would prune a snake_case key, so the loader must not quietly honour it.
+    assert (
+        error_of(job({"gpus_per_replica": 2}))
+        == 'spec.gpus_per_replica: unknown field (did you mean "gpusPerReplica"?)'
+    )
+    assert error_of(job({"storage": {"storage_enabled": True}})) == (
+        'spec.storage.storage_enabled: unknown field (did you mean "storageEnabled"?)'
+    )
 
 
 def test_status_timestamps_round_trip_in_rfc3339() -> None:
