@@ -332,7 +332,8 @@ def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_versio
     to the main resource may own status too. Managed fields the client sent in `new` replace the
     live ones when non-empty (that is how a client edits or resets them); otherwise the live
     ones are kept. The result is a new top-level object and metadata; deeper values are shared
-    with `new` (never with `old`).
+    with `new` (never with `old`). Never raises: an object the field paths cannot address (a
+    list item without its key) comes back without managedFields, as from a real apiserver.
     """
     typed = schema_for(group, kind, schema)
     managed = None if subresource else _decode_managed((new.get("metadata") or {}).get("managedFields"))
@@ -349,8 +350,10 @@ def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_versio
                 managed[key] = _Entry(None, api_version, now, fields_v1)
             return _with_managed(new, managed)
         changed, removed = _changes(before, after, typed, builtin=is_builtin(group))
-    except FieldPathError as exc:
-        raise _typed_error(kind, _object_name(new), api_version, exc, "") from exc
+    except FieldPathError:
+        # The apiserver's UpdateNoErrors: a write never fails over bookkeeping; the object just
+        # loses its managedFields rather than carry wrong ones.
+        return _with_managed(new, {})
     for entry in managed.values():
         entry.discard(changed)
         entry.discard(removed)

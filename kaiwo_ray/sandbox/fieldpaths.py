@@ -168,27 +168,36 @@ def list_item_element(schema: Schema, item: Any, index: int) -> PathElement:
             return ("k", '{"' + name + '":' + str(value) + "}")
     if schema.list_type == "set":
         if isinstance(item, dict | list):
-            raise FieldPathError("set lists may only hold scalars")
+            raise FieldPathError("associative list without keys has an element that's a map type"
+                                 if isinstance(item, dict) else "associative list without keys has an element "
+                                 "that's a list type")
         return ("v", canonical_json(item))
     if schema.list_type == "map" and schema.map_keys:
+        if item is None:
+            raise FieldPathError("associative list with keys may not have a null element")
         if not isinstance(item, dict):
-            raise FieldPathError("associative list items must be objects")
+            raise FieldPathError("associative list with keys may not have non-map elements")
         key: JsonObj = {}
         for name in schema.map_keys:
-            if name in item and item[name] is not None:
+            if item.get(name) is not None:
                 key[name] = item[name]
             elif name in schema.key_defaults:
                 key[name] = schema.key_defaults[name]
-            elif len(schema.map_keys) == 1:
-                raise FieldPathError(
-                    f"associative list with keys has an element that omits key field {name!r} "
-                    "(and doesn't have default value)")
+            else:
+                raise FieldPathError(f"associative list with keys has an element that omits key field "
+                                     f"{json.dumps(name)} (and doesn't have default value)")
         return ("k", canonical_json(key))
     return ("i", index)
 
 
 def index_list(schema: Schema, items: list[Any], *, path: Path, allow_duplicates: bool) -> list[PathElement]:
-    elements = [list_item_element(schema, item, i) for i, item in enumerate(items)]
+    """Path elements of a list's items; errors name the list and item as structured-merge-diff does."""
+    elements: list[PathElement] = []
+    for index, item in enumerate(items):
+        try:
+            elements.append(list_item_element(schema, item, index))
+        except FieldPathError as exc:
+            raise FieldPathError(f"{path_string(path)}: element {index}: {exc}") from None
     if not allow_duplicates:
         seen: set[PathElement] = set()
         for element in elements:

@@ -494,3 +494,22 @@ def test_more_than_ten_update_managers_fold_the_oldest_into_ancient_changes() ->
     assert set(ancient["fieldsV1"]["f:metadata"]["f:labels"]) == {"f:l0", "f:l1", "f:l2"}
     assert ancient["time"] == "2026-01-01T00:00:02Z"
     assert {e["manager"] for e in updates} >= {f"writer-{i:02d}" for i in range(3, 12)}
+
+
+def test_record_update_never_fails_a_write_over_bookkeeping() -> None:
+    live = _apply(None, _config())
+    broken = copy.deepcopy(live)
+    broken["spec"]["template"]["spec"]["containers"].append({"image": "nameless"})
+    result = _update(live, broken, "someone")
+    assert "managedFields" not in result["metadata"]
+    assert result["spec"] == broken["spec"]
+
+
+def test_applied_list_item_without_its_key_is_reported_with_its_path() -> None:
+    config = _config()
+    config["spec"]["template"]["spec"]["containers"].append({"image": "nameless"})
+    with pytest.raises(ApiError) as caught:
+        _apply(None, config)
+    assert caught.value.message.endswith(
+        '.spec.template.spec.containers: element 1: associative list with keys has an element that omits key '
+        'field "name" (and doesn\'t have default value)')
