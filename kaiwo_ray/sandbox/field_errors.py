@@ -47,7 +47,8 @@ def go_quote(s: str) -> str:
 
 
 def go_float(x: float) -> str:
-    """fmt's %v for a float64: shortest digits, exponent form below 1e-4 and from 1e21 up."""
+    """fmt's %v for a float64: shortest digits, exponent form below 1e-4 and from 1e6 up (so a schema bound
+    of 2147483647 prints as 2.147483647e+09, as kube-openapi's messages show it)."""
     if math.isnan(x):
         return "NaN"
     if math.isinf(x):
@@ -59,7 +60,7 @@ def go_float(x: float) -> str:
     ds = "".join(map(str, digits))
     exp10 = len(ds) + exponent - 1  # position of the leading digit
     neg = "-" if sign else ""
-    if exp10 < -4 or exp10 >= 21:
+    if exp10 < -4 or exp10 >= 6:
         mantissa = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")
         return f"{neg}{mantissa}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
     if exponent >= 0:
