@@ -289,3 +289,25 @@ def test_cluster_queue_spec_validation(cq_spec: dict[str, Any], message: str) ->
     prefix = "spec.clusterQueues[0].spec"
     whole_spec = message.startswith(("cohort ", "either "))
     assert text == (f"{prefix}: {message}" if whole_spec else f"{prefix}.{message}")
+
+
+def test_taints_and_tolerations_are_typed() -> None:
+    spec = {
+        "resourceFlavors": [
+            {
+                "name": "gpu",
+                "taints": [{"key": "kaiwo.silogen.ai/gpu", "value": "true", "effect": "NoSchedule"}],
+                "tolerations": [
+                    {"key": "kaiwo.silogen.ai/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                ],
+            }
+        ]
+    }
+    parsed = parse_object(kqc(spec))
+    assert isinstance(parsed, KaiwoQueueConfig)
+    assert parsed.spec.resource_flavors[0].tolerations[0].operator == "Exists"
+    bad = {"resourceFlavors": [{"name": "f", "tolerations": [{"operator": "Maybe"}]}]}
+    assert (
+        error_of(kqc(bad))
+        == 'spec.resourceFlavors[0].tolerations[0].operator: must be one of "Exists", "Equal" (got "Maybe")'
+    )

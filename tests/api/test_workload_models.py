@@ -372,3 +372,36 @@ def test_all_problems_are_collected() -> None:
     assert str(info.value) == "spec.gpus: must be >= 0 (got -1) (and 2 more errors)"
     assert [e.path for e in info.value.errors] == ["spec.gpus", "spec.replicas", "spec.typo"]
     assert info.value.details().count("\n") == 2
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (
+            {"conditions": [{"type": "Ready", "status": "Yes"}]},
+            'status.conditions[0].status: must be one of "True", "False", "Unknown" (got "Yes")',
+        ),
+        ({"conditions": [{"status": "True"}]}, "status.conditions[0].type: required"),
+        (
+            {"startTime": "yesterday"},
+            'status.startTime: invalid timestamp "yesterday" (expected RFC 3339, e.g. 2025-01-31T12:00:00Z)',
+        ),
+        ({"duration": "5s"}, 'status.duration: must be an integer (got "5s")'),
+        ({"observedGeneration": 1.5}, "status.observedGeneration: must be an integer (got 1.5)"),
+    ],
+)
+def test_status_validation(status: dict[str, Any], message: str) -> None:
+    assert error_of(job({}, status=status)) == message
+
+
+def test_timestamps_are_normalised_to_utc_seconds() -> None:
+    status = WorkloadStatus.model_validate({"startTime": "2025-01-31T14:00:00.123+02:00"})
+    assert status.to_wire()["startTime"] == "2025-01-31T12:00:00Z"
+    naive = WorkloadStatus(start_time=datetime.datetime(2025, 1, 31, 12, 0, 0, 999))
+    assert naive.to_wire()["startTime"] == "2025-01-31T12:00:00Z"
+
+
+def test_service_status_and_kind_defaults() -> None:
+    parsed = parse_object({**E5_SERVICE, "status": {"status": "STARTING"}})
+    assert isinstance(parsed, KaiwoService) and parsed.status is not None
+    assert parsed.status.status is WorkloadPhase.STARTING
