@@ -39,12 +39,17 @@ def rendered_files() -> dict[str, str]:
 
 
 def stale_files(out: Path) -> list[str]:
-    """Generated files under `out` that are missing or whose content differs."""
+    """Generated files under `out` that are missing, differ, or are left over from a kind that is gone."""
+    expected = rendered_files()
     stale = []
-    for name, text in rendered_files().items():
+    for name, text in expected.items():
         path = out / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             stale.append(str(path))
+    if out.is_dir():
+        for path in sorted(out.glob("*.yaml")):
+            if path.name not in expected and path.read_text(encoding="utf-8").startswith(HEADER):
+                stale.append(f"{path} (no longer generated: delete it)")
     return stale
 
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from kaiwo_ray.api.crd import all_crds
-from kaiwo_ray.cli.crds import rendered_files, stale_files
+from kaiwo_ray.cli.crds import HEADER, rendered_files, stale_files
 from kaiwo_ray.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,6 +54,19 @@ def test_check_lists_changed_and_missing_files(tmp_path: Path, capsys: pytest.Ca
     assert str(edited) in err
     assert "config.kaiwo.silogen.ai_kaiwoconfigs.yaml" in err
     assert "kaiwoservices" not in err
+
+
+def test_check_flags_leftovers_of_removed_kinds_but_not_foreign_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["crds", "--out", str(tmp_path)]) == 0
+    (tmp_path / "kaiwo.silogen.ai_gpuworkloads.yaml").write_text(HEADER + "kind: CustomResourceDefinition\n")
+    (tmp_path / "hand-written.yaml").write_text("kind: ConfigMap\n")
+    capsys.readouterr()
+    assert main(["crds", "--out", str(tmp_path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert "gpuworkloads.yaml (no longer generated: delete it)" in err
+    assert "hand-written" not in err
 
 
 def test_unwritable_destination_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
