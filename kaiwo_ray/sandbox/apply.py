@@ -304,15 +304,17 @@ def _reset_object(candidate: JsonObj, live: JsonObj, ignore_status: bool, only_s
 
 
 def _typed_error(kind: str, name: str, api_version: str, exc: Exception, what: str) -> ApiError:
+    """What the apiserver answers when structured-merge-diff cannot type an object: a plain Go
+    error, so a 500 with no reason (`Error from server: failed to create typed patch object ...`)."""
     group_version = api_version if "/" in api_version else f"/{api_version}"
-    return ApiError(500, "", f"failed to create typed {what} object ({group_version}, Kind={kind}) {name}: {exc}")
+    return ApiError(500, "", f"failed to create typed {what} object ({name}; {group_version}, Kind={kind}): {exc}")
 
 
 def _object_name(obj: JsonObj) -> str:
+    """namespace/name as the fieldmanager prints objects (an empty namespace leaves the slash)."""
     metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     assert isinstance(metadata, dict)
-    namespace, name = metadata.get("namespace"), metadata.get("name")
-    return f"{namespace}/{name}" if namespace else str(name)
+    return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
 
 
 def _changes(old: JsonObj, new: JsonObj, schema: Schema, *, builtin: bool) -> tuple[FieldSet, FieldSet]:
@@ -393,11 +395,10 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
         else:
             managed = decoded
     config = applied
-    name = _object_name(config if live is None else live_obj)
     try:
         applied_fields = _reset_paths(to_field_set(config, typed), ignore_status, only_status)
     except FieldPathError as exc:
-        raise _typed_error(kind, name, api_version, exc, "patch") from exc
+        raise _typed_error(kind, _object_name(config), api_version, exc, "patch") from exc
     key = _key(manager, "Apply", api_version, subresource)
     previous = managed.get(key)
     applied_v1 = encode_fields_v1(applied_fields - _STRIPPED)
@@ -419,7 +420,7 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
         else:
             changed, removed = set(), set()  # no other manager to conflict with or to lose fields
     except FieldPathError as exc:
-        raise _typed_error(kind, name, api_version, exc, "") from exc
+        raise _typed_error(kind, _object_name(live_obj), api_version, exc, "live") from exc
     conflicts = {other: entry.owned(changed) for other, entry in managed.items() if other != key}
     conflicts = {other: paths for other, paths in conflicts.items() if paths}
     if conflicts and not force:

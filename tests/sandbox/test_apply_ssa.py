@@ -233,8 +233,9 @@ def test_duplicate_keys_in_an_applied_list_are_rejected() -> None:
     config["spec"]["template"]["spec"]["containers"].append({"name": "app", "image": "dup"})
     with pytest.raises(ApiError) as caught:
         _apply(None, config)
-    assert caught.value.code == 500
-    assert caught.value.message.endswith(
+    assert (caught.value.code, caught.value.reason) == (500, "")
+    assert caught.value.message == (
+        "failed to create typed patch object (default/web; apps/v1, Kind=Deployment): "
         '.spec.template.spec.containers: duplicate entries for key [name="app"]')
 
 
