@@ -17,6 +17,7 @@ copy. Errors carry what the apiserver answers:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -272,10 +273,13 @@ def apply_merge_patch(doc: JsonObj, patch: Any) -> JsonObj:
     (lists included) replaces."""
     if isinstance(patch, list):
         # evanphx/json-patch returns the array itself; the apiserver then fails to decode it.
+        document = json.dumps(patch, separators=(",", ":"), ensure_ascii=False)
         raise ApiError.invalid("", "", "", [{
             "reason": "FieldValueInvalid",
-            "message": "Invalid value: \"<array>\": couldn't get version/kind; json parse error: "
-                       "json: cannot unmarshal array into Go value of type struct",
+            "message": f"Invalid value: {json.dumps(document, ensure_ascii=False)}: couldn't get version/kind; "
+                       "json parse error: json: cannot unmarshal array into Go value of type struct "
+                       '{ APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                       'Kind string "json:\\"kind,omitempty\\"" }',
             "field": "patch",
         }])
     if not isinstance(patch, dict):

@@ -211,7 +211,8 @@ def test_merge_patch_that_is_not_an_object_is_400(patch: Any) -> None:
 def test_merge_patch_with_a_list_body_is_invalid() -> None:
     with pytest.raises(ApiError) as caught:
         apply_merge_patch(_job(), [{"op": "add"}])
-    assert caught.value.code == 422
+    assert (caught.value.code, caught.value.reason) == (422, "Invalid")
+    assert caught.value.message.startswith(' "" is invalid: patch: Invalid value: "[{\\"op\\":\\"add\\"}]": ')
 
 
 # ----------------------------------------------------------------------------------------------
