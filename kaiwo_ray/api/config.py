@@ -8,7 +8,7 @@ always fills them.
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field
 
@@ -81,6 +81,9 @@ class GpuPreemptionConfig(WireModel):
 
 class KaiwoConfigSpec(WireModel):
     """Operator configuration; every field has a default."""
+
+    # Seed 003 and the upstream Helm chart still call the storage block `data` (renamed upstream in #284).
+    RENAMED_FIELDS: ClassVar[dict[str, str]] = {"data": "storage"}
 
     ray: RayConfig = Field(default_factory=RayConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
     storage: StorageConfig = Field(default_factory=StorageConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)

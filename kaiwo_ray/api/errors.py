@@ -178,7 +178,13 @@ def _describe(value: Any) -> str:
 
 def _unknown_field(loc: tuple[int | str, ...], model: type[BaseModel] | None) -> str:
     key = loc[-1] if loc else ""
-    known = _wire_fields_at(model, loc[:-1]) if model is not None else None
+    owner = _model_at(model, loc[:-1]) if model is not None else None
+    if owner is None:
+        return "unknown field"
+    renamed: dict[str, str] = getattr(owner, "RENAMED_FIELDS", {})
+    if isinstance(key, str) and key in renamed:
+        return f'unknown field (now called "{renamed[key]}")'
+    known = [info.alias or name for name, info in owner.model_fields.items()]
     if isinstance(key, str) and known:
         camel = to_camel(key)
         close = [camel] if camel in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
@@ -190,8 +196,8 @@ def _unknown_field(loc: tuple[int | str, ...], model: type[BaseModel] | None) ->
     return "unknown field"
 
 
-def _wire_fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str] | None:
-    """Wire names of the fields of the model found by following `loc` from `model`, if any."""
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class found by following `loc` (wire names, list indexes) from `model`, if any."""
     current: Any = model
     for part in loc:
         current = _unwrap(current)
@@ -207,7 +213,7 @@ def _wire_fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[
             return None
     current = _unwrap(current)
     if isinstance(current, type) and issubclass(current, BaseModel):
-        return [info.alias or name for name, info in current.model_fields.items()]
+        return current
     return None
 
 

@@ -137,7 +137,7 @@ def test_gpu_preemption_fields_are_unset_by_default_and_validated() -> None:
             'spec.ray.headPodMemory: invalid quantity "lots" (expected e.g. 2, 500m, 16Gi)',
         ),
         # seed 003 / the Helm chart call the storage block `data`; the CRD (and we) call it `storage`.
-        ({"data": {"defaultStorageClass": "x"}}, "spec.data: unknown field"),
+        ({"data": {"defaultStorageClass": "x"}}, 'spec.data: unknown field (now called "storage")'),
         (
             {"nodes": {"addTaintsToGpuNodes": "yes please"}},
             'spec.nodes.addTaintsToGpuNodes: must be true or false (got "yes please")',
