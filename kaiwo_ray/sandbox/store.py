@@ -431,6 +431,10 @@ class ObjectStore:
             meta.pop(system_field, None)
         obj = self._to_storage(info, obj)
         meta = obj["metadata"]
+        # System fields first: PrepareForCreate (e.g. the Job selector) and admission may read them.
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = rfc3339(self.clock.now())
+        uid, created_at = meta["uid"], meta["creationTimestamp"]
         self._prepare_create(info, obj)
         obj = self._default(info, obj)
         if admit and self._hooks:
@@ -443,8 +447,8 @@ class ObjectStore:
             raise ApiError.already_exists(gvr, name)
         if info.resource == "customresourcedefinitions" and info.group == CRDS.group:
             self._check_crd(obj)
-        meta["uid"] = str(uuid.uuid4())
-        meta["creationTimestamp"] = rfc3339(self.clock.now())
+        for system_field, value in (("uid", uid), ("creationTimestamp", created_at)):
+            meta[system_field] = value  # hooks and defaulting must not rewrite them
         if info.custom or (info.group, info.resource) in GENERATION_RESOURCES:
             meta["generation"] = 1
         else:

@@ -125,6 +125,8 @@ def test_kind_without_status_subresource_takes_status_on_main_path(sandbox: Runn
 def test_builtin_defaults_are_applied(api: Any) -> None:
     job = kubernetes.client.BatchV1Api(api).create_namespaced_job("default", _job("d"))
     assert (job.spec.backoff_limit, job.spec.completions, job.spec.parallelism) == (6, 1, 1)
+    # The selector is generated from the uid, so the uid exists before defaulting runs.
+    assert job.spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": job.metadata.uid}
     pod_spec = job.spec.template.spec
     assert pod_spec.dns_policy == "ClusterFirst"
     assert pod_spec.scheduler_name == "default-scheduler"
@@ -225,6 +227,7 @@ def test_admission_hook_mutates_creates(sandbox: RunningSandbox) -> None:
 def test_requests_without_the_token_are_401(sandbox: RunningSandbox) -> None:
     configuration = kubernetes.client.Configuration()
     configuration.host = sandbox.url
+    configuration.ssl_ca_cert = str(sandbox.ca_cert_path)
     core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration))
     with pytest.raises(ApiException) as exc:
         core.list_namespace()
