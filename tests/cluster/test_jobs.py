@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_ray.sandbox.cluster.jobs import format_indexes, parse_indexes
-from kaiwo_ray.sandbox.types import JsonObj
+from kaiwo_ray.sandbox.types import JOBS, JsonObj
 
 WORKLOADS = ["volume-binder", "scheduler", "kubelet", "job-controller"]
 
@@ -139,3 +139,20 @@ def test_completed_indexes_round_trip() -> None:
     assert format_indexes([4, 0, 1, 2, 7, 8]) == "0-2,4,7-8"
     assert parse_indexes("0-2,4,7-8") == {0, 1, 2, 4, 7, 8}
     assert parse_indexes("") == set() and format_indexes([]) == ""
+
+
+def test_malformed_numbers_fall_back_to_defaults_without_crashing(sandbox_factory: Any, clients_factory: Any,
+                                                                  wait_for: Any) -> None:
+    sb = sandbox_factory(cluster=WORKLOADS)
+    c = clients_factory(sb)
+    body = job("odd", ["sleep", "1"], parallelism="two", backoffLimit="many", activeDeadlineSeconds="long")
+    body["metadata"]["namespace"] = "default"
+    # Straight into the store: the HTTP layer may reject such a body before any controller sees it.
+    sb.call(sb.store.create, JOBS, body, namespace="default")
+    def complete() -> Any:  # the typed client cannot even decode this Job: read the store
+        status = sb.call(sb.store.get, JOBS, "default", "odd").get("status") or {}
+        return any(cond["type"] == "Complete" for cond in status.get("conditions") or []) and status
+
+    assert wait_for(complete)["succeeded"] == 1
+    assert len(job_pods(c, "odd")) == 1  # "two" is not a parallelism: the default of 1 applied
+    assert sb.cluster.errors == 0

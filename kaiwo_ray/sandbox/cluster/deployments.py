@@ -18,6 +18,7 @@ from kaiwo_ray.sandbox.cluster.conditions import find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
 from kaiwo_ray.sandbox.cluster.podutil import (
     OwnerIndex,
+    as_int,
     controller_of,
     is_ready,
     is_terminal,
@@ -245,7 +246,7 @@ class DeploymentController(Controller):
                 "ownerReferences": [owner_reference({"apiVersion": "apps/v1", "kind": "Deployment",
                                                      "metadata": meta})],
             },
-            "spec": {"replicas": initial, "minReadySeconds": int(spec.get("minReadySeconds") or 0),
+            "spec": {"replicas": initial, "minReadySeconds": as_int(spec.get("minReadySeconds"), 0),
                      "selector": selector, "template": template},
         }
         try:
@@ -334,7 +335,7 @@ class DeploymentController(Controller):
     def _cleanup(self, deployment: JsonObj, old_rs: list[JsonObj]) -> None:
         """Keep at most revisionHistoryLimit scaled-to-zero old ReplicaSets (oldest go first)."""
         limit = (deployment.get("spec") or {}).get("revisionHistoryLimit")
-        limit = DEFAULT_REVISION_HISTORY if limit is None else int(limit)
+        limit = as_int(limit, DEFAULT_REVISION_HISTORY)
         idle = [rs for rs in old_rs if desired_replicas(rs) == 0
                 and not int((rs.get("status") or {}).get("replicas") or 0)]
         for rs in sorted(idle, key=revision_of)[: max(len(idle) - limit, 0)]:
@@ -381,7 +382,7 @@ class DeploymentController(Controller):
 
         requeue: float | None = None
         deadline = spec.get("progressDeadlineSeconds")
-        deadline_seconds = float(self.settings.progress_deadline_default if deadline is None else deadline)
+        deadline_seconds = float(as_int(deadline, self.settings.progress_deadline_default))
         complete = (new_rs is not None and updated == replicas and available >= replicas
                     and current_replicas == replicas and desired_replicas(new_rs) == replicas)
         signature = (rs_name, updated, ready, available, current_replicas, replicas)

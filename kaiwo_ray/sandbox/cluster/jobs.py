@@ -17,7 +17,7 @@ from datetime import datetime
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.conditions import condition_true, find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podutil import OwnerIndex, controller_of, is_ready, is_terminal
+from kaiwo_ray.sandbox.cluster.podutil import OwnerIndex, as_int, controller_of, is_ready, is_terminal
 from kaiwo_ray.sandbox.types import JOBS, PODS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
 COMPONENT = "job-controller"
@@ -72,6 +72,12 @@ def parse_indexes(text: str | None) -> set[int]:
 
 
 _UNWRITTEN = "__counts_to_write__"  # in-memory marker, never sent to the store
+
+
+def _optional_int(value: object) -> int | None:
+    """An optional duration: absent or malformed both mean "not set"."""
+    parsed = as_int(value, -1)
+    return parsed if parsed >= 0 else None
 
 
 def _uncounted(succeeded: list[str], failed: list[str]) -> JsonObj:
@@ -244,15 +250,17 @@ class JobController(Controller):
         suspended = bool(spec.get("suspend"))
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         terminating = [p for p in pods if not is_terminal(p) and p["metadata"].get("deletionTimestamp")]
-        succeeded = int(status.get("succeeded") or 0)
-        failed = int(status.get("failed") or 0)
+        succeeded = as_int(status.get("succeeded"), 0)
+        failed = as_int(status.get("failed"), 0)
         uncounted = status.get("uncountedTerminatedPods") or {}
         has_uncounted = bool(uncounted.get("succeeded") or uncounted.get("failed"))
         update: JsonObj = dict(status.pop(_UNWRITTEN, None) or {})
         requeue: float | None = None
-        parallelism = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
-        completions = spec.get("completions")
-        if completions is None and spec.get("parallelism") is None:
+        parallelism = max(as_int(spec.get("parallelism"), 1), 0)
+        completions: int | None = None
+        if spec.get("completions") is not None:
+            completions = max(as_int(spec.get("completions"), 1), 0)
+        elif spec.get("parallelism") is None:
             completions = 1  # the apiserver defaults both to 1 when neither is set
         indexed = spec.get("completionMode") == "Indexed" and completions is not None
 
@@ -317,7 +325,7 @@ class JobController(Controller):
             else:
                 active, requeue = self._manage(job, active, parallelism, completions, succeeded, failed,
                                                indexed, done_indexes)
-                deadline = spec.get("activeDeadlineSeconds")
+                deadline = _optional_int(spec.get("activeDeadlineSeconds"))
                 if deadline is not None and uid in self._started:
                     left = float(deadline) - self._sim_since(self._started[uid])
                     wait = max(left, 0.0) * self._tf() + 0.001
@@ -342,16 +350,16 @@ class JobController(Controller):
 
     def _failure_reason(self, job: JsonObj, pods: list[JsonObj], failed: int) -> tuple[str, str] | None:
         spec = job.get("spec") or {}
-        limit = int(spec["backoffLimit"]) if spec.get("backoffLimit") is not None else DEFAULT_BACKOFF_LIMIT
+        limit = as_int(spec.get("backoffLimit"), DEFAULT_BACKOFF_LIMIT)
         if failed > limit:
             return ("BackoffLimitExceeded", BACKOFF_MESSAGE)
         template_spec = (spec.get("template") or {}).get("spec") or {}
         if template_spec.get("restartPolicy") == "OnFailure":
-            restarts = sum(int(cs.get("restartCount") or 0) for p in pods if not is_terminal(p)
+            restarts = sum(as_int(cs.get("restartCount"), 0) for p in pods if not is_terminal(p)
                            for cs in (p.get("status") or {}).get("containerStatuses") or [])
             if restarts > limit:
                 return ("BackoffLimitExceeded", BACKOFF_MESSAGE)
-        deadline = spec.get("activeDeadlineSeconds")
+        deadline = _optional_int(spec.get("activeDeadlineSeconds"))
         uid = str(job["metadata"].get("uid", ""))
         if deadline is not None and uid in self._started and self._sim_since(self._started[uid]) >= float(deadline):
             return ("DeadlineExceeded", DEADLINE_MESSAGE)
@@ -467,7 +475,7 @@ class JobController(Controller):
 
     # -- ttl -----------------------------------------------------------------------------------
     def _ttl_delay(self, job: JsonObj, uid: str) -> float | None:
-        ttl = (job.get("spec") or {}).get("ttlSecondsAfterFinished")
+        ttl = _optional_int((job.get("spec") or {}).get("ttlSecondsAfterFinished"))
         if ttl is None:
             return None
         finished = self._finished.get(uid, self.clock.monotonic())
@@ -476,7 +484,7 @@ class JobController(Controller):
     def _ttl(self, job: JsonObj) -> float | None:
         """The TTL-after-finished controller: delete the Job (and, in the background, its pods)."""
         spec = job.get("spec") or {}
-        ttl = spec.get("ttlSecondsAfterFinished")
+        ttl = _optional_int(spec.get("ttlSecondsAfterFinished"))
         if ttl is None:
             return None
         meta = job["metadata"]

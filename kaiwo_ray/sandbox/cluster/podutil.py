@@ -26,6 +26,17 @@ def quantity(value: Any) -> Decimal:
         return Decimal(0)
 
 
+def as_int(value: Any, default: int) -> int:
+    """An integer field as a controller reads it: absent or malformed means the default (the
+    API layer is where bad input is rejected; a controller must not crash on what slipped by)."""
+    if value is None or isinstance(value, bool):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def container_requests(container: JsonObj) -> dict[str, Decimal]:
     """Requests of one container; a resource with only a limit requests its limit (apiserver defaulting)."""
     resources = container.get("resources") or {}

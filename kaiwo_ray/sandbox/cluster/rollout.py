@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from kaiwo_ray.sandbox.cluster.podutil import is_ready
+from kaiwo_ray.sandbox.cluster.podutil import as_int, is_ready
 from kaiwo_ray.sandbox.types import JsonObj
 
 POD_TEMPLATE_HASH = "pod-template-hash"
@@ -83,7 +83,7 @@ def rolling_budget(deployment: JsonObj) -> Budget:
 
 def desired_replicas(obj: JsonObj) -> int:
     value = (obj.get("spec") or {}).get("replicas")
-    return 1 if value is None else max(int(value), 0)
+    return max(as_int(value, 1), 0)
 
 
 def deletion_order(pods: list[JsonObj]) -> list[JsonObj]:
