@@ -56,12 +56,8 @@ from kaiwo_ray.sandbox.cluster.kueue_jobs import (
     validate_rayjob,
     workload_name,
 )
-from kaiwo_ray.sandbox.cluster.kueue_resources import (
-    QuantityError,
-    format_quantity,
-    parse_quantity,
-    pod_requests,
-)
+from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, parse_quantity, pod_requests
+from kaiwo_ray.sandbox.cluster.kueue_status import QueueStatus, cluster_queue_status, local_queue_status
 from kaiwo_ray.sandbox.cluster.podutil import owner_reference
 from kaiwo_ray.sandbox.selectors import LabelSelector, selector_from_dict
 from kaiwo_ray.sandbox.types import (
@@ -235,7 +231,7 @@ class KueueController(Controller):
         self._new: dict[str, list[WorkloadKey]] = {}  # queues with fresh arrivals only
         self._waiting_priority: dict[str, set[tuple[str, str, str]]] = {}
         self._seq = itertools.count()
-        self._last_status: dict[tuple[str, str, str], JsonObj] = {}
+        self._last_status: dict[tuple[str, str, str], QueueStatus] = {}
         self._last_status_write = -1.0
 
     # ------------------------------------------------------------------ webhook
@@ -839,58 +835,23 @@ class KueueController(Controller):
                         usage[fr] = usage.get(fr, 0) + amount
         for name, obj in list(self._cq_objs.items()):
             pending, reserving = cq_counts.get(name, [0, 0])
-            self._write_status(CLUSTERQUEUES, None, name, obj, self._cq_status(name, pending, reserving))
+            self._write_status(CLUSTERQUEUES, None, name, obj, cluster_queue_status(
+                self.book, name, self._cq_problems.get(name), pending, reserving))
         for (namespace, name), obj in list(self._lqs.items()):
             pending, reserving = lq_counts.get((namespace, name), [0, 0])
-            self._write_status(LOCALQUEUES, namespace, name, obj,
-                               self._lq_status(obj, pending, reserving, lq_usage.get((namespace, name), {})))
+            cq = str((obj.get("spec") or {}).get("clusterQueue") or "")
+            self._write_status(LOCALQUEUES, namespace, name, obj, local_queue_status(
+                cq in self._cq_objs, cq not in self._cq_problems, pending, reserving,
+                lq_usage.get((namespace, name), {})))
         return None
 
-    def _flavor_usage(self, cq: str, with_borrowed: bool) -> list[JsonObj]:
-        spec = self.book.specs.get(cq)
-        if spec is None:
-            return []
-        result = []
-        for flavor, resources in spec.flavor_resources():
-            entries = []
-            for resource in resources:
-                entry = {"name": resource, "total": format_quantity(resource, self.book.used(cq, (flavor, resource)))}
-                if with_borrowed:
-                    entry["borrowed"] = format_quantity(resource, self.book.borrowed(cq, (flavor, resource)))
-                entries.append(entry)
-            result.append({"name": flavor, "resources": entries})
-        return result
-
-    def _cq_status(self, name: str, pending: int, reserving: int) -> JsonObj:
-        problem = self._cq_problems.get(name)
-        usage = self._flavor_usage(name, True)
-        active = (("False", problem[0], problem[1]) if problem else ("True", "Ready", "Can admit new workloads"))
-        return {"pendingWorkloads": pending, "reservingWorkloads": reserving, "admittedWorkloads": reserving,
-                "flavorsReservation": usage, "flavorsUsage": usage, "_active": active}
-
-    def _lq_status(self, lq: JsonObj, pending: int, reserving: int, usage: Usage) -> JsonObj:
-        cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
-        if cq not in self._cq_objs:
-            active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-        elif cq in self._cq_problems:
-            active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
-        else:
-            active = ("True", "Ready", "Can submit new workloads to localQueue")
-        flavors: dict[str, list[JsonObj]] = {}
-        for (flavor, resource), amount in sorted(usage.items()):
-            flavors.setdefault(flavor, []).append({"name": resource, "total": format_quantity(resource, amount)})
-        by_flavor = [{"name": f, "resources": r} for f, r in flavors.items()]
-        return {"pendingWorkloads": pending, "reservingWorkloads": reserving, "admittedWorkloads": reserving,
-                "flavorsReservation": by_flavor, "flavorsUsage": by_flavor, "_active": active}
-
-    def _write_status(self, gvr: GVR, namespace: str | None, name: str, obj: JsonObj, status: JsonObj) -> None:
+    def _write_status(self, gvr: GVR, namespace: str | None, name: str, obj: JsonObj, status: QueueStatus) -> None:
         key = (gvr.resource, namespace or "", name)
         if self._last_status.get(key) == status:
             return
-        body = {k: v for k, v in status.items() if k != "_active"}
+        body = dict(status.body)
         conditions = [dict(c) for c in (obj.get("status") or {}).get("conditions") or []]
-        active_status, reason, message = status["_active"]
-        set_condition(conditions, "Active", active_status, reason, message, self._now())
+        set_condition(conditions, "Active", *status.active, self._now())
         body["conditions"] = conditions
         try:
             self.store.patch(gvr, namespace, name, {"status": body}, "merge", subresource="status")
