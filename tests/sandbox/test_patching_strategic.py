@@ -7,8 +7,14 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.patching import apply_strategic_merge_patch, strategic_merge_supported
+from kaiwo_ray.sandbox.patching import (
+    apply_merge_patch,
+    apply_strategic_merge_patch,
+    strategic_merge_supported,
+)
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 
@@ -272,3 +278,34 @@ def test_lists_of_lists_are_unprocessable() -> None:
         _patch(doc, {"metadata": {"finalizers": [["nested"]]}})
     assert (caught.value.code, caught.value.reason) == (422, "Invalid")
     assert caught.value.__cause__ is not None
+
+
+_scalar = st.one_of(st.integers(-3, 3), st.text("pq", max_size=2), st.booleans(), st.none())
+_value = st.recursive(_scalar, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text("xyz", min_size=1, max_size=2), inner, max_size=3)),
+    max_leaves=10)
+_doc = st.dictionaries(st.text("xyz", min_size=1, max_size=2), _value, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_doc.map(lambda d: _strip_nulls(d)), _doc.map(lambda d: _strip_nulls_in_lists(d)))
+def test_without_merge_lists_or_directives_strategic_merge_is_merge_patch(doc: JsonObj, patch: JsonObj) -> None:
+    """Fields with no patch strategy merge maps and replace lists exactly as RFC 7386 does (nulls
+    inside a replacing list are where they differ: strategic merge drops them, RFC 7386 keeps them)."""
+    assert apply_strategic_merge_patch(doc, patch, group="", kind="ConfigMap") == apply_merge_patch(doc, patch)
+
+
+def _strip_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_nulls(v) for v in value]
+    return value
+
+
+def _strip_nulls_in_lists(value: Any, in_list: bool = False) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_nulls_in_lists(v, in_list) for k, v in value.items() if not (in_list and v is None)}
+    if isinstance(value, list):
+        return [_strip_nulls_in_lists(v, True) for v in value]
+    return value
