@@ -318,13 +318,18 @@ class ApiServer:
 
     # ------------------------------------------------------------------ bodies
     async def _body(self, request: web.Request) -> JsonObj:
-        if request.content_type in ("application/vnd.kubernetes.protobuf", "application/cbor"):
-            # Protobuf/CBOR bodies (kubectl's typed clients): answer like a server without that codec.
+        content_type = request.content_type
+        if content_type == "application/vnd.kubernetes.protobuf":
+            # kubectl's typed generators (create namespace|configmap|...) send protobuf.
+            from kaiwo_ray.sandbox import protobuf
+
+            return protobuf.decode(await request.read())
+        if content_type == "application/cbor":
             raise ApiError.unsupported_media_type(
-                'the body of the request was in an unknown format - accepted media types include: '
-                'application/json, application/yaml')
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml, application/vnd.kubernetes.protobuf")
         raw = await request.read()
-        body = self._decode(raw, yaml_ok="yaml" in request.content_type)
+        body = self._decode(raw, yaml_ok="yaml" in content_type)
         if not isinstance(body, dict):
             raise ApiError.bad_request("the body of the request must be a JSON object")
         return body

@@ -178,3 +178,13 @@ def test_api_resources(kubectl: Kubectl) -> None:
     assert rows["deployments"][1:3] == ["deploy", "apps/v1"]
     assert "kueue.x-k8s.io/v1beta2" in rows["workloads"]
     assert "ray.io/v1" in rows["rayjobs"]
+
+
+def test_typed_generators_send_protobuf(kubectl: Kubectl) -> None:
+    kubectl("create", "namespace", "team-a")
+    kubectl("create", "configmap", "conf", "-n", "team-a", "--from-literal=a=b")
+    kubectl("create", "secret", "generic", "pw", "--from-literal=pw=hunter2")
+    assert kubectl("get", "cm", "conf", "-n", "team-a", "-o", "jsonpath={.data.a}").stdout == "b"
+    assert kubectl("get", "secret", "pw", "-o", "jsonpath={.data.pw}").stdout == "aHVudGVyMg=="
+    refused = kubectl("create", "deployment", "d", "--image=nginx", check=False)
+    assert refused.returncode != 0 and "send JSON" in refused.stderr
