@@ -4,6 +4,7 @@ types to a running sandbox, as they would to a real apiserver."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from typing import Any
 
@@ -29,9 +30,10 @@ spec:
 
 
 def _kubectl(kubectl_bin: str, sandbox: RunningSandbox, *args: str, stdin: str | None = None,
-             check: bool = True) -> subprocess.CompletedProcess[str]:
+             check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([kubectl_bin, "--kubeconfig", str(sandbox.kubeconfig_path), *args],
-                            capture_output=True, text=True, input=stdin, timeout=60, check=False)
+                            capture_output=True, text=True, input=stdin, timeout=60, check=False,
+                            env={**os.environ, **(env or {})})
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -144,3 +146,16 @@ def test_strategic_merge_on_a_custom_resource_is_415(sandbox: RunningSandbox, cu
     assert "the body of the request was in an unknown format" in refused.stderr
     _kubectl(kubectl_bin, sandbox, "patch", "rayjob", "rj", "--type", "merge", "-p", '{"spec":{"entrypoint":"y"}}')
     assert custom.get_namespaced_custom_object("ray.io", "v1", "default", "rayjobs", "rj")["spec"]["entrypoint"] == "y"
+
+
+def test_kubectl_edit_and_scale(sandbox: RunningSandbox, kubectl_bin: str) -> None:
+    _kubectl(kubectl_bin, sandbox, "apply", "-f", "-", stdin=DEPLOYMENT)
+    # kubectl edit sends a strategic merge patch of what the editor changed
+    _kubectl(kubectl_bin, sandbox, "edit", "deployment", "web",
+             env={"KUBE_EDITOR": "sed -i -e s/busybox/busybox:1.36/", "EDITOR": ""})
+    _kubectl(kubectl_bin, sandbox, "scale", "deployment", "web", "--replicas=4")
+    deployment = _get(kubectl_bin, sandbox, "deployment", "web")
+    assert deployment["spec"]["replicas"] == 4
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert [(c["name"], c["image"]) for c in containers] == [("app", "nginx"), ("side", "busybox:1.36")]
+    assert "kubectl-edit/Update" in _managers(deployment)
