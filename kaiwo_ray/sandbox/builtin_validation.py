@@ -665,15 +665,76 @@ def _lease(obj: JsonObj, old: JsonObj | None) -> Causes:
     return causes
 
 
-def _event(obj: JsonObj, old: JsonObj | None) -> Causes:
+_EVENT_V1_NAMES = {"regarding": "involvedObject", "note": "message", "deprecatedSource": "source",
+                   "deprecatedFirstTimestamp": "firstTimestamp", "deprecatedLastTimestamp": "lastTimestamp",
+                   "deprecatedCount": "count", "reportingController": "reportingComponent"}
+
+
+def _internal_event(obj: JsonObj) -> JsonObj:
+    """Events are validated in their internal (core) shape whichever API wrote them."""
+    out = dict(obj)
+    for v1_name, core_name in _EVENT_V1_NAMES.items():
+        if v1_name in out and core_name not in out:
+            out[core_name] = out.pop(v1_name)
+    return out
+
+
+def _event_causes(obj: JsonObj, *, events_v1: bool) -> Causes:
+    """ValidateEventCreate: the legacy rules for every write, the strict ones for events.k8s.io/v1."""
+    ev = _internal_event(obj)
     causes: Causes = []
-    meta = _d(obj.get("metadata"))
-    involved = _d(obj.get("involvedObject") or obj.get("regarding"))
-    namespace = involved.get("namespace")
-    if namespace and meta.get("namespace") and namespace != meta.get("namespace"):
-        field = "involvedObject.namespace" if "involvedObject" in obj else "regarding.namespace"
-        causes.append(fe.invalid(field, namespace, "does not match event.namespace"))
+    namespace = str(_d(ev.get("metadata")).get("namespace") or "")
+    involved_ns = str(_d(ev.get("involvedObject")).get("namespace") or "")
+    controller_field = "reportingController" if events_v1 else "reportingComponent"
+    if not ev.get("eventTime"):
+        if (not involved_ns and namespace not in ("", "default")) or (involved_ns and namespace != involved_ns):
+            causes.append(fe.invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
+    else:
+        if not involved_ns and namespace not in ("default", "kube-system"):
+            causes.append(fe.invalid("involvedObject.namespace", involved_ns, "does not match event.namespace"))
+        controller = str(ev.get("reportingComponent") or "")
+        if not controller:
+            causes.append(fe.required(controller_field))
+        causes.extend(fe.invalid(controller_field, controller, m) for m in is_label_key(controller))
+        for field, limit in (("reportingInstance", 128), ("action", 128), ("reason", 128)):
+            value = str(ev.get(field) or "")
+            if not value:
+                causes.append(fe.required(field))
+            elif len(value) > limit:
+                causes.append(fe.invalid(field, "", f"can have at most {limit} characters"))
+        if len(str(ev.get("message") or "")) > 1024:
+            causes.append(fe.invalid("message", "", "can have at most 1024 characters"))
+    if namespace:
+        causes.extend(fe.invalid("namespace", namespace, m) for m in is_dns1123_subdomain(namespace))
+    if not events_v1:
+        return causes
+    series = ev.get("series")
+    if isinstance(series, dict):
+        count = series.get("count")
+        if not _is_int(count) or count < 2:
+            causes.append(fe.invalid("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(fe.required("series.lastObservedTime"))
+    if not ev.get("eventTime"):
+        causes.append(fe.required("eventTime"))
+    if ev.get("type") not in ("Normal", "Warning"):
+        causes.append(fe.invalid("type", "", f"has invalid value: {ev.get('type') or ''}"))
+    for core_name, v1_name in (("firstTimestamp", "deprecatedFirstTimestamp"),
+                               ("lastTimestamp", "deprecatedLastTimestamp"), ("count", "deprecatedCount")):
+        if ev.get(core_name):
+            causes.append(fe.invalid(v1_name, "", "needs to be unset"))
+    source = _d(ev.get("source"))
+    if source.get("component") or source.get("host"):
+        causes.append(fe.invalid("deprecatedSource", "", "needs to be unset"))
     return causes
+
+
+def _event(obj: JsonObj, old: JsonObj | None) -> Causes:
+    return _event_causes(obj, events_v1=False) if old is None else []
+
+
+def _event_v1(obj: JsonObj, old: JsonObj | None) -> Causes:
+    return _event_causes(obj, events_v1=True) if old is None else []
 
 
 _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] = {
@@ -685,7 +746,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("", "ConfigMap"): _configmap,
     ("", "Secret"): _secret,
     ("", "Event"): _event,
-    ("events.k8s.io", "Event"): _event,
+    ("events.k8s.io", "Event"): _event_v1,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replicaset,
     ("batch", "Job"): _job,

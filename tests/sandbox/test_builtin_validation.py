@@ -239,3 +239,46 @@ def test_unknown_kinds_and_inputs_untouched() -> None:
     before = copy.deepcopy(job)
     validate_builtin("batch", "Job", job, copy.deepcopy(job))
     assert job == before
+
+
+def _core_event(**fields: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "e", "namespace": "team"},
+            "involvedObject": {"kind": "Pod", "name": "p", "namespace": "team"}, "reason": "Started",
+            "message": "ok", "type": "Normal", **fields}
+
+
+def test_legacy_events() -> None:
+    assert _causes("", "Event", _core_event()) == []
+    wrong_ns = _core_event(involvedObject={"kind": "Pod", "name": "p", "namespace": "other"})
+    assert _causes("", "Event", wrong_ns) == [
+        ("involvedObject.namespace", "FieldValueInvalid", 'Invalid value: "other": does not match event.namespace')]
+    node_event = _core_event(involvedObject={"kind": "Node", "name": "n"})
+    node_event["metadata"]["namespace"] = "default"
+    assert _causes("", "Event", node_event) == []
+
+
+def test_new_style_core_event_needs_reporting_fields() -> None:
+    causes = _causes("", "Event", _core_event(eventTime="2026-11-21T08:00:00.000000Z"))
+    # The empty controller name also fails the qualified-name check, as in the apiserver.
+    assert [(f, r) for f, r, _ in causes] == [("reportingComponent", "FieldValueRequired"),
+                                              ("reportingComponent", "FieldValueInvalid"),
+                                              ("reportingComponent", "FieldValueInvalid"),
+                                              ("reportingInstance", "FieldValueRequired"),
+                                              ("action", "FieldValueRequired")]
+
+
+def test_events_v1_strict_rules() -> None:
+    good = {"metadata": {"name": "e", "namespace": "team"}, "eventTime": "2026-11-21T08:00:00.000000Z",
+            "regarding": {"kind": "Job", "name": "j", "namespace": "team"}, "reason": "Created", "note": "x",
+            "type": "Normal", "action": "Create", "reportingController": "kaiwo.silogen.ai/operator",
+            "reportingInstance": "op-1"}
+    assert _causes("events.k8s.io", "Event", good) == []
+    bad = {**good, "type": "Info", "deprecatedCount": 3, "series": {"count": 1}}
+    del bad["eventTime"]
+    assert _causes("events.k8s.io", "Event", bad) == [
+        ("series.count", "FieldValueInvalid", 'Invalid value: "": should be at least 2'),
+        ("series.lastObservedTime", "FieldValueRequired", "Required value"),
+        ("eventTime", "FieldValueRequired", "Required value"),
+        ("type", "FieldValueInvalid", 'Invalid value: "": has invalid value: Info'),
+        ("deprecatedCount", "FieldValueInvalid", 'Invalid value: "": needs to be unset'),
+    ]
