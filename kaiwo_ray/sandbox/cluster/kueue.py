@@ -2,20 +2,16 @@
 job, quota reservation against ClusterQueues (flavors, cohorts, priorities, StrictFIFO and
 BestEffortFIFO, in-queue preemption), starting and stopping jobs, and queue status.
 
-Like Kueue's own cache, the controller keeps an in-memory view fed by the store's notifications
-(`keys_for` updates it synchronously, so it is never behind the store when a reconcile runs):
-pending workloads are indexed per ClusterQueue in queue order and usage is kept incrementally,
-so one admission costs a flavor assignment, not a scan of every workload.
+Like Kueue, the controller decides from an in-memory cache (`kueue_cache.KueueCache`) fed by the
+store's notifications — `keys_for` updates it synchronously, so it is never behind the store
+when a reconcile runs. Pending workloads are indexed per ClusterQueue in queue order and usage
+is kept incrementally, so one admission costs a flavor assignment, not a scan of every workload.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import logging
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import orjson
 
@@ -29,19 +25,22 @@ from kaiwo_ray.sandbox.cluster.kueue_admission import (
     Assignment,
     Candidate,
     ClusterQueueSpec,
-    ClusterQueueSpecError,
-    FlavorInfo,
-    PodSetRequest,
-    QuotaBook,
     Usage,
     assign_flavors,
     fits_now,
-    flavor_from_object,
-    parse_cluster_queue,
     preemption_targets,
 )
+from kaiwo_ray.sandbox.cluster.kueue_cache import (
+    SCHEDULE,
+    STATUS,
+    KueueCache,
+    PendingQueue,
+    WorkloadInfo,
+    WorkloadKey,
+    condition_is_true,
+    status_condition,
+)
 from kaiwo_ray.sandbox.cluster.kueue_jobs import (
-    FRAMEWORK_BY_KIND,
     FRAMEWORKS,
     JOB_UID_LABEL,
     MANAGED_LABEL,
@@ -56,10 +55,8 @@ from kaiwo_ray.sandbox.cluster.kueue_jobs import (
     validate_rayjob,
     workload_name,
 )
-from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, parse_quantity, pod_requests
 from kaiwo_ray.sandbox.cluster.kueue_status import QueueStatus, cluster_queue_status, local_queue_status
 from kaiwo_ray.sandbox.cluster.podutil import owner_reference
-from kaiwo_ray.sandbox.selectors import LabelSelector, selector_from_dict
 from kaiwo_ray.sandbox.types import (
     APPWRAPPERS,
     CLUSTERQUEUES,
@@ -85,124 +82,7 @@ from kaiwo_ray.sandbox.types import (
 log = logging.getLogger(__name__)
 
 ADMISSION_COMPONENT = "kueue-admission"
-SCHEDULE: Hashable = ("schedule",)
-STATUS: Hashable = ("status",)
 STATUS_INTERVAL = 0.05  # real seconds between queue status writes (coalesces bursts)
-WorkloadKey = tuple[str, str]
-
-
-def _timestamp(text: object) -> float:
-    if not isinstance(text, str) or not text:
-        return 0.0
-    try:
-        return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        return 0.0
-
-
-def _condition(obj: JsonObj, ctype: str) -> JsonObj | None:
-    return find_condition((obj.get("status") or {}).get("conditions"), ctype)
-
-
-def _is_true(obj: JsonObj, ctype: str) -> bool:
-    cond = _condition(obj, ctype)
-    return cond is not None and cond.get("status") == "True"
-
-
-def _podset_requests(podsets: list[JsonObj]) -> list[PodSetRequest]:
-    """Pod sets of a Workload spec as admission sees them (raises QuantityError on bad requests)."""
-    result = []
-    for ps in podsets:
-        spec = (ps.get("template") or {}).get("spec") or {}
-        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-        count = ps.get("count", 1)
-        result.append(PodSetRequest(
-            name=str(ps.get("name", "main")),
-            count=count if isinstance(count, int) else 1,
-            per_pod=pod_requests(spec),
-            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
-            affinity_terms=tuple(required.get("nodeSelectorTerms") or ()),
-            tolerations=tuple(spec.get("tolerations") or ()),
-        ))
-    return result
-
-
-def _signature(podsets: list[PodSetRequest]) -> Hashable:
-    """Two workloads with equal signatures get the same flavor-assignment verdict."""
-    return tuple((ps.name, ps.count, tuple(sorted(ps.per_pod.items())), tuple(sorted(ps.node_selector.items())),
-                  repr(ps.affinity_terms), repr(ps.tolerations)) for ps in podsets)
-
-
-def _admission_usage(admission: JsonObj) -> Usage:
-    usage: Usage = {}
-    for psa in admission.get("podSetAssignments") or []:
-        flavors = psa.get("flavors") or {}
-        for resource, amount in (psa.get("resourceUsage") or {}).items():
-            flavor = flavors.get(resource)
-            if flavor is None:
-                continue
-            try:
-                value = parse_quantity(amount)
-            except QuantityError:
-                continue
-            fr = (str(flavor), str(resource))
-            usage[fr] = usage.get(fr, 0) + value
-    return usage
-
-
-@dataclass(slots=True)
-class WorkloadInfo:
-    """Kueue's cache entry for one Workload."""
-
-    key: WorkloadKey
-    obj: JsonObj  # latest stored snapshot: read-only
-    uid: str
-    queue: str
-    priority: int
-    seq: int  # queue order among equal priorities (arrival, or eviction for requeued ones)
-    queued_at: float
-    podsets: list[PodSetRequest]
-    signature: Hashable
-    invalid: str = ""
-    owner: tuple[str, str] | None = None  # (resource plural, name) of the job
-    job_uid: str = ""
-    reserved_cq: str | None = None
-    usage: Usage = field(default_factory=dict)
-    admitted_at: float = 0.0
-    finished: bool = False
-    evicted: bool = False
-    active: bool = True
-    bucket: str | None = None  # ClusterQueue whose pending list holds it ("" = no usable queue)
-
-    @property
-    def order(self) -> tuple[int, int, str, str]:
-        return (-self.priority, self.seq, self.key[0], self.key[1])
-
-    @property
-    def queued(self) -> bool:
-        return not self.finished and self.active and self.reserved_cq is None
-
-
-class PendingQueue:
-    """Workloads waiting in one ClusterQueue, kept sorted by (priority desc, queue order)."""
-
-    def __init__(self) -> None:
-        self._orders: list[tuple[int, int, str, str]] = []
-
-    def add(self, info: WorkloadInfo) -> None:
-        bisect.insort(self._orders, info.order)
-
-    def remove(self, order: tuple[int, int, str, str]) -> None:
-        index = bisect.bisect_left(self._orders, order)
-        if index < len(self._orders) and self._orders[index] == order:
-            del self._orders[index]
-
-    def ordered_keys(self) -> list[WorkloadKey]:
-        return [(o[2], o[3]) for o in self._orders]
-
-    def __len__(self) -> int:
-        return len(self._orders)
 
 
 class KueueController(Controller):
@@ -213,24 +93,10 @@ class KueueController(Controller):
 
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
-        self.book = QuotaBook()
-        self._cq_objs: dict[str, JsonObj] = {}
-        self._cq_problems: dict[str, tuple[str, str]] = {}  # name -> (reason, message) when inactive
-        self._ns_selectors: dict[str, LabelSelector] = {}
-        self._lqs: dict[WorkloadKey, JsonObj] = {}
-        self._flavors: dict[str, FlavorInfo] = {}
+        self.cache = KueueCache(clock)
         self._wpc: dict[str, int] = {}
-        self._ns_labels: dict[str, dict[str, str]] = {}
         self._jobs: dict[tuple[str, str, str], JsonObj] = {}
-        self._wls: dict[WorkloadKey, WorkloadInfo] = {}
-        self._by_owner: dict[str, WorkloadKey] = {}
-        self._pending: dict[str, PendingQueue] = {}
-        self._reserved: dict[str, set[WorkloadKey]] = {}
-        self._unqueued: set[WorkloadKey] = set()  # no usable LocalQueue/ClusterQueue: report why
-        self._full: set[str] = set()  # queues to re-examine entirely (quota freed, config changed)
-        self._new: dict[str, list[WorkloadKey]] = {}  # queues with fresh arrivals only
         self._waiting_priority: dict[str, set[tuple[str, str, str]]] = {}
-        self._seq = itertools.count()
         self._last_status: dict[tuple[str, str, str], QueueStatus] = {}
         self._last_status_write = -1.0
 
@@ -250,21 +116,11 @@ class KueueController(Controller):
     # ------------------------------------------------------------------ cache feed
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         resource = event.gvr.resource
-        if resource == WORKLOADS.resource:
-            return self._on_workload(event)
+        keys = self.cache.feed(event)
+        if keys is not None:
+            return keys
         if resource in FRAMEWORKS and event.gvr.group == FRAMEWORKS[resource].gvr.group:
             return self._on_job(event)
-        if resource == CLUSTERQUEUES.resource:
-            return self._on_config(event, self._cq_objs, cluster_scoped=True)
-        if resource == LOCALQUEUES.resource:
-            return self._on_config(event, self._lqs, cluster_scoped=False)
-        if resource == RESOURCEFLAVORS.resource:
-            name = str(event.object["metadata"]["name"])
-            if event.type == "DELETED":
-                self._flavors.pop(name, None)
-            else:
-                self._flavors[name] = flavor_from_object(event.object)
-            return self._reconfigure()
         if resource == WORKLOADPRIORITYCLASSES.resource:
             name = str(event.object["metadata"]["name"])
             if event.type == "DELETED":
@@ -273,98 +129,7 @@ class KueueController(Controller):
             value = event.object.get("value", 0)
             self._wpc[name] = value if isinstance(value, int) else 0
             return [("job", *k) for k in self._waiting_priority.pop(name, set())]
-        if resource == NAMESPACES.resource:
-            name = str(event.object["metadata"]["name"])
-            labels = dict(event.object["metadata"].get("labels") or {})
-            if event.type == "DELETED":
-                self._ns_labels.pop(name, None)
-                return []
-            if self._ns_labels.get(name) == labels:
-                return []
-            self._ns_labels[name] = labels
-            self._full.update(self._pending)
-            return [SCHEDULE]
         return []
-
-    def _on_config(self, event: WatchEvent, table: dict[WorkloadKey, JsonObj] | dict[str, JsonObj],
-                   *, cluster_scoped: bool) -> list[Hashable]:
-        meta = event.object["metadata"]
-        key: object = str(meta["name"]) if cluster_scoped else (str(meta.get("namespace", "")), str(meta["name"]))
-        old = table.get(key)  # type: ignore[call-overload]
-        if event.type == "DELETED":
-            table.pop(key, None)  # type: ignore[call-overload]
-        else:
-            table[key] = event.object  # type: ignore[index]
-            if old is not None and old.get("spec") == event.object.get("spec") and \
-                    (old.get("metadata") or {}).get("deletionTimestamp") == meta.get("deletionTimestamp"):
-                return []  # a status write (often our own)
-        return self._reconfigure()
-
-    def _reconfigure(self) -> list[Hashable]:
-        """Queues or flavors changed: rebuild the quota book and re-bucket every pending workload."""
-        specs: list[ClusterQueueSpec] = []
-        self._cq_problems = {}
-        self._ns_selectors = {}
-        for name, obj in self._cq_objs.items():
-            try:
-                spec = parse_cluster_queue(obj)
-            except ClusterQueueSpecError as err:
-                self._cq_problems[name] = ("Unknown", f"Can't admit new workloads: {err}.")
-                continue
-            specs.append(spec)
-            try:
-                self._ns_selectors[name] = selector_from_dict(spec.namespace_selector)
-            except ApiError:
-                self._ns_selectors[name] = selector_from_dict(None)
-            missing = sorted({f for f in spec.flavor_names() if f not in self._flavors})
-            reasons, messages = [], []
-            if spec.stopped:
-                reasons.append("Stopped")
-                messages.append("is stopped")
-            if missing:
-                reasons.append("FlavorNotFound")
-                messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
-            if (obj.get("metadata") or {}).get("deletionTimestamp"):
-                self._cq_problems[name] = ("Terminating", "Can't admit new workloads; clusterQueue is terminating")
-            elif reasons:
-                self._cq_problems[name] = (reasons[0], f"Can't admit new workloads: {', '.join(messages)}.")
-        self.book.set_specs(specs)
-        for info in self._wls.values():
-            if info.queued:
-                self._rebucket(info)
-        self._full.update(self._pending)
-        return [SCHEDULE, STATUS]
-
-    def _target_queue(self, info: WorkloadInfo) -> str:
-        lq = self._lqs.get((info.key[0], info.queue))
-        if lq is None:
-            return ""
-        cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
-        return cq if cq in self._cq_objs else ""
-
-    def _rebucket(self, info: WorkloadInfo) -> None:
-        target = self._target_queue(info)
-        if info.bucket == target:
-            return
-        self._unbucket(info)
-        self._bucket(info, target)
-
-    def _bucket(self, info: WorkloadInfo, target: str) -> None:
-        info.bucket = target
-        if target:
-            self._pending.setdefault(target, PendingQueue()).add(info)
-            self._new.setdefault(target, []).append(info.key)
-        else:
-            self._unqueued.add(info.key)
-
-    def _unbucket(self, info: WorkloadInfo) -> None:
-        if info.bucket:
-            queue = self._pending.get(info.bucket)
-            if queue is not None:
-                queue.remove(info.order)
-        elif info.bucket == "":
-            self._unqueued.discard(info.key)
-        info.bucket = None
 
     def _on_job(self, event: WatchEvent) -> list[Hashable]:
         obj = event.object
@@ -372,9 +137,9 @@ class KueueController(Controller):
         uid = str(meta.get("uid", ""))
         resource = event.gvr.resource
         if resource == PODS.resource:
-            relevant = (meta.get("labels") or {}).get(MANAGED_LABEL) == "true" or uid in self._by_owner
+            relevant = (meta.get("labels") or {}).get(MANAGED_LABEL) == "true" or uid in self.cache.by_owner
         else:
-            relevant = bool(queue_name(obj)) or uid in self._by_owner
+            relevant = bool(queue_name(obj)) or uid in self.cache.by_owner
         if not relevant:
             return []
         key = (resource, str(meta.get("namespace", "")), str(meta.get("name", "")))
@@ -383,94 +148,6 @@ class KueueController(Controller):
             return []
         self._jobs[key] = obj
         return [("job", *key)]
-
-    def _on_workload(self, event: WatchEvent) -> list[Hashable]:
-        obj = event.object
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
-        info = self._wls.get(key)
-        keys: list[Hashable] = [STATUS]
-        if event.type == "DELETED":
-            if info is not None:
-                self._forget(info)
-                keys.append(SCHEDULE)
-            return keys
-        if info is None:
-            info = self._new_info(key, obj)
-            self._wls[key] = info
-            if info.job_uid:
-                self._by_owner[info.job_uid] = key
-        old_cq, old_usage = info.reserved_cq, info.usage
-        info.obj = obj
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        info.active = spec.get("active", True) is not False
-        info.finished = _is_true(obj, "Finished")
-        reserved = bool(status.get("admission")) and _is_true(obj, "QuotaReserved") and not info.finished
-        info.evicted = reserved and _is_true(obj, "Evicted")
-        new_cq = str(status["admission"].get("clusterQueue", "")) if reserved else None
-        new_usage = _admission_usage(status["admission"]) if reserved else {}
-        if (old_cq, old_usage) != (new_cq, new_usage):
-            if old_cq is not None:
-                self.book.add_usage(old_cq, old_usage, -1)
-                self._reserved.get(old_cq, set()).discard(key)
-                for member in self.book.cohort_members(old_cq):
-                    self._full.add(member)
-            if new_cq is not None:
-                self.book.add_usage(new_cq, new_usage, +1)
-                self._reserved.setdefault(new_cq, set()).add(key)
-                info.admitted_at = self.clock.monotonic()
-            info.reserved_cq, info.usage = new_cq, new_usage
-            keys.append(SCHEDULE)
-        queue = str(spec.get("queueName") or "")
-        if queue != info.queue:
-            info.queue = queue
-            if info.bucket is not None:
-                self._unbucket(info)
-        if info.queued and info.bucket is None:
-            if old_cq is not None:  # requeued after eviction: goes behind its peers
-                info.seq = next(self._seq)
-                evicted = _condition(obj, "Evicted")
-                info.queued_at = _timestamp(evicted.get("lastTransitionTime")) if evicted else info.queued_at
-            self._bucket(info, self._target_queue(info))
-            keys.append(SCHEDULE)
-        elif not info.queued and info.bucket is not None:
-            self._unbucket(info)
-        if info.owner is not None:
-            keys.append(("job", info.owner[0], key[0], info.owner[1]))
-        return keys
-
-    def _new_info(self, key: WorkloadKey, obj: JsonObj) -> WorkloadInfo:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        invalid = ""
-        try:
-            podsets = _podset_requests(spec.get("podSets") or [])
-        except QuantityError as err:
-            podsets, invalid = [], f"invalid resource requests: {err}"
-        owner = None
-        job_uid = str((meta.get("labels") or {}).get(JOB_UID_LABEL) or "")
-        for ref in meta.get("ownerReferences") or []:
-            fw = FRAMEWORK_BY_KIND.get(str(ref.get("kind", "")))
-            if ref.get("controller") and fw is not None:
-                owner = (fw.gvr.resource, str(ref.get("name", "")))
-                job_uid = job_uid or str(ref.get("uid", ""))
-        priority = spec.get("priority", 0)
-        return WorkloadInfo(
-            key=key, obj=obj, uid=str(meta.get("uid", "")), queue=str(spec.get("queueName") or ""),
-            priority=priority if isinstance(priority, int) else 0, seq=next(self._seq),
-            queued_at=_timestamp(meta.get("creationTimestamp")), podsets=podsets,
-            signature=_signature(podsets), invalid=invalid, owner=owner, job_uid=job_uid)
-
-    def _forget(self, info: WorkloadInfo) -> None:
-        self._unbucket(info)
-        if info.reserved_cq is not None:
-            self.book.add_usage(info.reserved_cq, info.usage, -1)
-            self._reserved.get(info.reserved_cq, set()).discard(info.key)
-            self._full.update(self.book.cohort_members(info.reserved_cq))
-        self._wls.pop(info.key, None)
-        if self._by_owner.get(info.job_uid) == info.key:
-            del self._by_owner[info.job_uid]
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: Hashable) -> float | None:
@@ -486,20 +163,20 @@ class KueueController(Controller):
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:
-        for key in sorted(self._unqueued):
-            info = self._wls.get(key)
+        for key in sorted(self.cache.unqueued):
+            info = self.cache.wls.get(key)
             if info is not None and info.queued:
                 self._report_unqueued(info)
-        full, self._full = self._full, set()
-        new, self._new = self._new, {}
+        full, self.cache.full = self.cache.full, set()
+        new, self.cache.new = self.cache.new, {}
         for cq in sorted(set(full) | set(new)):
-            queue = self._pending.get(cq)
+            queue = self.cache.pending.get(cq)
             if queue is None or not len(queue):
                 continue
             self._schedule_queue(cq, queue, cq in full, new.get(cq, []))
 
     def _report_unqueued(self, info: WorkloadInfo) -> None:
-        lq = self._lqs.get((info.key[0], info.queue))
+        lq = self.cache.lqs.get((info.key[0], info.queue))
         if lq is None:
             self._set_pending(info, "Inadmissible", f"LocalQueue {info.queue} doesn't exist")
             return
@@ -507,11 +184,11 @@ class KueueController(Controller):
         self._set_pending(info, "Inadmissible", f"ClusterQueue {cq} doesn't exist")
 
     def _schedule_queue(self, cq: str, queue: PendingQueue, full: bool, fresh: list[WorkloadKey]) -> None:
-        spec = self.book.specs.get(cq)
-        problem = self._cq_problems.get(cq)
+        spec = self.cache.book.specs.get(cq)
+        problem = self.cache.cq_problems.get(cq)
         if spec is None or problem is not None:
             for key in queue.ordered_keys() if full else fresh:
-                info = self._wls.get(key)
+                info = self.cache.wls.get(key)
                 if info is not None and info.queued:
                     self._set_pending(info, "Inadmissible", f"ClusterQueue {cq} is inactive")
             return
@@ -521,15 +198,15 @@ class KueueController(Controller):
             wanted = set(fresh)
             candidates = [k for k in queue.ordered_keys() if k in wanted]
         failed: dict[Hashable, str] = {}
-        selector = self._ns_selectors.get(cq)
+        selector = self.cache.ns_selectors.get(cq)
         for key in candidates:
-            info = self._wls.get(key)
+            info = self.cache.wls.get(key)
             if info is None or not info.queued or info.bucket != cq:
                 continue
             if info.invalid:
                 self._set_pending(info, "Inadmissible", info.invalid)
                 continue
-            if selector is None or not selector.matches(self._ns_labels.get(key[0])):
+            if selector is None or not selector.matches(self.cache.ns_labels.get(key[0])):
                 self._set_pending(info, "Pending", "Workload namespace doesn't match ClusterQueue selector")
                 continue
             admitted = self._try_admit(cq, spec, info, failed)
@@ -541,7 +218,7 @@ class KueueController(Controller):
         if memo is not None:
             self._set_pending(info, "Pending", memo)
             return False
-        assignment = assign_flavors(cq, info.podsets, self.book, self._flavors)
+        assignment = assign_flavors(cq, info.podsets, self.cache.book, self.cache.flavors)
         if assignment.mode == FIT:
             self._reserve(cq, info, assignment)
             return True
@@ -554,19 +231,19 @@ class KueueController(Controller):
 
     def _preempt(self, cq: str, info: WorkloadInfo, assignment: Assignment) -> bool:
         """Evict lower-priority workloads of the queue so `info` fits; True when room is being made."""
-        reserved = [self._wls[k] for k in sorted(self._reserved.get(cq, set())) if k in self._wls]
+        reserved = [self.cache.wls[k] for k in sorted(self.cache.reserved.get(cq, set())) if k in self.cache.wls]
         evicting = [w for w in reserved if w.evicted]
-        if evicting and fits_now(cq, assignment.usage, self.book, [w.usage for w in evicting]):
+        if evicting and fits_now(cq, assignment.usage, self.cache.book, [w.usage for w in evicting]):
             self._set_pending(info, "Pending", f"{assignment.message}. Pending the preemption of "
                                                f"{len(evicting)} workload(s)")
             return True
         candidates = [Candidate(w.key, w.priority, float(w.seq), w.admitted_at, w.usage)
                       for w in reserved if not w.evicted]
-        targets = preemption_targets(cq, assignment.usage, info.priority, float(info.seq), candidates, self.book)
+        targets = preemption_targets(cq, assignment.usage, info.priority, float(info.seq), candidates, self.cache.book)
         if not targets:
             return False
         for target in targets:
-            self._evict(self._wls[target.key], info, cq)
+            self._evict(self.cache.wls[target.key], info, cq)
         self._set_pending(info, "Pending", f"{assignment.message}. Pending the preemption of "
                                            f"{len(targets)} workload(s)")
         return True
@@ -602,7 +279,7 @@ class KueueController(Controller):
                      f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s", ADMISSION_COMPONENT)
 
     def _set_pending(self, info: WorkloadInfo, reason: str, message: str) -> None:
-        current = _condition(info.obj, "QuotaReserved")
+        current = status_condition(info.obj, "QuotaReserved")
         if current is not None and current.get("status") == "False" and current.get("reason") == reason \
                 and current.get("message") == message:
             return
@@ -614,7 +291,7 @@ class KueueController(Controller):
             record_event(self.store, self.clock, snapshot, "Warning", "Pending", message, ADMISSION_COMPONENT)
 
     def _evict(self, victim: WorkloadInfo, preemptor: WorkloadInfo, cq: str) -> None:
-        cohort = self.book.specs[cq].cohort
+        cohort = self.cache.book.specs[cq].cohort
         path = f"/{cohort}/{cq}" if cohort else f"/{cq}"
         message = (f"Preempted to accommodate a workload (UID: {preemptor.uid}, JobUID: {preemptor.job_uid}) "
                    f"due to prioritization in the ClusterQueue; preemptor path: {path}; preemptee path: {path}")
@@ -637,8 +314,8 @@ class KueueController(Controller):
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             return None
-        wl_key = self._by_owner.get(str(meta.get("uid", "")))
-        info = self._wls.get(wl_key) if wl_key else None
+        wl_key = self.cache.by_owner.get(str(meta.get("uid", "")))
+        info = self.cache.wls.get(wl_key) if wl_key else None
         if info is None:
             return self._job_without_workload(fw, obj)
         if info.finished:
@@ -648,12 +325,12 @@ class KueueController(Controller):
             self._finish(fw, obj, info, finish.success, finish.message)
             return None
         if info.evicted:
-            evicted = _condition(info.obj, "Evicted") or {}
+            evicted = status_condition(info.obj, "Evicted") or {}
             obj = self._stop(fw, obj, info, str(evicted.get("message", "")))
             if obj is not None and not fw.active(obj):
                 self._clear_admission(info, evicted)
             return None
-        admitted = info.reserved_cq is not None and _is_true(info.obj, "Admitted")
+        admitted = info.reserved_cq is not None and condition_is_true(info.obj, "Admitted")
         if fw.suspended(obj):
             if admitted:
                 self._start(fw, obj, info)
@@ -740,7 +417,7 @@ class KueueController(Controller):
             selector: dict[str, str] = {}
             tolerations: list[JsonObj] = []
             for flavor_name in dict.fromkeys((psa.get("flavors") or {}).values()):
-                flavor = self._flavors.get(str(flavor_name))
+                flavor = self.cache.flavors.get(str(flavor_name))
                 if flavor is None:
                     continue
                 selector.update(flavor.node_labels)
@@ -817,10 +494,10 @@ class KueueController(Controller):
         if self._last_status_write >= 0 and wait > 0:
             return wait
         self._last_status_write = now
-        cq_counts: dict[str, list[int]] = {name: [0, 0] for name in self._cq_objs}
-        lq_counts: dict[WorkloadKey, list[int]] = {key: [0, 0] for key in self._lqs}
+        cq_counts: dict[str, list[int]] = {name: [0, 0] for name in self.cache.cq_objs}
+        lq_counts: dict[WorkloadKey, list[int]] = {key: [0, 0] for key in self.cache.lqs}
         lq_usage: dict[WorkloadKey, Usage] = {}
-        for info in self._wls.values():
+        for info in self.cache.wls.values():
             lq_key = (info.key[0], info.queue)
             if info.queued and info.bucket:
                 cq_counts.setdefault(info.bucket, [0, 0])[0] += 1
@@ -833,15 +510,15 @@ class KueueController(Controller):
                     usage = lq_usage.setdefault(lq_key, {})
                     for fr, amount in info.usage.items():
                         usage[fr] = usage.get(fr, 0) + amount
-        for name, obj in list(self._cq_objs.items()):
+        for name, obj in list(self.cache.cq_objs.items()):
             pending, reserving = cq_counts.get(name, [0, 0])
             self._write_status(CLUSTERQUEUES, None, name, obj, cluster_queue_status(
-                self.book, name, self._cq_problems.get(name), pending, reserving))
-        for (namespace, name), obj in list(self._lqs.items()):
+                self.cache.book, name, self.cache.cq_problems.get(name), pending, reserving))
+        for (namespace, name), obj in list(self.cache.lqs.items()):
             pending, reserving = lq_counts.get((namespace, name), [0, 0])
             cq = str((obj.get("spec") or {}).get("clusterQueue") or "")
             self._write_status(LOCALQUEUES, namespace, name, obj, local_queue_status(
-                cq in self._cq_objs, cq not in self._cq_problems, pending, reserving,
+                cq in self.cache.cq_objs, cq not in self.cache.cq_problems, pending, reserving,
                 lq_usage.get((namespace, name), {})))
         return None
 
