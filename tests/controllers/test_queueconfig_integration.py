@@ -113,7 +113,8 @@ class Env:
                 and (reason is None or e.reason == reason)]
 
     def writes(self) -> list[tuple[str, str, str]]:
-        return [(r.verb, r.resource, r.name) for r in self.sb.audit.records() if r.verb in WRITE_VERBS]
+        return [(r.verb, r.resource + (f"/{r.subresource}" if r.subresource else ""), r.name)
+                for r in self.sb.audit.records() if r.verb in WRITE_VERBS]
 
     # -- writes -------------------------------------------------------------------------------
 
@@ -528,4 +529,61 @@ def test_dynamic_mode_follows_a_cordon(env_factory: Callable[..., Env]) -> None:
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
          "lastHeartbeatTime": "2026-02-01T00:00:00Z"}]}})
     env.settle()
-    assert [w for w in env.writes() if w[1] != "nodes"] == []
+    assert env.writes() == [("patch", "nodes/status", "gpu-amd-mi300x-01")]  # the test's own write only
+
+
+def test_without_the_topology_api_flavors_lose_their_topology() -> None:
+    """Kueue without the Topology kind (upstream: "no matches for kind"): no Topologies are synced and
+    every flavor is written without `topologyName`, so it gets `kaiwo/worker` instead."""
+    sb = start_sandbox(cluster=True)
+    try:
+        extensions = kubernetes.client.ApiextensionsV1Api(sb.api_client())
+        extensions.delete_custom_resource_definition("topologies.kueue.x-k8s.io")
+        wait_for(lambda: "topologies.kueue.x-k8s.io" not in {
+            c.metadata.name for c in extensions.list_custom_resource_definition().items})
+        env = Env(sb)
+        try:
+            wait_for(_ready(env))
+            assert env.controller.topology_api_available is False
+            flavor = env.get(RF, AMD_FLAVOR)
+            assert flavor is not None
+            assert flavor["spec"] == {"nodeLabels": {"kaiwo/nodepool": AMD_FLAVOR, "kaiwo/worker": "true"}}
+        finally:
+            env.stop()
+    finally:
+        sb.stop()
+
+
+def test_converges_through_api_faults_and_watch_cuts(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(_ready(env))
+    for name in ("namespace1", "namespace2"):
+        _namespace(env, name)
+    faults = env.sb.faults
+    faults.seed(7)
+    kinds = ["resourceflavors", "clusterqueues", "localqueues", "workloadpriorityclasses", "topologies", "events"]
+    faults.fail(code=500, verbs=["create", "update", "patch", "delete"], resources=kinds, probability=0.1)
+    faults.fail(code=429, verbs=["create", "update", "patch", "delete"], resources=kinds, probability=0.1)
+    faults.fail(code=500, verbs=["patch"], resources=["kaiwoqueueconfigs"], probability=0.2)
+    spec = {
+        "resourceFlavors": [{"name": "foo"}, {"name": "bar", "nodeLabels": {"kaiwo/nodepool": "bar"}}],
+        "workloadPriorityClasses": [{"metadata": {"name": "high"}, "value": 100}],
+        "clusterQueues": [_cq_entry("fizz", "foo", namespaces=["namespace1", "namespace2"]), _cq_entry("buzz", "bar")],
+    }
+    env.set_spec(spec)
+    env.sb.faults.cut_watches(after_events=2)
+    env.sb.faults.expire_next(2)
+
+    def converged() -> bool:
+        return (env.status() == "READY" and env.names(RF) == {"foo", "bar"} and env.names(CQ) == {"fizz", "buzz"}
+                and env.names(WPC) == {"high"} and env.lq_namespaces("fizz") == {"namespace1", "namespace2"})
+
+    wait_for(converged, timeout=40, message="converged under faults")
+    assert sum(rule.hits for rule in faults.rules()) > 0  # the faults really hit the controller
+    faults.clear()
+    env.settle()
+    kqc_uid = env.get(KAIWO, "kaiwo")["metadata"]["uid"]  # type: ignore[index]
+    for gvr in (RF, CQ, WPC, TOPO):
+        for item in env.custom.list_cluster_custom_object(*gvr)["items"]:
+            assert _owned_by(item, kqc_uid), item["metadata"]["name"]  # nothing orphaned, nothing foreign
+    assert not [e for e in env.events() if e.type == "Warning"]  # transient errors are retried, not reported
