@@ -9,7 +9,7 @@ Parsing is cached: list and watch requests repeat the same few selector strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -529,10 +529,21 @@ def _unescape(value: str) -> str:
     return "".join(out)
 
 
-def parse_field_selector(s: str, *, kind: str) -> FieldSelector:
+def _selectable(json_path: str) -> Callable[[JsonObj], str]:
+    keys = tuple(k for k in json_path.strip().lstrip(".").split(".") if k)
+    return _path(*keys)
+
+
+def parse_field_selector(s: str, *, kind: str, selectable_fields: Sequence[JsonObj] | None = None) -> FieldSelector:
     """fields.ParseSelector plus the kind's field label conversion: an unknown field is a 400
-    `field label not supported: <field>`, exactly as kubectl reports it from a real server."""
+    `field label not supported: <field>`, exactly as kubectl reports it from a real server.
+    `selectable_fields` is a CRD version's `selectableFields` ([{"jsonPath": ".spec.color"}]): those paths
+    become selectable as `spec.color`."""
     supported = _fields_for(kind)
+    for entry in selectable_fields or ():
+        path = entry.get("jsonPath") if isinstance(entry, dict) else None
+        if isinstance(path, str) and path.strip(". "):
+            supported[path.strip().lstrip(".")] = _selectable(path)
     requirements: list[FieldRequirement] = []
     for term in sorted(_split_terms(s)):
         if not term:

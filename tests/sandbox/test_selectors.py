@@ -235,3 +235,12 @@ def test_exact_match_hints_for_indexes() -> None:
     assert parse_label_selector("app in (web),x").requires_exact("app") == "web"
     assert parse_label_selector("app in (a,b)").requires_exact("app") is None
     assert parse_field_selector("spec.nodeName=n1", kind="Pod").requires_exact("spec.nodeName") == "n1"
+
+
+def test_crd_selectable_fields() -> None:
+    fields = [{"jsonPath": ".spec.color"}, {"jsonPath": ".status.ready"}]
+    sel = parse_field_selector("spec.color=blue,status.ready=true", kind="Widget", selectable_fields=fields)
+    assert sel.matches({"spec": {"color": "blue"}, "status": {"ready": True}})
+    assert not sel.matches({"spec": {"color": "red"}, "status": {"ready": True}})
+    with pytest.raises(ApiError):
+        parse_field_selector("spec.size=1", kind="Widget", selectable_fields=fields)
