@@ -151,7 +151,15 @@ class ApiServer:
                 code = 200
                 self._audit(user, verb, api_path, code)
                 return await self._watch(request, info, api_path)
-            response = await self._dispatch(request, info, api_path, verb, user)
+            validation = query.get("fieldValidation")
+            if validation not in (None, "", "Strict", "Warn", "Ignore"):
+                raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
+                                           'values: "Ignore", "Strict", "Warn"')
+            if validation == "Strict" and verb in ("create", "update", "patch"):
+                # Reading the body awaits, so the strict scope can't wrap the whole handler: decode first.
+                response = await self._dispatch_strict(request, info, api_path, verb, user)
+            else:
+                response = await self._dispatch(request, info, api_path, verb, user)
             code = response.status
             return response
         except ApiError as err:
@@ -250,6 +258,12 @@ class ApiServer:
                 propagation_policy=options.get("propagationPolicy"), dry_run=_dry_run(query, options), user=user)
             return self._list_response(request, info, gvr, deleted, str(self.store.resource_version), None, None)
         raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+
+    async def _dispatch_strict(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
+                               user: str) -> web.StreamResponse:
+        await request.read()  # cached by aiohttp: the handlers below read it again without awaiting I/O
+        with self.store.strict_field_validation():
+            return await self._dispatch(request, info, path, verb, user)
 
     async def _patch(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath, manager: str,
                      user: str) -> web.StreamResponse:

@@ -18,7 +18,8 @@ import secrets
 import sys
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -198,6 +199,7 @@ class ObjectStore:
         self._by_uid: dict[str, tuple[StorageKey, ObjKey]] = {}
         self._dependents: dict[str, set[tuple[StorageKey, ObjKey]]] = {}
         self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
+        self._strict_fields = False  # fieldValidation=Strict for the write in progress
         from kaiwo_ray.sandbox.gc import GarbageCollector
 
         self.gc = GarbageCollector(self)
@@ -403,6 +405,16 @@ class ObjectStore:
         """Forget all history (fault injection: the next resume or continue gets 410)."""
         self._history.clear()
         self._history_floor = self._rv
+
+    @contextmanager
+    def strict_field_validation(self, strict: bool = True) -> Iterator[None]:
+        """Writes inside reject unknown fields of custom resources with 400 (`fieldValidation=Strict`)
+        instead of pruning them silently. The store is synchronous, so this scopes one request."""
+        previous, self._strict_fields = self._strict_fields, strict
+        try:
+            yield
+        finally:
+            self._strict_fields = previous
 
     # ------------------------------------------------------------------ writes: create
     def create(self, gvr: GVR, obj: JsonObj, *, namespace: str | None = None, dry_run: bool = False,
@@ -930,7 +942,15 @@ class ObjectStore:
             schema = info.schemas.get(info.stored_version)
             if schema_module is not None and schema is not None:
                 obj = schema_module.apply_defaults(schema, obj)
-                obj = schema_module.prune(schema, obj)
+                pruned: JsonObj = schema_module.prune(schema, obj)
+                if self._strict_fields:
+                    unknown = _dropped_fields(obj, pruned, "")
+                    if unknown:
+                        version = info.stored_version
+                        raise ApiError.bad_request(
+                            f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: strict '
+                            "decoding error: " + ", ".join(f'unknown field "{path}"' for path in unknown))
+                obj = pruned
             return obj
         defaults = pure("builtin_defaults")
         if defaults is not None:
@@ -1127,6 +1147,22 @@ class ObjectStore:
             if info.group == group and info.kind == kind and info.storage_group is None:
                 return info
         return None
+
+
+def _dropped_fields(before: Any, after: Any, path: str) -> list[str]:
+    """Paths present in `before` but pruned from `after` (what strict decoding calls unknown)."""
+    found: list[str] = []
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key, value in before.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key not in after:
+                found.append(child)
+            else:
+                found.extend(_dropped_fields(value, after[key], child))
+    elif isinstance(before, list) and isinstance(after, list):
+        for index, (old, new) in enumerate(zip(before, after, strict=False)):
+            found.extend(_dropped_fields(old, new, f"{path}[{index}]"))
+    return found
 
 
 def _finalizers_left(info: ResourceInfo, obj: JsonObj) -> bool:

@@ -150,3 +150,16 @@ def test_events_are_one_storage_seen_through_two_apis(api: Any) -> None:
     core_event = core.read_namespaced_event("e1", "default")
     assert (core_event.message, core_event.involved_object.name, core_event.reason) == ("hello", "p", "Started")
     assert events.read_namespaced_event("e1", "default").note == "hello"
+
+
+def test_strict_field_validation_rejects_unknown_fields(sandbox: RunningSandbox, gizmos: Any) -> None:
+    body = {**_gizmo("strict", gpus=1), "spec": {"gpus": 1, "gpu": 2}}
+    status, _, raw = sandbox.http("POST", "/apis/example.com/v1/namespaces/default/gizmos?fieldValidation=Strict",
+                                  body)
+    assert status == 400
+    assert json.loads(raw)["message"] == ('Gizmo in version "v1" cannot be handled as a Gizmo: strict decoding '
+                                          'error: unknown field "spec.gpu"')
+    status, _, raw = sandbox.http("POST", "/apis/example.com/v1/namespaces/default/gizmos?fieldValidation=Ignore",
+                                  body)
+    assert status == 201
+    assert json.loads(raw)["spec"] == {"gpus": 1, "mode": "fast"}

@@ -188,3 +188,34 @@ def test_typed_generators_send_protobuf(kubectl: Kubectl) -> None:
     assert kubectl("get", "secret", "pw", "-o", "jsonpath={.data.pw}").stdout == "aHVudGVyMg=="
     refused = kubectl("create", "deployment", "d", "--image=nginx", check=False)
     assert refused.returncode != 0 and "send JSON" in refused.stderr
+
+
+def test_unknown_custom_resource_fields_are_rejected(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=STRICT_CRD)
+    kubectl("wait", "--for=condition=Established", "crd/gadgets.example.com", "--timeout=20s")
+    typo = "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}\nspec: {size: 1, sise: 2}\n"
+    failed = kubectl("apply", "-f", "-", stdin=typo, check=False)
+    assert failed.returncode != 0
+    assert 'strict decoding error: unknown field "spec.sise"' in failed.stderr
+
+
+STRICT_CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"""
