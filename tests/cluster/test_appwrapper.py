@@ -146,3 +146,25 @@ def test_appwrapped_job_succeeds(world: World, wait_for: WaitFor) -> None:
     finished = [c for c in workloads[0]["status"]["conditions"] if c["type"] == "Finished"]
     wait_for(lambda: finished or [c for c in world.custom.list_namespaced_custom_object(
         *KUEUE, "default", "workloads")["items"][0]["status"]["conditions"] if c["type"] == "Finished"])
+
+
+def test_components_are_rendered_with_owner_label_and_pod_set_infos() -> None:
+    from kaiwo_ray.sandbox.cluster.appwrapper import component_gvr, expected_pods, render_component
+
+    aw = wrapped_rayservice("chat")
+    aw["metadata"].update({"namespace": "team", "uid": "aw-uid"})
+    aw["apiVersion"], aw["kind"] = "workload.codeflare.dev/v1beta2", "AppWrapper"
+    aw["spec"]["components"][0]["podSetInfos"] = [{"nodeSelector": {"pool": "a"}},
+                                                  {"nodeSelector": {"pool": "b"}, "labels": {"x": "y"}}]
+    service = render_component(aw, 0)
+    assert component_gvr(service).resource == "rayservices"
+    assert service["metadata"]["namespace"] == "team"
+    assert service["metadata"]["ownerReferences"][0]["uid"] == "aw-uid"
+    cluster = service["spec"]["rayClusterConfig"]
+    head, worker = cluster["headGroupSpec"]["template"], cluster["workerGroupSpecs"][0]["template"]
+    assert head["spec"]["nodeSelector"] == {"pool": "a"}
+    assert worker["spec"]["nodeSelector"] == {"pool": "b"}
+    assert worker["metadata"]["labels"] == {"workload.codeflare.dev/appwrapper": "chat", "x": "y"}
+    assert expected_pods(aw) == 3
+    assert "nodeSelector" not in aw["spec"]["components"][0]["template"]["spec"]["rayClusterConfig"][
+        "headGroupSpec"]["template"]["spec"], "the AppWrapper itself is not modified"
