@@ -120,3 +120,16 @@ def test_nodes_get_kubelet_conditions_and_addresses(sandbox_factory: Any, client
     sick = wait_for(lambda: (n := c.core.read_node_status("sick")) and n.status.node_info and n)
     ready = next(cond for cond in sick.status.conditions if cond.type == "Ready")
     assert ready.status == "False"  # what was seeded wins: a NotReady node stays NotReady
+
+
+def test_pod_ip_comes_from_the_nodes_pod_cidr(sandbox_factory: Any, clients_factory: Any, make_node: Any,
+                                              wait_for: Any) -> None:
+    node = make_node("n1")
+    node["spec"]["podCIDR"] = "10.244.7.0/24"
+    sb = sandbox_factory(nodes=[node], cluster=NODE_CONTROLLERS)
+    c = clients_factory(sb)
+    c.core.create_namespaced_pod("default", pod("addressed", ["sleep", "infinity"]))
+    status = wait_for(lambda: (s := c.core.read_namespaced_pod_status("addressed", "default").status) and s.pod_ip
+                      and s)
+    assert status.pod_ip.startswith("10.244.7.")
+    assert status.pod_ips[0].ip == status.pod_ip

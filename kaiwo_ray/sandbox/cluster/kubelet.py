@@ -9,6 +9,7 @@ by `clock.time_factor`, and every wake-up is a requeue delay, never a sleep.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,10 +35,18 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()
 
 
-def pod_ip(uid: str) -> str:
-    """A fake but stable pod IP in the kind-style 10.244.0.0/16 pod network."""
-    raw = bytes.fromhex(_digest("pod-ip", uid)[:4])
-    return f"10.244.{raw[0]}.{max(raw[1], 2)}"
+def pod_ip(uid: str, pod_cidr: str | None = None) -> str:
+    """A fake but stable pod IP: inside the node's `spec.podCIDR` when it has one, else in the
+    kind-style 10.244.0.0/16 pod network."""
+    raw = int(_digest("pod-ip", uid)[:8], 16)
+    if pod_cidr:
+        try:
+            network = ipaddress.ip_network(pod_cidr, strict=False)
+        except ValueError:
+            network = None
+        if network is not None and network.num_addresses > 4:
+            return str(network.network_address + 2 + raw % (network.num_addresses - 3))
+    return f"10.244.{(raw >> 8) & 0xFF}.{max(raw & 0xFF, 2)}"
 
 
 def node_ip(name: str) -> str:
@@ -142,7 +151,8 @@ def _merge_conditions(existing: list[JsonObj], desired: list[tuple[str, str, str
     return merged
 
 
-def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, host_ip: str, now_wall: str) -> JsonObj:
+def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, host_ip: str, now_wall: str,
+                      pod_cidr: str | None = None) -> JsonObj:
     """The status the kubelet would post for `pod` at simulated time `now`."""
     timeline = runtime.timeline
     phase = timeline.phase()
@@ -176,7 +186,7 @@ def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, 
         "containerStatuses": [container_status(r, runtime, now, tf, init=False) for r in timeline.main],
     }
     if sandbox:
-        ip = pod_ip(runtime.uid)
+        ip = pod_ip(runtime.uid, pod_cidr)
         status["podIP"] = ip
         status["podIPs"] = [{"ip": ip}]
     if timeline.init:
@@ -204,6 +214,7 @@ class Kubelet(Controller):
         super().__init__(store, clock, settings)
         self._runtimes: dict[tuple[str, str], PodRuntime] = {}
         self._node_ips: dict[str, str] = {}
+        self._pod_cidrs: dict[str, str | None] = {}
         self._volume_waits: set[str] = set()  # pods already told about unbound claims
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
@@ -257,13 +268,15 @@ class Kubelet(Controller):
             self.store.patch(NODES, None, name, {"status": patch}, "merge", subresource="status",
                              user=f"system:node:{name}")
 
-    def _host_ip(self, node_name: str) -> str:
+    def _node_network(self, node_name: str) -> tuple[str, str | None]:
+        """(InternalIP, podCIDR) of a node, cached: both are fixed once a node registered."""
         cached = self._node_ips.get(node_name)
         if cached:
-            return cached
-        ip = node_ip(node_name)
+            return cached, self._pod_cidrs.get(node_name)
+        ip, cidr = node_ip(node_name), None
         try:
             node = self.store.get(NODES, None, node_name)
+            cidr = (node.get("spec") or {}).get("podCIDR")
             for address in (node.get("status") or {}).get("addresses") or []:
                 if address.get("type") == "InternalIP" and address.get("address"):
                     ip = str(address["address"])
@@ -271,7 +284,8 @@ class Kubelet(Controller):
         except ApiError:
             pass
         self._node_ips[node_name] = ip
-        return ip
+        self._pod_cidrs[node_name] = str(cidr) if cidr else None
+        return ip, self._pod_cidrs[node_name]
 
     # -- pods ------------------------------------------------------------------------------------
     def _time_factor(self) -> float:
@@ -314,7 +328,8 @@ class Kubelet(Controller):
             timeline.kill(now)
         self._report_events(pod, runtime)
         tf = self._time_factor()
-        status = render_pod_status(pod, runtime, now, tf, self._host_ip(str(node_name)), rfc3339(self.clock.now()))
+        host_ip, pod_cidr = self._node_network(str(node_name))
+        status = render_pod_status(pod, runtime, now, tf, host_ip, rfc3339(self.clock.now()), pod_cidr)
         current = pod.get("status") or {}
         wanted = _comparable(status)
         if wanted != runtime.last_written and _comparable({k: current.get(k) for k in status}) != wanted:
