@@ -102,6 +102,7 @@ class QueueConfigController(Controller):
         self.kueue_version: KueueVersion = "v1beta2" if R.CLUSTERQUEUES.version == "v1beta2" else "v1beta1"
         self.writes = 0
         self._startup_labels_pending = True
+        self._failing: set[tuple[str, str, str, str]] = set()  # failures seen in the current pass
 
     def watches(self) -> list[Watch]:
         watches = [
@@ -196,6 +197,7 @@ class QueueConfigController(Controller):
                                              topology_api_available=self.topology_api_available)
         ok = True
         wait = False
+        self._failing = set()
         for target in qc.SYNC_ORDER:
             if target == qc.TOPOLOGY and not self.topology_api_available:
                 continue
@@ -211,6 +213,7 @@ class QueueConfigController(Controller):
                 step_ok, step_wait = await self._carry_out(kqc, res, action)
                 ok = ok and step_ok
                 wait = wait or step_wait
+        self.failures.retain(self._failing)
         return ok, wait
 
     async def _carry_out(self, kqc: JsonObj, res: Resource, action: qc.Action) -> tuple[bool, bool]:
@@ -316,6 +319,7 @@ class QueueConfigController(Controller):
     async def _report_failure(self, kqc: JsonObj, key: tuple[str, str, str, str], reason: str,
                               message: str) -> None:
         target, action, name, namespace = key
+        self._failing.add(key)
         if not self.failures.is_new(key, message):
             return
         log.warning("%s: %s %s %s/%s: %s", self.name, action, target, namespace, name, message)

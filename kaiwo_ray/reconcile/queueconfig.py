@@ -517,6 +517,10 @@ class FailureMemory:
         self.seen[key] = message
         return True
 
+    def retain(self, failing: set[tuple[str, str, str, str]]) -> None:
+        """Forget failures that did not recur in the last pass (fixed, or their entry removed)."""
+        self.seen = {k: v for k, v in self.seen.items() if k in failing}
+
     def clear(self, target: str, name: str, namespace: str = "") -> None:
         for key in [k for k in self.seen if k[0] == target and k[2] == name and k[3] == namespace]:
             del self.seen[key]

@@ -402,3 +402,13 @@ def test_default_config_objects_equal_themselves_after_a_round_trip(target: str)
     desired = qc.desired_cluster_objects(model, kueue_version="v1beta2")[target]
     live = [_live(body, uid=f"u{i}") for i, body in enumerate(desired)]
     assert qc.plan_cluster_objects(target, desired, live, KQC_UID) == []
+
+
+def test_failure_memory_forgets_what_did_not_recur() -> None:
+    memory = qc.FailureMemory()
+    gone, kept = ("LocalQueue", "Create", "fizz", "ns1"), ("LocalQueue", "Create", "fizz", "ns2")
+    memory.is_new(gone, "boom")
+    memory.is_new(kept, "boom")
+    memory.retain({kept})
+    assert memory.is_new(gone, "boom")
+    assert not memory.is_new(kept, "boom")
