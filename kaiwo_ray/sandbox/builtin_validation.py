@@ -639,12 +639,51 @@ def _crd(obj: JsonObj, old: JsonObj | None) -> Causes:
         else:
             causes.extend(fe.invalid(f"spec.versions[{i}].name", vname, m) for m in is_dns1035_label(vname))
         seen.add(vname)
+    for i, v in enumerate(versions):
+        schema = _d(v.get("schema")).get("openAPIV3Schema")
+        path = f"spec.versions[{i}].schema.openAPIV3Schema"
+        if not isinstance(schema, dict):
+            causes.append(fe.required(path, "schemas are required"))
+            continue
+        if schema.get("type") != "object":
+            causes.append(fe.not_supported(f"{path}.type", schema.get("type") or "", ["object"]))
+        _structural(schema, path, causes)
     if old is not None:
         old_spec = _d(old.get("spec"))
         _immutable("spec.group", "string", spec.get("group"), old_spec.get("group"), causes)
         _immutable("spec.names.plural", "string", names.get("plural"), _d(old_spec.get("names")).get("plural"),
                    causes)
     return causes
+
+
+_SCHEMA_TYPES = ["array", "boolean", "integer", "number", "object", "string"]
+
+
+def _structural(schema: JsonObj, path: str, causes: Causes) -> None:
+    """The structural-schema rules that matter for serving: every specified field has a type (unless it
+    preserves unknown fields or is int-or-string), and the type is a known one."""
+    for key, prop in _d(schema.get("properties")).items():
+        _structural_node(prop, f"{path}.properties[{key}]", "must not be empty for specified object fields",
+                         causes)
+    items = schema.get("items")
+    if isinstance(items, dict):
+        _structural_node(items, f"{path}.items", "must not be empty for specified array items", causes)
+    additional = schema.get("additionalProperties")
+    if isinstance(additional, dict):
+        _structural_node(additional, f"{path}.additionalProperties", "must not be empty for specified object fields",
+                         causes)
+
+
+def _structural_node(node: Any, path: str, missing: str, causes: Causes) -> None:
+    if not isinstance(node, dict):
+        return
+    node_type = node.get("type")
+    if not node_type:
+        if not node.get("x-kubernetes-preserve-unknown-fields") and not node.get("x-kubernetes-int-or-string"):
+            causes.append(fe.required(f"{path}.type", missing))
+    elif node_type not in _SCHEMA_TYPES:
+        causes.append(fe.not_supported(f"{path}.type", node_type, _SCHEMA_TYPES))
+    _structural(node, path, causes)
 
 
 def _namespace(obj: JsonObj, old: JsonObj | None) -> Causes:

@@ -228,7 +228,8 @@ def test_configmap_keys() -> None:
 def test_crd_name_must_be_plural_dot_group() -> None:
     crd = {"metadata": {"name": "wrong"}, "spec": {"group": "x.io", "scope": "Namespaced",
                                                    "names": {"plural": "widgets", "kind": "Widget"},
-                                                   "versions": [{"name": "v1", "served": True, "storage": True}]}}
+                                                   "versions": [{"name": "v1", "served": True, "storage": True,
+                                                                 "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
     assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", crd) == [
         ("metadata.name", "FieldValueInvalid", 'Invalid value: "wrong": must be spec.names.plural+"."+spec.group')]
 
@@ -282,3 +283,34 @@ def test_events_v1_strict_rules() -> None:
         ("type", "FieldValueInvalid", 'Invalid value: "": has invalid value: Info'),
         ("deprecatedCount", "FieldValueInvalid", 'Invalid value: "": needs to be unset'),
     ]
+
+
+def _crd(schema: Any) -> dict[str, Any]:
+    version: dict[str, Any] = {"name": "v1", "served": True, "storage": True}
+    if schema is not None:
+        version["schema"] = {"openAPIV3Schema": schema}
+    return {"metadata": {"name": "widgets.x.io"}, "spec": {"group": "x.io", "scope": "Namespaced",
+                                                           "names": {"plural": "widgets", "kind": "Widget"},
+                                                           "versions": [version]}}
+
+
+def test_crd_schemas_must_be_structural() -> None:
+    ok = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                           "size": {"x-kubernetes-int-or-string": True}}}
+    assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", _crd(ok)) == []
+    bad = {"type": "object", "properties": {"spec": {"properties": {"items": {"type": "array", "items": {}}}}}}
+    assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", _crd(bad)) == [
+        ("spec.versions[0].schema.openAPIV3Schema.properties[spec].type", "FieldValueRequired",
+         "Required value: must not be empty for specified object fields"),
+        ("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[items].items.type",
+         "FieldValueRequired", "Required value: must not be empty for specified array items"),
+    ]
+    assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", _crd(None)) == [
+        ("spec.versions[0].schema.openAPIV3Schema", "FieldValueRequired", "Required value: schemas are required")]
+
+
+def test_preinstalled_crds_are_valid() -> None:
+    from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+
+    for crd in preinstalled_crds():
+        assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", crd) == [], crd["metadata"]["name"]
