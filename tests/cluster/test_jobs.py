@@ -41,7 +41,7 @@ def test_sleep_job_completes_with_conditions_counts_and_events(sandbox_factory: 
     assert condition_types(status) == ["SuccessCriteriaMet", "Complete"]
     complete = status.conditions[1]
     assert (complete.reason, complete.message) == ("CompletionsReached", "Reached expected number of succeeded pods")
-    assert (status.succeeded, status.failed, status.active, status.ready) == (1, 0, 0, 0)
+    assert (status.succeeded, status.failed, status.active, status.ready) == (1, None, None, 0)  # omitempty
     assert status.start_time is not None and status.completion_time is not None
 
     (pod,) = job_pods(c, "hello")
@@ -68,7 +68,7 @@ def test_failing_job_reaches_backoff_limit(sandbox_factory: Any, clients_factory
     assert condition_types(status) == ["FailureTarget", "Failed"]
     failed = status.conditions[1]
     assert (failed.reason, failed.message) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
-    assert (status.failed, status.succeeded or 0, status.active) == (3, 0, 0)
+    assert (status.failed, status.succeeded, status.active) == (3, None, None)
     assert status.completion_time is None
     assert len(job_pods(c, "doomed")) == 3  # backoffLimit + 1 attempts
     warning = wait_for(lambda: [e for e in c.events(name="doomed") if e.reason == "BackoffLimitExceeded"])[0]
@@ -93,7 +93,7 @@ def test_suspended_job_has_no_pods_until_resumed_and_suspending_deletes_them(
 
     c.batch.patch_namespaced_job("parked", "default", {"spec": {"suspend": True}})
     wait_for(lambda: not job_pods(c, "parked"), message="pods deleted on suspend")
-    status = wait_for(lambda: (s := job_status(c, "parked")) and s.active == 0 and s)
+    status = wait_for(lambda: (s := job_status(c, "parked")) and not s.active and s)
     assert "Suspended" in condition_types(status)
     assert not status.failed  # pods removed by suspension are not failures
     reasons = [e.reason for e in c.events(name="parked")]

@@ -207,8 +207,9 @@ class JobController(Controller):
             return job
         status = job.get("status") or {}
         update: JsonObj = {
-            "succeeded": int(status.get("succeeded") or 0) + len(moved_ok),
-            "failed": int(status.get("failed") or 0) + len(moved_failed),
+            # int32 omitempty fields: zero is written as absent, like the real API shows them
+            "succeeded": as_int(status.get("succeeded"), 0) + len(moved_ok) or None,
+            "failed": as_int(status.get("failed"), 0) + len(moved_failed) or None,
             "uncountedTerminatedPods": _uncounted([u for u in pending_ok if u not in moved_ok],
                                                   [u for u in pending_failed if u not in moved_failed]),
         }
@@ -218,7 +219,7 @@ class JobController(Controller):
                         and (i := _index_of(p)) is not None)
             update["completedIndexes"] = format_indexes(done)
         if moved_failed:
-            self._last_failure[uid] = (update["failed"], self.clock.monotonic())
+            self._last_failure[uid] = (as_int(update["failed"], 0), self.clock.monotonic())
         merged = dict(job)
         merged["status"] = {**status, **update, _UNWRITTEN: update}
         return merged
@@ -332,17 +333,15 @@ class JobController(Controller):
                     requeue = wait if requeue is None else min(requeue, wait)
 
         update.update({
-            "active": len(active),
+            "active": len(active) or None,
             "ready": sum(1 for p in active if is_ready(p)),
             "terminating": len(terminating),
             "uncountedTerminatedPods": _uncounted(list(uncounted.get("succeeded") or []),
                                                   list(uncounted.get("failed") or [])),
             "conditions": conditions,
         })
-        if succeeded or "succeeded" in status:
-            update["succeeded"] = succeeded
-        if failed or "failed" in status:
-            update["failed"] = failed
+        update.setdefault("succeeded", succeeded or None)
+        update.setdefault("failed", failed or None)
         if not conditions:
             update.pop("conditions")
         self._write_status(job, update)
