@@ -42,7 +42,7 @@ from kaiwo_ray.sandbox.fieldpaths import (
     remove_items,
     to_field_set,
 )
-from kaiwo_ray.sandbox.merge_keys import Schema, is_builtin, schema_for
+from kaiwo_ray.sandbox.merge_keys import Schema, schema_for
 from kaiwo_ray.sandbox.patching import clone_json
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
@@ -317,9 +317,9 @@ def _object_name(obj: JsonObj) -> str:
     return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
 
 
-def _changes(old: JsonObj, new: JsonObj, schema: Schema, *, builtin: bool) -> tuple[FieldSet, FieldSet]:
+def _changes(old: JsonObj, new: JsonObj, schema: Schema) -> tuple[FieldSet, FieldSet]:
     """(added or modified, removed) between two views of an object."""
-    added, modified, removed = compare(old, new, schema, mark_structs=not builtin)
+    added, modified, removed = compare(old, new, schema)
     return added | modified, removed
 
 
@@ -346,12 +346,12 @@ def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_versio
     try:
         if not before and not managed:
             # A create: everything is added by this manager; encode it directly.
-            fields_v1 = added_fields_v1(after, typed, mark_structs=not is_builtin(group), skip=_STRIPPED)
+            fields_v1 = added_fields_v1(after, typed, skip=_STRIPPED)
             if fields_v1:
                 key = _key(manager, "Update", api_version, subresource)
                 managed[key] = _Entry(None, api_version, now, fields_v1)
             return _with_managed(new, managed)
-        changed, removed = _changes(before, after, typed, builtin=is_builtin(group))
+        changed, removed = _changes(before, after, typed)
     except FieldPathError:
         # The apiserver's UpdateNoErrors: a write never fails over bookkeeping; the object just
         # loses its managedFields rather than carry wrong ones.
@@ -380,7 +380,6 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
     if isinstance(applied_meta, dict) and applied_meta.get("managedFields") is not None:
         raise ApiError.bad_request("metadata.managedFields must be nil")
     typed = schema_for(group, kind, schema)
-    builtin = is_builtin(group)
     ignore_status, only_status = _reset_filter(subresource, status_subresource)
     live_obj = _view(live, False, False)  # read-only: merging builds new containers
     managed: Managed = {}
@@ -388,7 +387,7 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
         decoded = _decode_managed((live.get("metadata") or {}).get("managedFields"))
         if decoded is None:
             # An object nobody tracked yet: its current fields belong to "before-first-apply".
-            owned, _ = _changes({}, _view(live_obj, ignore_status, only_status), typed, builtin=builtin)
+            owned, _ = _changes({}, _view(live_obj, ignore_status, only_status), typed)
             if owned - _STRIPPED:
                 managed[_key(BEFORE_FIRST_APPLY, "Update", api_version, subresource)] = \
                     _Entry(owned, api_version, None)
@@ -416,7 +415,7 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
         merged = _reset_object(merged, live_obj, ignore_status, only_status)
         if len(managed) > 1:
             changed, removed = _changes(_view(live_obj, ignore_status, only_status),
-                                        _view(merged, ignore_status, only_status), typed, builtin=builtin)
+                                        _view(merged, ignore_status, only_status), typed)
         else:
             changed, removed = set(), set()  # no other manager to conflict with or to lose fields
     except FieldPathError as exc:

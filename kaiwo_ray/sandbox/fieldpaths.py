@@ -394,12 +394,13 @@ def _merge_lists(lhs: list[Any], rhs: list[Any], schema: Schema) -> list[Any]:
 _MISSING: Any = object()
 
 
-def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[FieldSet, FieldSet, FieldSet]:
+def compare(old: Any, new: Any, schema: Schema) -> tuple[FieldSet, FieldSet, FieldSet]:
     """(added, modified, removed) between two values, as structured-merge-diff's Compare:
     leaves (scalars, atomic values) are added/removed/modified; containers only added/removed.
 
-    `mark_structs` False leaves struct-typed containers unmarked, which is what a built-in kind
-    shows because Go's zero value of a struct field is an empty struct, present on both sides."""
+    A container counts as present on a side when it is in the JSON or when it is `zero_present`
+    (a non-pointer Go struct or non-omitempty list) under a present parent, since the apiserver
+    compares typed objects in which those always exist. Custom resources have no such fields."""
     added: FieldSet = set()
     modified: FieldSet = set()
     removed: FieldSet = set()
@@ -407,7 +408,7 @@ def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[
     def container(node: Any, sch: Schema) -> bool:
         return (isinstance(node, dict) and not sch.atomic) or (isinstance(node, list) and sch.associative)
 
-    def walk(lhs: Any, rhs: Any, sch: Schema, path: Path) -> None:
+    def walk(lhs: Any, rhs: Any, sch: Schema, path: Path, lhs_parent: bool, rhs_parent: bool) -> None:
         if lhs is rhs or (type(lhs) is type(rhs) and lhs == rhs):
             return  # nothing below changed (the common case: most of an object is untouched)
         left_container = lhs is not _MISSING and container(lhs, sch)
@@ -425,41 +426,44 @@ def compare(old: Any, new: Any, schema: Schema, *, mark_structs: bool) -> tuple[
             elif not _equal(lhs, rhs):
                 modified.add(path)
             return
+        left_typed = lhs is not _MISSING or (sch.zero_present and lhs_parent)
+        right_typed = rhs is not _MISSING or (sch.zero_present and rhs_parent)
         sample = rhs if rhs is not _MISSING else lhs
         if isinstance(sample, dict):
             left = lhs if isinstance(lhs, dict) else {}
             right = rhs if isinstance(rhs, dict) else {}
             for key in {**left, **right}:
-                walk(left.get(key, _MISSING), right.get(key, _MISSING), sch.field_schema(key), (*path, ("f", key)))
+                walk(left.get(key, _MISSING), right.get(key, _MISSING), sch.field_schema(key),
+                     (*path, ("f", key)), left_typed, right_typed)
         else:
             left_items = _items(sch, lhs if isinstance(lhs, list) else [])
             right_items = _items(sch, rhs if isinstance(rhs, list) else [])
             for element in {**left_items, **right_items}:
                 walk(left_items.get(element, _MISSING), right_items.get(element, _MISSING),
-                     sch.item_schema(), (*path, element))
-        if path and (mark_structs or _marked_container(sch, path)):
-            if lhs is _MISSING:
+                     sch.item_schema(), (*path, element), False, False)
+        if path:
+            if not left_typed:
                 added.add(path)
-            elif rhs is _MISSING:
+            elif not right_typed:
                 removed.add(path)
 
-    walk(old, new, schema, ())
+    walk(old, new, schema, (), True, True)
     return added, modified, removed
 
 
-def added_fields_v1(value: JsonObj, schema: Schema, *, mark_structs: bool,
-                    skip: frozenset[Path] = frozenset()) -> JsonObj:
+def added_fields_v1(value: JsonObj, schema: Schema, *, skip: frozenset[Path] = frozenset()) -> JsonObj:
     """fieldsV1 of everything `compare({}, value)` reports added, built directly: the create
     path, where going through path tuples, a set and a trie costs several times more.
     Paths in `skip` are never members (their descendants still are)."""
 
-    def render(node: Any, sch: Schema, path: Path) -> JsonObj | None:
+    def render(node: Any, sch: Schema, path: Path, in_zero_object: bool) -> JsonObj | None:
         children: JsonObj = {}
         is_container = False
+        present = bool(path) and in_zero_object and sch.zero_present
         if isinstance(node, dict) and not sch.atomic:
             is_container = True
             for key in sorted(node):
-                rendered = render(node[key], sch.field_schema(key), (*path, ("f", key)))
+                rendered = render(node[key], sch.field_schema(key), (*path, ("f", key)), present or not path)
                 if rendered is not None:
                     children["f:" + key] = rendered
         elif isinstance(node, list) and sch.associative:
@@ -468,26 +472,17 @@ def added_fields_v1(value: JsonObj, schema: Schema, *, mark_structs: bool,
             item_schema = sch.item_schema()
             rendered_items: dict[str, JsonObj] = {}
             for element, item in zip(elements, node, strict=True):
-                rendered = render(item, item_schema, (*path, element))
+                rendered = render(item, item_schema, (*path, element), False)
                 rendered_items.setdefault(encode_element(element), rendered if rendered is not None else {})
             for text in sorted(rendered_items):
                 children[text] = rendered_items[text]
         if not is_container:
             return None if path in skip else {}
-        marked = bool(path) and path not in skip and (mark_structs or _marked_container(sch, path))
-        if marked:
+        if path and not present and path not in skip:
             return {".": {}, **children} if children else {}
         return children or None
 
-    return render(value, schema, ()) or {}
-
-
-def _marked_container(schema: Schema, path: Path) -> bool:
-    """Containers a built-in kind's Compare marks: list items, lists and maps that Go's zero
-    object omits, map entries."""
-    if schema.zero_present:
-        return False
-    return path[-1][0] != "f" or schema.kind in ("map", "list") or schema.deduced
+    return render(value, schema, (), True) or {}
 
 
 def _items(schema: Schema, items: list[Any]) -> dict[PathElement, Any]:

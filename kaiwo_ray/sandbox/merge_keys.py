@@ -41,8 +41,9 @@ class Schema:
     `atomic`: apply treats the whole value as one leaf (structType/mapType/listType=atomic).
     `deduced`: shape unknown and every dict key is data (a CRD subtree with
       x-kubernetes-preserve-unknown-fields and no properties), as structured-merge-diff deduces it.
-    `zero_present`: a built-in field without `omitempty`, so Go's zero object already carries it
-      (as null) and an Update that fills it in does not mark the field itself as added.
+    `zero_present`: a built-in field that Go's typed object always carries when its parent is
+      there (a non-pointer struct, or a list without `omitempty`), so an Update that fills it in
+      does not mark the field itself as added in managedFields.
     """
 
     kind: NodeKind = "any"
@@ -89,8 +90,10 @@ DEDUCED = Schema(kind="any", deduced=True)
 SCALAR = Schema(kind="any")
 
 
-def struct(fields: Mapping[str, Schema] | None = None, *, atomic: bool = False) -> Schema:
-    return Schema(kind="struct", fields=dict(fields or {}), atomic=atomic)
+def struct(fields: Mapping[str, Schema] | None = None, *, atomic: bool = False, zero: bool = False) -> Schema:
+    """A dict of declared fields. `zero`: a non-pointer Go struct field, present (as {}) in every
+    typed object whose parent is present."""
+    return Schema(kind="struct", fields=dict(fields or {}), atomic=atomic, zero_present=zero)
 
 
 def mapping(element: Schema = SCALAR, *, atomic: bool = False) -> Schema:
@@ -129,7 +132,7 @@ OBJECT_META = struct({
     "finalizers": set_list(),
     "ownerReferences": map_list("uid", item=OWNER_REFERENCE),
     "managedFields": atomic_list(),
-})
+}, zero=True)
 LABEL_SELECTOR = struct({
     "matchLabels": mapping(),
     "matchExpressions": atomic_list(),
@@ -143,7 +146,7 @@ RESOURCE_REQUIREMENTS = struct({
     "limits": mapping(),
     "requests": mapping(),
     "claims": map_list("name"),
-})
+}, zero=True)
 CONTAINER = struct({
     "command": atomic_list(),
     "args": atomic_list(),
@@ -174,8 +177,8 @@ POD_SPEC = struct({
     "resourceClaims": map_list("name"),
     "securityContext": struct({"supplementalGroups": atomic_list(), "sysctls": atomic_list()}),
     "dnsConfig": struct({"nameservers": atomic_list(), "searches": atomic_list(), "options": atomic_list()}),
-})
-POD_TEMPLATE_SPEC = struct({"metadata": OBJECT_META, "spec": POD_SPEC})
+}, zero=True)
+POD_TEMPLATE_SPEC = struct({"metadata": OBJECT_META, "spec": POD_SPEC}, zero=True)
 POD_STATUS = struct({
     "conditions": CONDITIONS,
     "podIPs": map_list("ip"),
@@ -183,18 +186,20 @@ POD_STATUS = struct({
     "containerStatuses": atomic_list(),
     "initContainerStatuses": atomic_list(),
     "ephemeralContainerStatuses": atomic_list(),
-})
+}, zero=True)
 NODE = struct({
-    "spec": struct({"taints": atomic_list(), "podCIDRs": set_list()}),
+    "spec": struct({"taints": atomic_list(), "podCIDRs": set_list()}, zero=True),
     "status": struct({
         "capacity": mapping(),
         "allocatable": mapping(),
         "conditions": CONDITIONS,
         "addresses": atomic_list(patch_strategy="merge", patch_merge_key="type"),
+        "daemonEndpoints": struct({"kubeletEndpoint": struct(zero=True)}, zero=True),
+        "nodeInfo": struct(zero=True),
         "images": atomic_list(),
         "volumesInUse": atomic_list(),
         "volumesAttached": atomic_list(),
-    }),
+    }, zero=True),
 })
 SERVICE = struct({
     "spec": struct({
@@ -204,18 +209,19 @@ SERVICE = struct({
         "externalIPs": atomic_list(),
         "ipFamilies": atomic_list(),
         "loadBalancerSourceRanges": atomic_list(),
-    }),
-    "status": struct({"conditions": CONDITIONS, "loadBalancer": struct({"ingress": atomic_list()})}),
+    }, zero=True),
+    "status": struct({"conditions": CONDITIONS, "loadBalancer": struct({"ingress": atomic_list()}, zero=True)},
+                     zero=True),
 })
 PVC = struct({
     "spec": struct({"accessModes": atomic_list(), "resources": RESOURCE_REQUIREMENTS,
-                    "selector": LABEL_SELECTOR}),
+                    "selector": LABEL_SELECTOR}, zero=True),
     "status": struct({"accessModes": atomic_list(), "capacity": mapping(), "conditions": CONDITIONS,
-                      "allocatedResources": mapping(), "allocatedResourceStatuses": mapping()}),
+                      "allocatedResources": mapping(), "allocatedResourceStatuses": mapping()}, zero=True),
 })
 NAMESPACE = struct({
-    "spec": struct({"finalizers": atomic_list()}),
-    "status": struct({"conditions": CONDITIONS}),
+    "spec": struct({"finalizers": atomic_list()}, zero=True),
+    "status": struct({"conditions": CONDITIONS}, zero=True),
 })
 CONFIGMAP = struct({"data": mapping(), "binaryData": mapping()})
 SECRET = struct({"data": mapping(), "stringData": mapping()})
@@ -224,14 +230,15 @@ POD = struct({"spec": POD_SPEC, "status": POD_STATUS})
 
 # --- apps/v1, batch/v1 -----------------------------------------------------------------------
 
-WORKLOAD_STATUS = struct({"conditions": CONDITIONS})
+WORKLOAD_STATUS = struct({"conditions": CONDITIONS}, zero=True)
 DEPLOYMENT = struct({
-    "spec": struct({"selector": LABEL_SELECTOR, "template": POD_TEMPLATE_SPEC}),
+    "spec": struct({"selector": LABEL_SELECTOR, "template": POD_TEMPLATE_SPEC,
+                    "strategy": struct(zero=True), "updateStrategy": struct(zero=True)}, zero=True),
     "status": WORKLOAD_STATUS,
 })
 STATEFULSET = struct({
     "spec": struct({"selector": LABEL_SELECTOR, "template": POD_TEMPLATE_SPEC,
-                    "volumeClaimTemplates": atomic_list()}),
+                    "updateStrategy": struct(zero=True), "volumeClaimTemplates": atomic_list()}, zero=True),
     "status": WORKLOAD_STATUS,
 })
 JOB_SPEC = struct({
@@ -239,24 +246,27 @@ JOB_SPEC = struct({
     "template": POD_TEMPLATE_SPEC,
     "podFailurePolicy": struct({"rules": atomic_list()}),
     "successPolicy": struct({"rules": atomic_list()}),
-})
+}, zero=True)
 JOB = struct({
     "spec": JOB_SPEC,
-    "status": struct({"conditions": atomic_list(patch_strategy="merge", patch_merge_key="type")}),
+    "status": struct({"conditions": atomic_list(patch_strategy="merge", patch_merge_key="type")}, zero=True),
 })
 CRONJOB = struct({
-    "spec": struct({"jobTemplate": struct({"metadata": OBJECT_META, "spec": JOB_SPEC})}),
-    "status": struct({"active": atomic_list()}),
+    "spec": struct({"jobTemplate": struct({"metadata": OBJECT_META, "spec": JOB_SPEC}, zero=True)}, zero=True),
+    "status": struct({"active": atomic_list()}, zero=True),
 })
+CORE_EVENT = struct({"involvedObject": struct(zero=True), "source": struct(zero=True)})
+EVENT_V1 = struct({"regarding": struct(zero=True), "deprecatedSource": struct(zero=True)})
 
 # --- apiextensions.k8s.io/v1 -----------------------------------------------------------------
 
 CRD = struct({
     "spec": struct({
-        "names": struct({"shortNames": atomic_list(), "categories": atomic_list()}),
+        "names": struct({"shortNames": atomic_list(), "categories": atomic_list()}, zero=True),
         "versions": atomic_list(),
-    }),
-    "status": struct({"conditions": CONDITIONS, "storedVersions": atomic_list()}),
+    }, zero=True),
+    "status": struct({"conditions": CONDITIONS, "storedVersions": atomic_list(),
+                      "acceptedNames": struct(zero=True)}, zero=True),
 })
 
 _KINDS: dict[tuple[str, str], Schema] = {
@@ -272,6 +282,8 @@ _KINDS: dict[tuple[str, str], Schema] = {
     ("", "ConfigMap"): CONFIGMAP,
     ("", "Secret"): SECRET,
     ("", "ServiceAccount"): SERVICE_ACCOUNT,
+    ("", "Event"): CORE_EVENT,
+    ("events.k8s.io", "Event"): EVENT_V1,
     ("apps", "Deployment"): DEPLOYMENT,
     ("apps", "ReplicaSet"): DEPLOYMENT,
     ("apps", "DaemonSet"): DEPLOYMENT,
@@ -297,9 +309,14 @@ def is_builtin(group: str) -> bool:
     return group in BUILTIN_GROUPS
 
 
-def _with_object_meta(root: Schema) -> Schema:
+def _with_object_meta(root: Schema, *, builtin: bool = False) -> Schema:
     fields = dict(root.fields)
     fields["metadata"] = OBJECT_META
+    if builtin:
+        # A typed object always carries its (non-pointer) spec and status structs.
+        for name in ("spec", "status"):
+            if name not in fields:
+                fields[name] = struct(zero=True)
     return Schema(kind="struct", fields=fields)
 
 
@@ -312,7 +329,7 @@ def schema_for(group: str, kind: str, openapi: JsonObj | None = None) -> Schema:
     without list-type markers gives.
     """
     if is_builtin(group):
-        return _with_object_meta(_KINDS.get((group, kind), struct()))
+        return _with_object_meta(_KINDS.get((group, kind), struct()), builtin=True)
     if openapi is not None:
         return _with_object_meta(schema_from_openapi(openapi))
     return _with_object_meta(struct())

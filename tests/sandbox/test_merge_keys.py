@@ -191,11 +191,34 @@ def test_compare_reports_leaves_and_new_items() -> None:
     schema = schema_for("", "Pod")
     old = {"spec": {"containers": [{"name": "a", "image": "x"}]}}
     new = {"spec": {"containers": [{"name": "a", "image": "y"}, {"name": "b"}]}}
-    added, modified, removed = compare(old, new, schema, mark_structs=False)
+    added, modified, removed = compare(old, new, schema)
     b = (("f", "spec"), ("f", "containers"), ("k", '{"name":"b"}'))
     assert added == {b, (*b, ("f", "name"))}
     assert modified == {(("f", "spec"), ("f", "containers"), ("k", '{"name":"a"}'), ("f", "image"))}
     assert removed == set()
+
+
+def test_compare_marks_what_a_typed_object_lacks() -> None:
+    """Go's zero Pod has spec, status and spec.containers (null) but no securityContext; a
+    custom resource's zero object is empty."""
+    new = {"spec": {"containers": [{"name": "a", "resources": {}}], "securityContext": {"runAsUser": 1},
+                    "nodeSelector": {"gpu": "yes"}}}
+    added, _, _ = compare({}, new, schema_for("", "Pod"))
+    spec = (("f", "spec"),)
+    assert spec not in added
+    assert (*spec, ("f", "containers")) not in added
+    assert (*spec, ("f", "securityContext")) in added
+    assert (*spec, ("f", "nodeSelector")) in added
+    assert (*spec, ("f", "containers"), ("k", '{"name":"a"}'), ("f", "resources")) in added, "inside a new item"
+    added_cr, _, _ = compare({}, new, schema_for("example.com", "Pod"))
+    assert spec in added_cr and (*spec, ("f", "containers")) in added_cr
+    # an existing container always carries resources (non-pointer), so adding limits marks only limits
+    old = {"spec": {"containers": [{"name": "a"}]}}
+    limits = {"spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1"}}}]}}
+    added, _, _ = compare(old, limits, schema_for("", "Pod"))
+    item = (*spec, ("f", "containers"), ("k", '{"name":"a"}'))
+    assert added == {(*item, ("f", "resources"), ("f", "limits")), (*item, ("f", "resources"), ("f", "limits"),
+                                                                       ("f", "cpu"))}
 
 
 _names = st.sampled_from(["a", "b", "c"])
@@ -214,7 +237,7 @@ _pods = st.fixed_dictionaries({
                             unique_by=lambda e: e["name"]),
             "args": st.lists(st.text("z", max_size=1), max_size=2),
             "resources": st.fixed_dictionaries({}, optional={"limits": st.dictionaries(_names, st.just("1"))}),
-        }), max_size=3, unique_by=lambda c: c["name"]),
+        }), min_size=1, max_size=3, unique_by=lambda c: c["name"]),
         "nodeSelector": st.dictionaries(_names, st.just("v"), max_size=2),
         "securityContext": st.just({}),
         "priority": st.integers(0, 3),
@@ -223,13 +246,13 @@ _pods = st.fixed_dictionaries({
 
 
 @settings(max_examples=150, deadline=None)
-@given(_pods, st.booleans())
-def test_direct_create_encoding_matches_compare(pod: JsonObj, mark_structs: bool) -> None:
-    schema = schema_for("", "Pod")
-    added, modified, removed = compare({}, pod, schema, mark_structs=mark_structs)
+@given(_pods, st.sampled_from([("", "Pod"), ("example.com", "Pod")]))
+def test_direct_create_encoding_matches_compare(pod: JsonObj, group_kind: tuple[str, str]) -> None:
+    schema = schema_for(*group_kind)
+    added, modified, removed = compare({}, pod, schema)
     assert not modified and not removed
     skip = frozenset({(("f", "metadata"),), (("f", "metadata"), ("f", "name"))})
-    assert added_fields_v1(pod, schema, mark_structs=mark_structs, skip=skip) == encode_fields_v1(added - skip)
+    assert added_fields_v1(pod, schema, skip=skip) == encode_fields_v1(added - skip)
 
 
 @settings(max_examples=150, deadline=None)
@@ -246,7 +269,7 @@ def test_merge_is_idempotent_and_compare_sees_no_change_the_second_time(a: JsonO
     merged = merge_values(a, b, schema)
     again = merge_values(merged, b, schema)
     assert again == merged
-    assert compare(merged, again, schema, mark_structs=True) == (set(), set(), set())
+    assert compare(merged, again, schema) == (set(), set(), set())
     if merged != a:
-        added, modified, removed = compare(a, merged, schema, mark_structs=True)
+        added, modified, removed = compare(a, merged, schema)
         assert added or modified or removed
