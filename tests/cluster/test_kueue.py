@@ -306,3 +306,21 @@ def test_deleting_a_job_removes_its_workload(world: tuple[Clients, Kueue], wait_
     wait_for(lambda: kueue.workload_of("doomed") is None, message="Workload garbage-collected with its Job")
     wait_for(lambda: kueue.status("clusterqueues", "cluster").get("admittedWorkloads") == 0,
              message="quota released")
+
+
+def test_deactivating_an_admitted_workload_evicts_it(world: tuple[Clients, Kueue], wait_for: WaitFor) -> None:
+    clients, kueue = world
+    kueue.cluster_queue("cluster", 8)
+    kueue.local_queue("team", "cluster")
+    clients.batch.create_namespaced_job("default", gpu_job("paused", 8, seconds=5000))
+    wait_for(lambda: not job_suspended(clients, "paused"))
+    name = kueue.workload_of("paused")["metadata"]["name"]  # type: ignore[index]
+    kueue.custom.patch_namespaced_custom_object(*KUEUE, "default", "workloads", name, {"spec": {"active": False}})
+    wait_for(lambda: job_suspended(clients, "paused"), message="job stopped")
+    wl = wait_for(lambda: (w := kueue.workload_of("paused")) and not (w.get("status") or {}).get("admission") and w,
+                  message="admission cleared")
+    assert condition(wl, "Evicted")["reason"] == "Deactivated"  # type: ignore[index]
+    assert condition(wl, "Requeued")["status"] == "False"  # type: ignore[index]
+    clients.batch.create_namespaced_job("default", gpu_job("next", 8, seconds=5000))
+    wait_for(lambda: not job_suspended(clients, "next"), message="the freed quota is used")
+    assert job_suspended(clients, "paused"), "a deactivated Workload is not admitted again"

@@ -163,6 +163,11 @@ class KueueController(Controller):
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:
+        deactivated, self.cache.deactivated = self.cache.deactivated, set()
+        for key in sorted(deactivated):
+            info = self.cache.wls.get(key)
+            if info is not None and info.reserved_cq is not None and not info.active and not info.evicted:
+                self._evict_deactivated(info)
         for key in sorted(self.cache.unqueued):
             info = self.cache.wls.get(key)
             if info is not None and info.queued:
@@ -304,6 +309,15 @@ class KueueController(Controller):
         record_event(self.store, self.clock, snapshot, "Normal", "EvictedDueToPreempted", message,
                      ADMISSION_COMPONENT)
         record_event(self.store, self.clock, snapshot, "Normal", "Preempted", message, ADMISSION_COMPONENT)
+
+    def _evict_deactivated(self, info: WorkloadInfo) -> None:
+        message = "The workload is deactivated"
+        conditions = self._conditions(info)
+        set_condition(conditions, "Evicted", "True", "Deactivated", message, self._now())
+        snapshot = info.obj
+        self._patch_status(info, {"conditions": conditions})
+        record_event(self.store, self.clock, snapshot, "Normal", "EvictedDueToDeactivated", message,
+                     ADMISSION_COMPONENT)
 
     # ------------------------------------------------------------------ jobs
     def _reconcile_job(self, resource: str, namespace: str, name: str) -> float | None:
@@ -477,7 +491,9 @@ class KueueController(Controller):
         conditions = self._conditions(info)
         set_condition(conditions, "QuotaReserved", "False", "Pending", message, now)
         set_condition(conditions, "Admitted", "False", "NoReservation", "The workload has no reservation", now)
-        set_condition(conditions, "Requeued", "True", str(evicted.get("reason", "Preempted")), message, now)
+        reason = str(evicted.get("reason", "Preempted"))
+        # A deactivated Workload is not requeued; a preempted one is.
+        set_condition(conditions, "Requeued", "False" if reason == "Deactivated" else "True", reason, message, now)
         self._patch_status(info, {"admission": None, "conditions": conditions})
 
     def _finish(self, fw: Framework, obj: JsonObj, info: WorkloadInfo, success: bool, message: str) -> None:

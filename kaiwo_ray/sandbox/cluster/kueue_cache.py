@@ -178,6 +178,7 @@ class KueueCache:
         self.reserved: dict[str, set[WorkloadKey]] = {}
         self.unqueued: set[WorkloadKey] = set()  # no usable LocalQueue/ClusterQueue: report why
         self.full: set[str] = set()  # queues to re-examine entirely (quota freed, config changed)
+        self.deactivated: set[WorkloadKey] = set()  # admitted, then spec.active set to false: to evict
         self.new: dict[str, list[WorkloadKey]] = {}  # queues with fresh arrivals only
         self.seq = itertools.count()
 
@@ -314,6 +315,9 @@ class KueueCache:
         info.finished = condition_is_true(obj, "Finished")
         reserved = bool(status.get("admission")) and condition_is_true(obj, "QuotaReserved") and not info.finished
         info.evicted = reserved and condition_is_true(obj, "Evicted")
+        if reserved and not info.active and not info.evicted:
+            self.deactivated.add(key)
+            keys.append(SCHEDULE)
         new_cq = str(status["admission"].get("clusterQueue", "")) if reserved else None
         new_usage = _admission_usage(status["admission"]) if reserved else {}
         if (old_cq, old_usage) != (new_cq, new_usage):
