@@ -134,9 +134,11 @@ class Env:
 
         wait_for(lambda: idle() and (time.sleep(0.2) is None) and idle(), timeout, "controller idle")
 
-    def resync(self) -> None:
-        self.loop.call_soon_threadsafe(self.controller.queue.add, ("", "kaiwo"))
-        wait_for(lambda: self.controller.health()["reconciles"] > 0, message="resync")
+    def resync(self, name: str = "kaiwo") -> None:
+        """Reconcile `name` once more, as a periodic resync or a lost-and-found event would."""
+        before = self.controller.health()["reconciles"]
+        self.loop.call_soon_threadsafe(self.controller.queue.add, ("", name))
+        wait_for(lambda: self.controller.health()["reconciles"] > before, message="resync")
         self.settle()
 
 
@@ -226,9 +228,7 @@ def test_default_queue_config_from_the_sandbox_nodes_and_quiet_resync(env_factor
 
     env.settle()
     env.sb.audit.clear()
-    before = env.controller.health()["reconciles"]
     env.resync()
-    assert env.controller.health()["reconciles"] > before
     assert env.writes() == []
 
 
@@ -369,8 +369,9 @@ def test_example_c_priority_classes_and_a_user_queue_edit(env_factory: Callable[
     env.settle()
     env.sb.audit.clear()
     spec["workloadPriorityClasses"][0]["description"] = "changed"
+    before = env.controller.health()["reconciles"]
     env.set_spec(spec)
-    wait_for(lambda: env.controller.health()["reconciles"] > 0)
+    wait_for(lambda: env.controller.health()["reconciles"] > before)
     env.settle()
     assert [w for w in env.writes() if w[1] == "workloadpriorityclasses"] == []  # upstream: value only
 
@@ -482,8 +483,7 @@ def test_other_names_and_invalid_specs_fail_once(env_factory: Callable[..., Env]
     assert event.message == "only a KaiwoQueueConfig named 'kaiwo' is allowed"
     env.settle()
     env.sb.audit.clear()
-    env.loop.call_soon_threadsafe(env.controller.queue.add, ("", "other"))  # a resync of it
-    env.settle()
+    env.resync("other")
     assert env.writes() == []  # no second status write, no second event, no retry loop
     assert len(env.events("KaiwoQueueConfigInvalidName", name="other")) == 1
 
@@ -529,6 +529,7 @@ def test_dynamic_mode_follows_a_cordon(env_factory: Callable[..., Env]) -> None:
         {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
          "lastHeartbeatTime": "2026-02-01T00:00:00Z"}]}})
     env.settle()
+    env.resync()  # re-derived from the nodes, equal to what is stored: nothing to write
     assert env.writes() == [("patch", "nodes/status", "gpu-amd-mi300x-01")]  # the test's own write only
 
 
