@@ -324,6 +324,8 @@ def merge_values(lhs: Any, rhs: Any, schema: Schema) -> Any:
     """structured-merge-diff's merge of an applied configuration (rhs) into a live object (lhs):
     dicts merge key by key, associative lists item by item (keeping live-only items where they
     were), everything else (scalars, atomic values) is taken from rhs. A null in rhs unsets."""
+    if type(lhs) is type(rhs) and lhs == rhs:
+        return rhs  # re-applying what is already there: the steady state of a reconcile loop
     if isinstance(lhs, dict) and isinstance(rhs, dict) and not schema.atomic:
         out: JsonObj = dict(lhs)
         for key, value in rhs.items():
