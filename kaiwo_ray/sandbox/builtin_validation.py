@@ -803,4 +803,4 @@ def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -
     return validator(obj, old)
 
 
-__all__ = ["is_dns1123_subdomain", "validate_builtin", "validate_pod_spec"]
+__all__ = ["validate_builtin", "validate_pod_spec"]
