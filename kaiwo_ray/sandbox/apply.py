@@ -288,12 +288,13 @@ def _reset_paths(paths: FieldSet, ignore_status: bool, only_status: bool) -> Fie
 
 
 def _reset_object(candidate: JsonObj, live: JsonObj, ignore_status: bool, only_status: bool) -> JsonObj:
-    """Put back what this request may not change, as the reset-fields strategies do."""
+    """Put back what this request may not change, as the reset-fields strategies do. Builds a new
+    top level: `candidate` may be the caller's own configuration."""
     if ignore_status:
-        candidate.pop("status", None)
+        out = {k: v for k, v in candidate.items() if k != "status"}
         if "status" in live:
-            candidate["status"] = clone_json(live["status"])
-        return candidate
+            out["status"] = live["status"]
+        return out
     if only_status:
         out = dict(live)
         out.pop("status", None)

@@ -514,3 +514,13 @@ def test_applied_list_item_without_its_key_is_reported_with_its_path() -> None:
     assert caught.value.message.endswith(
         '.spec.template.spec.containers: element 1: associative list with keys has an element that omits key '
         'field "name" (and doesn\'t have default value)')
+
+
+def test_applying_a_configuration_identical_to_the_live_object_leaves_both_untouched() -> None:
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"},
+              "status": {"x": 1}}
+    live = copy.deepcopy(config)
+    result = _apply(live, config, group="", kind="ConfigMap", api_version="v1")
+    assert result["data"] == {"a": "1"}
+    result["data"]["a"] = "changed"
+    assert config["data"]["a"] == "1" and live["data"]["a"] == "1"
