@@ -161,11 +161,10 @@ Managed = dict[ManagerKey, _Entry]
 
 
 def manager_from_user_agent(user_agent: str | None) -> str:
-    """The apiserver's default field manager when a request names none: the User-Agent up to
-    its first '/' (`kubectl-client-side-apply`, `OpenAPI-Generator`), truncated to 128."""
-    if not user_agent:
-        return "unknown"
-    return user_agent.split("/", 1)[0][:128]
+    """The apiserver's default field manager when a request names none (prefixFromUserAgent):
+    the User-Agent up to its first '/' (`kubectl-client-side-apply`, `OpenAPI-Generator`), and
+    the empty string when there is no User-Agent."""
+    return (user_agent or "").split("/", 1)[0]
 
 
 def _key(manager: str, operation: str, api_version: str, subresource: str | None) -> ManagerKey:

@@ -371,7 +371,7 @@ def test_managed_fields_are_sorted_like_the_apiserver() -> None:
     ("user_agent", "manager"),
     [("kubectl-client-side-apply/v1.31.0 (linux/amd64) kubernetes/abc", "kubectl-client-side-apply"),
      ("OpenAPI-Generator/37.0.2/python", "OpenAPI-Generator"),
-     ("kubectl-edit", "kubectl-edit"), (None, "unknown")],
+     ("kubectl-edit", "kubectl-edit"), ("Python/3.11 aiohttp/3.14", "Python"), (None, "")],
 )
 def test_manager_from_user_agent(user_agent: str | None, manager: str) -> None:
     assert manager_from_user_agent(user_agent) == manager
