@@ -309,3 +309,12 @@ def _strip_nulls_in_lists(value: Any, in_list: bool = False) -> Any:
     if isinstance(value, list):
         return [_strip_nulls_in_lists(v, True) for v in value]
     return value
+
+
+def test_kubectl_apply_patch_for_a_primitive_merge_list() -> None:
+    """What kubectl apply sends when finalizers go from [a, b] to [b, c]."""
+    doc = _deployment()
+    doc["metadata"]["finalizers"] = ["a", "b"]
+    result = _patch(doc, {"metadata": {"$setElementOrder/finalizers": ["b", "c"],
+                                       "$deleteFromPrimitiveList/finalizers": ["a"], "finalizers": ["c"]}})
+    assert result["metadata"]["finalizers"] == ["b", "c"]
