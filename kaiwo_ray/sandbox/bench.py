@@ -43,6 +43,9 @@ class Figures:
     watch_ms: list[float] = field(default_factory=list)
     watch_rate: float = 0.0
     watchers: int = 0
+    server_cpu_per_create_ms: float = float("nan")
+    client_cpu_per_create_ms: float = float("nan")
+    load_average: float = float("nan")
 
     def lines(self) -> list[str]:
         def ms(values: list[float], q: float) -> str:
@@ -59,12 +62,27 @@ class Figures:
             f"{ms(self.watch_ms, 50)}",
             f"sandbox watch delivery p99 ({self.watch_rate:.0f} writes/s, {self.watchers} watchers): "
             f"{ms(self.watch_ms, 99)} (target <= {TARGET_WATCH_P99_MS:.0f} ms)",
+            f"sandbox server CPU per create: {self.server_cpu_per_create_ms:.2f} ms "
+            "(what the server costs, independent of machine load)",
+            f"client CPU per create (kubernetes client): {self.client_cpu_per_create_ms:.2f} ms",
+            f"machine load average during the run: {self.load_average:.1f} on {os.cpu_count()} cores",
         ]
 
 
+@dataclass(slots=True)
+class ServerProcess:
+    kubeconfig: Path
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """User+system CPU the server process has used so far (Linux /proc)."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def sandbox_process(extra_args: tuple[str, ...] = ()) -> Iterator[Path]:
-    """A `kaiwo-ray sandbox --no-cluster` in a child process; yields its kubeconfig path."""
+def sandbox_process(extra_args: tuple[str, ...] = ()) -> Iterator[ServerProcess]:
+    """A `kaiwo-ray sandbox --no-cluster` in a child process."""
     with tempfile.TemporaryDirectory(prefix="kaiwo-bench-") as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         process = subprocess.Popen(
@@ -79,7 +97,7 @@ def sandbox_process(extra_args: tuple[str, ...] = ()) -> Iterator[Path]:
                     break
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError(f"sandbox did not start: {line}")
-            yield kubeconfig
+            yield ServerProcess(kubeconfig, process.pid)
         finally:
             process.terminate()
             try:
@@ -186,11 +204,16 @@ def measure_watch_delivery(kubeconfig: Path, *, rate: float = 200.0, seconds: fl
 def sandbox_floor(*, creates: int = 1000, gets: int = 1000, watch_seconds: float = 5.0) -> Figures:
     """Start a sandbox process and measure every figure against it."""
     figures = Figures(watch_rate=200.0, watchers=3)
-    with sandbox_process() as kubeconfig:
+    with sandbox_process() as server:
+        kubeconfig = server.kubeconfig
+        server_cpu, client_cpu = server.cpu_seconds(), time.process_time()
         figures.creates_per_s, figures.create_ms = measure_creates(kubeconfig, creates)
+        figures.server_cpu_per_create_ms = (server.cpu_seconds() - server_cpu) / (creates + 20) * 1000
+        figures.client_cpu_per_create_ms = (time.process_time() - client_cpu) / (creates + 20) * 1000
         figures.get_ms = measure_gets(kubeconfig, gets)
         figures.watch_ms = measure_watch_delivery(kubeconfig, rate=figures.watch_rate, seconds=watch_seconds,
                                                   watchers=figures.watchers)
+    figures.load_average = os.getloadavg()[0]
     return figures
 
 
