@@ -24,7 +24,11 @@ KAIWO_API_VERSION: Final = "kaiwo.silogen.ai/v1alpha1"
 
 
 class WorkloadPhase(StrEnum):
-    """`status.status` of KaiwoJob/KaiwoService (exact upstream strings; there is no READY)."""
+    """`status.status` of KaiwoJob/KaiwoService (exact upstream strings).
+
+    Current upstream never writes READY (services report RUNNING when healthy); older upstream
+    versions did, so it is accepted when reading objects they left behind, and treated like RUNNING.
+    """
 
     NEW = ""
     DOWNLOADING = "DOWNLOADING"
@@ -36,6 +40,8 @@ class WorkloadPhase(StrEnum):
     FAILED = "FAILED"
     TERMINATING = "TERMINATING"
     TERMINATED = "TERMINATED"
+    READY = "READY"
+    """Legacy: written only by upstream Kaiwo before 2025; never written by kaiwo-ray."""
 
     @property
     def is_terminal(self) -> bool:
@@ -56,6 +62,7 @@ _ACTIVE = frozenset(
         WorkloadPhase.PENDING,
         WorkloadPhase.STARTING,
         WorkloadPhase.RUNNING,
+        WorkloadPhase.READY,
     }
 )
 

@@ -89,7 +89,11 @@ _MODEL_OVERRIDES: dict[type[BaseModel], st.SearchStrategy[dict[str, Any]]] = {
         optional={"description": TEXT},
     ),
 }
-_SKIP_FIELDS = {("ClusterQueueSpec", "cohort_name"), ("ClusterQueuePreemption", "borrow_within_cohort")}
+_SKIP_FIELDS = {
+    ("ClusterQueueSpec", "cohort_name"),
+    ("ClusterQueueSpec", "admission_checks_strategy"),  # exclusive with admissionChecks (Kueue rule)
+    ("ClusterQueuePreemption", "borrow_within_cohort"),
+}
 
 
 def wire_documents(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:

@@ -95,9 +95,17 @@ def test_status_defaults_and_phase_strings() -> None:
         "FAILED",
         "TERMINATING",
         "TERMINATED",
+        "READY",  # legacy, accepted when reading objects an older upstream operator wrote
     ]
     assert {p for p in WorkloadPhase if p.is_terminal} == {"COMPLETE", "FAILED", "TERMINATED"}
-    assert {p for p in WorkloadPhase if p.is_active} == {"", "DOWNLOADING", "PENDING", "STARTING", "RUNNING"}
+    assert {p for p in WorkloadPhase if p.is_active} == {
+        "",
+        "DOWNLOADING",
+        "PENDING",
+        "STARTING",
+        "RUNNING",
+        "READY",
+    }
 
 
 def test_explicit_null_means_default_like_the_api_server() -> None:
@@ -337,7 +345,7 @@ def test_service_spec_rejects_job_only_fields() -> None:
 
 
 def test_status_phase_is_validated() -> None:
-    assert error_of(job({}, status={"status": "READY"})).startswith(
+    assert error_of(job({}, status={"status": "Running"})).startswith(
         'status.status: must be one of "", "DOWNLOADING"'
     )
 
