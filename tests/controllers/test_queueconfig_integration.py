@@ -588,3 +588,23 @@ def test_converges_through_api_faults_and_watch_cuts(env_factory: Callable[..., 
         for item in env.custom.list_cluster_custom_object(*gvr)["items"]:
             assert _owned_by(item, kqc_uid), item["metadata"]["name"]  # nothing orphaned, nothing foreign
     assert not [e for e in env.events() if e.type == "Warning"]  # transient errors are retried, not reported
+
+
+def test_gpu_taints_follow_a_live_kaiwoconfig_change(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(_ready(env))
+    config = wait_for(lambda: env.custom.list_cluster_custom_object(*KAIWOCONFIG)["items"])[0]
+    env.custom.patch_cluster_custom_object(*KAIWOCONFIG, config["metadata"]["name"],
+                                           {"spec": {"nodes": {"addTaintsToGpuNodes": True}}})
+
+    def taints(node: str) -> list[tuple[str, str]]:
+        return [(t.key, t.effect) for t in env.core.read_node(node).spec.taints or []]
+
+    gpu_taint = ("kaiwo.silogen.ai/gpu", "NoSchedule")
+    for node in ("gpu-amd-mi300x-01", "gpu-amd-mi300x-02", "gpu-nvidia-h100-01"):
+        wait_for(lambda node=node: gpu_taint in taints(node), message=f"{node} tainted")  # type: ignore[misc]
+    assert gpu_taint not in taints("cpu-epyc-01")
+    env.settle()
+    env.sb.audit.clear()
+    env.resync()
+    assert env.writes() == []  # tainted once; a taint already there is not added again
