@@ -297,8 +297,29 @@ def _pod(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes = validate_pod_spec(spec, "spec")
     if old is not None:
         old_spec = _d(old.get("spec"))
+        causes.extend(_scheduling_directive_updates(spec, old_spec))
         if _comparable_pod_spec(spec, old_spec) != _comparable_pod_spec(old_spec, old_spec):
             causes.append(fe.forbidden("spec", _POD_UPDATE_FORBIDDEN))
+    return causes
+
+
+def _scheduling_directive_updates(spec: JsonObj, old_spec: JsonObj) -> Causes:
+    """Gates may only be removed; while a pod is gated its nodeSelector may only grow."""
+    causes: Causes = []
+    old_gates = [_d(g).get("name") for g in _l(old_spec.get("schedulingGates"))]
+    for gate in _l(spec.get("schedulingGates")):
+        name = _d(gate).get("name")
+        if name not in old_gates:
+            causes.append(fe.forbidden("spec.schedulingGates",
+                                       f"only deletion is allowed, but found new scheduling gate '{name}'"))
+    if old_gates:
+        old_selector, new_selector = _d(old_spec.get("nodeSelector")), _d(spec.get("nodeSelector"))
+        if any(new_selector.get(k) != v for k, v in old_selector.items()):
+            shown = "map[string]string{" + ", ".join(f"{fe.go_quote(str(k))}:{fe.go_quote(str(new_selector[k]))}"
+                                                      for k in sorted(new_selector)) + "}"
+            causes.append(fe.cause(fe.INVALID, "spec.nodeSelector",
+                                   f"Invalid value: {shown}: only additions to spec.nodeSelector are allowed "
+                                   "(no mutations or deletions)"))
     return causes
 
 
@@ -319,9 +340,8 @@ def _comparable_pod_spec(spec: JsonObj, old_spec: JsonObj) -> JsonObj:
     if all(t in new_tolerations for t in old_tolerations):
         out["tolerations"] = old_tolerations
     # Scheduling gates may only be removed; while gated, node selector and affinity may be added.
-    old_gates, new_gates = _l(old_spec.get("schedulingGates")), _l(spec.get("schedulingGates"))
-    if all(g in old_gates for g in new_gates):
-        out["schedulingGates"] = old_gates
+    old_gates = _l(old_spec.get("schedulingGates"))
+    out["schedulingGates"] = old_gates  # judged by _scheduling_directive_updates
     if old_gates:
         out["nodeSelector"] = old_spec.get("nodeSelector")
         out["affinity"] = old_spec.get("affinity")

@@ -314,3 +314,21 @@ def test_preinstalled_crds_are_valid() -> None:
 
     for crd in preinstalled_crds():
         assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", crd) == [], crd["metadata"]["name"]
+
+
+def test_scheduling_gates_only_shrink_and_gated_node_selectors_only_grow() -> None:
+    old = _pod(schedulingGates=[{"name": "kueue.x-k8s.io/admission"}], nodeSelector={"zone": "a"})
+    added = copy.deepcopy(old)
+    added["spec"]["schedulingGates"].append({"name": "other.io/gate"})
+    assert _causes("", "Pod", added, old) == [(
+        "spec.schedulingGates", "FieldValueForbidden",
+        "Forbidden: only deletion is allowed, but found new scheduling gate 'other.io/gate'")]
+    mutated = copy.deepcopy(old)
+    mutated["spec"]["nodeSelector"] = {"zone": "b"}
+    assert _causes("", "Pod", mutated, old) == [(
+        "spec.nodeSelector", "FieldValueInvalid", 'Invalid value: map[string]string{"zone":"b"}: only additions to '
+        "spec.nodeSelector are allowed (no mutations or deletions)")]
+    ungated = _pod(nodeSelector={"zone": "a"})
+    moved = copy.deepcopy(ungated)
+    moved["spec"]["nodeSelector"] = {"zone": "a", "gpu": "x"}
+    assert [f for f, _, _ in _causes("", "Pod", moved, ungated)] == ["spec"]
