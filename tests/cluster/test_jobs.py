@@ -156,3 +156,16 @@ def test_malformed_numbers_fall_back_to_defaults_without_crashing(sandbox_factor
     assert wait_for(complete)["succeeded"] == 1
     assert len(job_pods(c, "odd")) == 1  # "two" is not a parallelism: the default of 1 applied
     assert sb.cluster.errors == 0
+
+
+def test_active_deadline_kills_running_pods_before_failing(sandbox_factory: Any, clients_factory: Any,
+                                                           wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    c.batch.create_namespaced_job("default", job("overdue", ["sleep", "infinity"], activeDeadlineSeconds=20))
+    status = wait_for(lambda: (s := job_status(c, "overdue")) and "Failed" in condition_types(s) and s)
+    assert condition_types(status) == ["FailureTarget", "Failed"]
+    failed = status.conditions[1]
+    assert (failed.reason, failed.message) == ("DeadlineExceeded", "Job was active longer than specified deadline")
+    assert status.failed == 1 and not status.active  # the killed pod counts as failed
+    assert not job_pods(c, "overdue")  # deleted, stopped, counted, then released and gone
+    assert any(e.reason == "SuccessfulDelete" for e in c.events(name="overdue"))

@@ -225,13 +225,24 @@ class JobController(Controller):
         return merged
 
     def _release(self, pod: JsonObj) -> None:
-        pmeta = pod["metadata"]
-        remaining = [f for f in pmeta.get("finalizers") or [] if f != TRACKING_FINALIZER]
-        with contextlib.suppress(ApiError):
-            self.store.patch(PODS, pmeta.get("namespace"), str(pmeta["name"]),
-                             {"metadata": {"finalizers": remaining or None,
-                                           "resourceVersion": pmeta.get("resourceVersion")}},
-                             "merge", user="system:serviceaccount:kube-system:job-controller")
+        """Drop the tracking finalizer, guarded by resourceVersion so another finalizer added
+        meanwhile is not lost; on a conflict, retry once on a fresh read."""
+        for _ in range(2):
+            pmeta = pod["metadata"]
+            remaining = [f for f in pmeta.get("finalizers") or [] if f != TRACKING_FINALIZER]
+            try:
+                self.store.patch(PODS, pmeta.get("namespace"), str(pmeta["name"]),
+                                 {"metadata": {"finalizers": remaining or None,
+                                               "resourceVersion": pmeta.get("resourceVersion")}},
+                                 "merge", user="system:serviceaccount:kube-system:job-controller")
+                return
+            except ApiError as err:
+                if err.code != 409:
+                    return
+                try:
+                    pod = self.store.get(PODS, pmeta.get("namespace"), str(pmeta["name"]))
+                except ApiError:
+                    return
 
     def _release_orphans(self, namespace: str, name: str, live_uid: str | None) -> None:
         """Pods of a deleted Job (or of an older Job with the same name) still carrying the
@@ -295,11 +306,13 @@ class JobController(Controller):
             if failure is not None and not condition_true(job, "FailureTarget") and not complete:
                 set_condition(conditions, "FailureTarget", "True", failure[0], failure[1], now, probe_times=True)
             if condition_true({"status": {"conditions": conditions}}, "FailureTarget"):
+                # The terminal condition waits until every pod is gone and counted.
+                draining = bool(active or terminating or has_uncounted)
                 for pod in active:
                     self._delete_pod(job, pod)
                 active = []
                 target = find_condition(conditions, "FailureTarget") or {}
-                if not terminating and not has_uncounted:
+                if not draining:
                     set_condition(conditions, "Failed", "True", str(target.get("reason", "")),
                                   str(target.get("message", "")), now, probe_times=True)
                     record_event(self.store, self.clock, job, "Warning", str(target.get("reason", "")),
@@ -311,10 +324,11 @@ class JobController(Controller):
             elif complete:
                 set_condition(conditions, "SuccessCriteriaMet", "True", "CompletionsReached",
                               COMPLETIONS_MESSAGE, now, probe_times=True)
+                draining = bool(active or terminating or has_uncounted)
                 for pod in active:
                     self._delete_pod(job, pod)
                 active = []
-                if not terminating and not has_uncounted:
+                if not draining:
                     set_condition(conditions, "Complete", "True", "CompletionsReached", COMPLETIONS_MESSAGE, now,
                                   probe_times=True)
                     update["completionTime"] = now
