@@ -221,9 +221,13 @@ class TopologyEntry(WireModel):
 
 
 class QueueConfigPhase(StrEnum):
+    """`status.status` of the KaiwoQueueConfig: empty before the first sync, then READY or FAILED."""
+
     NEW = ""
     READY = "READY"
     FAILED = "FAILED"
+    PENDING = "PENDING"
+    """Legacy: written only by older upstream versions; accepted so their objects still parse."""
 
 
 class KaiwoQueueConfigSpec(WireModel):

@@ -113,7 +113,7 @@ def test_kqc_status() -> None:
     assert parsed.status.status is QueueConfigPhase.READY
     assert (
         error_of(kqc({}, status={"status": "Ready"}))
-        == 'status.status: must be one of "", "READY", "FAILED" (got "Ready")'
+        == 'status.status: must be one of "", "READY", "FAILED", "PENDING" (got "Ready")'
     )
 
 
