@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_ray.kube import resources as R
@@ -173,22 +174,20 @@ class QueueConfigController(Controller):
         if decision.create is not None:
             created = await self.client.create(R.KAIWOQUEUECONFIGS, decision.create)
             self._wrote(cache, created, "KaiwoQueueConfig")
-            await self.recorder.record(self._with_kind(created), "Normal", decision.reason,
-                                       "Created KaiwoQueueConfig kaiwo from the cluster's nodes")
+            await self.recorder.record(self._with_kind(created), "Normal", decision.reason, decision.message)
             return created
         assert live is not None
         if decision.update_spec is not None:
-            body = {k: v for k, v in live.items() if k != "status"}
+            body = self._with_kind({k: v for k, v in live.items() if k != "status"})
             body["metadata"] = {k: v for k, v in live["metadata"].items() if k != "managedFields"}
             body["spec"] = decision.update_spec
             updated = await self.client.replace(R.KAIWOQUEUECONFIGS, body)
             self._wrote(cache, updated, "KaiwoQueueConfig")
-            await self.recorder.record(self._with_kind(updated), "Normal", decision.reason,
-                                       "Updated KaiwoQueueConfig kaiwo from the cluster's nodes")
+            await self.recorder.record(self._with_kind(updated), "Normal", decision.reason, decision.message)
             return updated
         return live
 
-    async def _sync(self, kqc: JsonObj, spec: Any) -> tuple[bool, bool]:
+    async def _sync(self, kqc: JsonObj, spec: KaiwoQueueConfigSpec) -> tuple[bool, bool]:
         """Topologies -> ResourceFlavors -> ClusterQueues -> LocalQueues -> WorkloadPriorityClasses.
         Returns (every step succeeded, something is still terminating)."""
         queue_config = qc.with_identity(spec, kqc)

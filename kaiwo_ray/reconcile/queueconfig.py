@@ -94,6 +94,7 @@ class QueueConfigDecision:
     update_spec: JsonObj | None = None
     error: str = ""
     reason: str = ""  # event reason when `create`/`update_spec`/`error` is set
+    message: str = ""  # event message for `create`/`update_spec`
 
 
 def decide_queue_config(live: Mapping[str, Any] | None, config: KaiwoConfigSpec,
@@ -106,13 +107,16 @@ def decide_queue_config(live: Mapping[str, Any] | None, config: KaiwoConfigSpec,
             spec = default_queue_config(nodes, config)
             body = {"apiVersion": KAIWO_API_VERSION, "kind": "KaiwoQueueConfig",
                     "metadata": {"name": QUEUE_CONFIG_NAME}, "spec": dump_spec(spec)}
-            return QueueConfigDecision(spec=spec, create=body, reason="KaiwoQueueConfigDefaultCreated")
+            return QueueConfigDecision(spec=spec, create=body, reason="KaiwoQueueConfigDefaultCreated",
+                                       message="Created KaiwoQueueConfig kaiwo from the cluster's nodes")
         existing = parse_spec(live)
         if config.dynamically_update_default_cluster_queue:
             merged = merge_default_queue_config(existing, default_queue_config(nodes, config), config)
             if spec_fingerprint(merged) != spec_fingerprint(existing):
                 return QueueConfigDecision(spec=merged, update_spec=dump_spec(merged),
-                                           reason="KaiwoQueueConfigDefaultUpdated")
+                                           reason="KaiwoQueueConfigDefaultUpdated",
+                                           message="Updated the default queue of KaiwoQueueConfig kaiwo "
+                                                   "from the cluster's nodes")
             return QueueConfigDecision(spec=existing)
     except ManifestError as err:
         return QueueConfigDecision(error=f"invalid spec: {err}", reason="KaiwoQueueConfigInvalidSpec")
@@ -122,7 +126,8 @@ def decide_queue_config(live: Mapping[str, Any] | None, config: KaiwoConfigSpec,
     if len(named) != len(existing.topologies):
         cleaned = existing.model_copy(update={"topologies": named})
         return QueueConfigDecision(spec=cleaned, update_spec=dump_spec(cleaned),
-                                   reason="KaiwoQueueConfigTopologiesCleaned")
+                                   reason="KaiwoQueueConfigTopologiesCleaned",
+                                   message="Removed topologies without a name from KaiwoQueueConfig kaiwo")
     return QueueConfigDecision(spec=existing)
 
 

@@ -224,6 +224,8 @@ def test_default_queue_config_from_the_sandbox_nodes_and_quiet_resync(env_factor
     assert node.metadata.labels["kaiwo/gpu-model"] == "mi300x"
     assert "kaiwo/gpu-model" not in env.core.read_node("cpu-epyc-01").metadata.labels
     assert env.events("KaiwoQueueConfigClusterQueueCreated")
+    created = env.events("KaiwoQueueConfigDefaultCreated")
+    assert [e.message for e in created] == ["Created KaiwoQueueConfig kaiwo from the cluster's nodes"]
     assert env.names(LQ) == set()  # no namespaces listed: LocalQueues come lazily with workloads
 
     env.settle()
@@ -514,6 +516,7 @@ def test_dynamic_mode_follows_a_cordon(env_factory: Callable[..., Env]) -> None:
     assert amd_gpus() == "16"
     env.core.patch_node("gpu-amd-mi300x-02", {"spec": {"unschedulable": True}})
     wait_for(lambda: amd_gpus() == "8", message="quota down to one MI300X node")
+    assert env.events("KaiwoQueueConfigDefaultUpdated")
     kqc = env.get(KAIWO, "kaiwo")
     assert kqc is not None
     entry = next(q for q in kqc["spec"]["clusterQueues"] if q["name"] == "kaiwo")
