@@ -125,6 +125,17 @@ def test_recreate_strategy_replaces_all_pods(sandbox_factory: Any, clients_facto
     assert {p.metadata.labels.get("v") for p in pods if p.metadata.deletion_timestamp is None} == {"2"}
 
 
+def test_deleting_a_deployment_removes_its_replicasets_and_pods(sandbox_factory: Any, clients_factory: Any,
+                                                               wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    c.apps.create_namespaced_deployment("default", deployment("gone", 2))
+    wait_for(lambda: settled(c, "gone", 2))
+    c.apps.delete_namespaced_deployment("gone", "default")
+    wait_for(lambda: not replica_sets(c, "gone"), message="replica sets garbage-collected")
+    wait_for(lambda: not c.core.list_namespaced_pod("default", label_selector="app=gone").items,
+             message="pods garbage-collected")
+
+
 # -- pure arithmetic ---------------------------------------------------------------------------
 
 
