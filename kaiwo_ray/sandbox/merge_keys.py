@@ -326,13 +326,31 @@ def schema_for(group: str, kind: str, openapi: JsonObj | None = None) -> Schema:
     Built-ins come from the table above (unknown built-in kinds get plain struct semantics).
     Custom resources come from `openapi` (the CRD version's `schema.openAPIV3Schema`) when given,
     else every field is a struct field and every list atomic, which is what a structural schema
-    without list-type markers gives.
+    without list-type markers gives. Translations are memoised per schema dict (by identity):
+    treat a dict handed in here as frozen, and pass a new one when a CRD changes.
     """
     if is_builtin(group):
-        return _with_object_meta(_KINDS.get((group, kind), struct()), builtin=True)
+        return _BUILTIN_ROOTS.get((group, kind)) or _with_object_meta(struct(), builtin=True)
     if openapi is not None:
-        return _with_object_meta(schema_from_openapi(openapi))
-    return _with_object_meta(struct())
+        cached = _OPENAPI_CACHE.get(id(openapi))
+        if cached is not None and cached[0] is openapi:
+            return cached[1]
+        schema = _with_object_meta(schema_from_openapi(openapi))
+        if len(_OPENAPI_CACHE) >= _OPENAPI_CACHE_SIZE:
+            _OPENAPI_CACHE.pop(next(iter(_OPENAPI_CACHE)))
+        # Keyed by identity (the store keeps one schema dict per CRD version) and holding the dict,
+        # so an id is never reused while its entry lives. A big CRD schema (RayCluster embeds whole
+        # pod templates) takes milliseconds to translate; every write would pay it.
+        _OPENAPI_CACHE[id(openapi)] = (openapi, schema)
+        return schema
+    return _UNTYPED_ROOT
+
+
+_BUILTIN_ROOTS: dict[tuple[str, str], Schema] = {
+    group_kind: _with_object_meta(root, builtin=True) for group_kind, root in _KINDS.items()}
+_UNTYPED_ROOT = _with_object_meta(struct())
+_OPENAPI_CACHE_SIZE = 64
+_OPENAPI_CACHE: dict[int, tuple[JsonObj, Schema]] = {}
 
 
 def schema_from_openapi(node: JsonObj) -> Schema:

@@ -106,6 +106,17 @@ def test_custom_resources_use_their_openapi_schema() -> None:
     assert schema.field_schema("metadata").field_schema("labels").kind == "map"
 
 
+def test_custom_resource_schemas_are_translated_once_per_schema_object() -> None:
+    openapi: JsonObj = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}}}}}
+    first = schema_for("example.com", "Thing", openapi)
+    assert schema_for("example.com", "Thing", openapi) is first
+    changed: JsonObj = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}}}}}}
+    assert schema_for("example.com", "Thing", changed).field_schema("spec").field_schema("tags").atomic
+    assert first.field_schema("spec").field_schema("tags").list_type == "set"
+
+
 def test_custom_resources_without_a_schema_are_plain_structs() -> None:
     schema = schema_for("kaiwo.silogen.ai", "KaiwoJob")
     assert schema.field_schema("spec").is_named_field("gpus")
