@@ -169,3 +169,15 @@ def test_active_deadline_kills_running_pods_before_failing(sandbox_factory: Any,
     assert status.failed == 1 and not status.active  # the killed pod counts as failed
     assert not job_pods(c, "overdue")  # deleted, stopped, counted, then released and gone
     assert any(e.reason == "SuccessfulDelete" for e in c.events(name="overdue"))
+
+
+def test_orphaning_a_jobs_pods_releases_their_tracking_finalizer(sandbox_factory: Any, clients_factory: Any,
+                                                                 wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    c.batch.create_namespaced_job("default", job("keep", ["sleep", "infinity"]))
+    wait_for(lambda: job_pods(c, "keep"))
+    c.batch.delete_namespaced_job("keep", "default")  # batch/v1 default: orphan the pods
+    wait_for(lambda: not c.batch.list_namespaced_job("default").items)
+    (pod,) = wait_for(lambda: (pods := job_pods(c, "keep")) and not pods[0].metadata.owner_references
+                      and not pods[0].metadata.finalizers and pods, message="orphaned pod released")
+    assert pod.status.phase == "Running"  # orphaned, not killed

@@ -26,6 +26,7 @@ CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 JOB_NAME = "batch.kubernetes.io/job-name"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 DEFAULT_BACKOFF_LIMIT = 6
+ORPHAN_KEY = "orphan-pod"  # work-key tag: (ORPHAN_KEY, namespace, pod name)
 POD_BACKOFF_SECONDS = 10.0  # first retry after a failure; doubles per failure...
 POD_BACKOFF_MAX_SECONDS = 360.0  # ...up to six minutes, like the real controller
 BACKOFF_MESSAGE = "Job has reached the specified backoff limit"
@@ -123,7 +124,13 @@ class JobController(Controller):
         if ref is not None and not str(ref.get("apiVersion", "")).startswith("batch/"):
             return []
         owner = self._pods.observe(event.type, event.object)
-        return [owner] if owner is not None else []
+        if owner is not None:
+            return [owner]
+        if event.type != "DELETED" and ref is None and TRACKING_FINALIZER in (meta.get("finalizers") or []):
+            # Orphaned (its Job was deleted with propagationPolicy Orphan): nobody else would
+            # ever drop the tracking finalizer, so the pod could never be deleted.
+            return [(ORPHAN_KEY, meta.get("namespace"), meta.get("name"))]
+        return []
 
     def _tf(self) -> float:
         return max(float(self.clock.time_factor), 1e-9)
@@ -134,6 +141,9 @@ class JobController(Controller):
     # ------------------------------------------------------------------------------------------
     def reconcile(self, key: Key) -> float | None:
         assert isinstance(key, tuple)
+        if key[0] == ORPHAN_KEY:
+            self._release_orphan_pod(str(key[1]), str(key[2]))
+            return None
         namespace, name = str(key[0]), str(key[1])
         try:
             job = self.store.get(JOBS, namespace, name)
@@ -250,6 +260,14 @@ class JobController(Controller):
         for pod in self._pods.orphans(namespace, name, live_uid):
             if TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or []):
                 self._release(pod)
+
+    def _release_orphan_pod(self, namespace: str, name: str) -> None:
+        try:
+            pod = self.store.get(PODS, namespace, name)
+        except ApiError:
+            return
+        if controller_of(pod) is None and TRACKING_FINALIZER in (pod["metadata"].get("finalizers") or []):
+            self._release(pod)
 
     # -- decisions -----------------------------------------------------------------------------
     def _sync(self, job: JsonObj, pods: list[JsonObj]) -> float | None:
