@@ -168,7 +168,8 @@ class KueueController(Controller):
             info = self.cache.wls.get(key)
             if info is not None and info.reserved_cq is not None and not info.active and not info.evicted:
                 self._evict_deactivated(info)
-        for key in sorted(self.cache.unqueued):
+        unreported, self.cache.unreported = self.cache.unreported, set()
+        for key in sorted(unreported):
             info = self.cache.wls.get(key)
             if info is not None and info.queued:
                 self._report_unqueued(info)

@@ -176,7 +176,8 @@ class KueueCache:
         self.by_owner: dict[str, WorkloadKey] = {}  # job uid -> its Workload
         self.pending: dict[str, PendingQueue] = {}
         self.reserved: dict[str, set[WorkloadKey]] = {}
-        self.unqueued: set[WorkloadKey] = set()  # no usable LocalQueue/ClusterQueue: report why
+        self.unqueued: set[WorkloadKey] = set()  # no usable LocalQueue/ClusterQueue
+        self.unreported: set[WorkloadKey] = set()  # of those, the ones whose reason is not written yet
         self.full: set[str] = set()  # queues to re-examine entirely (quota freed, config changed)
         self.deactivated: set[WorkloadKey] = set()  # admitted, then spec.active set to false: to evict
         self.new: dict[str, list[WorkloadKey]] = {}  # queues with fresh arrivals only
@@ -258,6 +259,7 @@ class KueueCache:
             if info.queued:
                 self._rebucket(info)
         self.full.update(self.pending)
+        self.unreported.update(self.unqueued)  # the reason may have changed (LocalQueue vs ClusterQueue)
         return [SCHEDULE, STATUS]
 
     def _target_queue(self, info: WorkloadInfo) -> str:
@@ -281,6 +283,7 @@ class KueueCache:
             self.new.setdefault(target, []).append(info.key)
         else:
             self.unqueued.add(info.key)
+            self.unreported.add(info.key)
 
     def _unbucket(self, info: WorkloadInfo) -> None:
         if info.bucket:
@@ -289,6 +292,7 @@ class KueueCache:
                 queue.remove(info.order)
         elif info.bucket == "":
             self.unqueued.discard(info.key)
+            self.unreported.discard(info.key)
         info.bucket = None
 
     def _on_workload(self, event: WatchEvent) -> list[Hashable]:
