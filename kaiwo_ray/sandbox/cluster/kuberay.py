@@ -132,6 +132,7 @@ class KubeRayController(Controller):
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
         self._finished_at: dict[tuple[str, str], float] = {}
+        self._submitted_at: dict[tuple[str, str], float] = {}  # submitter pod first seen running
 
     # ------------------------------------------------------------------ events -> keys
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
@@ -330,6 +331,7 @@ class KubeRayController(Controller):
         rayjob = self._find(RAYJOBS, ns, name)
         if rayjob is None:
             self._finished_at.pop((ns, name), None)
+            self._submitted_at.pop((ns, name), None)
             return None
         meta = _meta(rayjob)
         finalizers = list(meta.get("finalizers") or [])
@@ -402,6 +404,7 @@ class KubeRayController(Controller):
 
     def _teardown(self, rayjob: JsonObj, status: JsonObj) -> None:
         ns = str(_meta(rayjob).get("namespace", ""))
+        self._submitted_at.pop((ns, str(_meta(rayjob).get("name", ""))), None)
         cluster_name = str(status.get("rayClusterName") or "")
         if cluster_name and self._delete(RAYCLUSTERS, ns, cluster_name):
             record_event(self.store, self.clock, rayjob, "Normal", "DeletedRayCluster",
@@ -463,7 +466,14 @@ class KubeRayController(Controller):
             status.update({"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "endTime": now,
                            "succeeded": 0, "failed": 1, "reason": "AppFailed",
                            "message": self._failure_message(ns, name, conditions)})
-        elif _int((job.get("status") or {}).get("active")) > 0 and self._submitter_running(ns, name):
+        elif status.get("jobStatus") != "RUNNING" and _int((job.get("status") or {}).get("active")) > 0 \
+                and self._submitter_running(ns, name):
+            # `ray job submit` needs a moment before the dashboard reports the job RUNNING.
+            started = self._submitted_at.setdefault((ns, name), self.clock.monotonic())
+            remaining = started + self.settings.ray_submit_seconds * self.clock.time_factor - self.clock.monotonic()
+            if remaining > 0:
+                self._write_status(RAYJOBS, rayjob, status)
+                return remaining
             status["jobStatus"] = "RUNNING"
         self._write_status(RAYJOBS, rayjob, status)
         if status.get("jobDeploymentStatus") in TERMINAL_DEPLOYMENT:
