@@ -349,8 +349,7 @@ class PodTimeline:
     def kill(self, at: float) -> None:
         """The pod was deleted: stop everything; containers that did not finish report 137."""
         if self.killed_at is not None or self.terminal():
-            self.killed_at = self.killed_at if self.killed_at is not None else at
-            return
+            return  # already stopped: a finished pod keeps the phase it finished with
         self.killed_at = at
         for run in [*self.init, *self.main]:
             if run.state == "running" and run.started_at is not None:
