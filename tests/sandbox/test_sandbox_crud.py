@@ -242,3 +242,28 @@ def test_system_namespaces_exist(core: Any) -> None:
     names = [n.metadata.name for n in core.list_namespace().items]
     assert names == ["default", "kube-node-lease", "kube-public", "kube-system"]
     assert core.read_namespace("default").status.phase == "Active"
+
+
+def test_leases_round_trip_micro_time(api: Any) -> None:
+    coordination = kubernetes.client.CoordinationV1Api(api)
+    lease = coordination.create_namespaced_lease("kube-system", {
+        "metadata": {"name": "leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15,
+                 "renewTime": "2026-01-01T00:00:00.123456Z"}})
+    lease.spec.holder_identity = "b"
+    replaced = coordination.replace_namespaced_lease("leader", "kube-system", lease)
+    assert replaced.spec.holder_identity == "b"
+    assert replaced.spec.renew_time.microsecond == 123456
+    lease.spec.holder_identity = "c"  # stale: another candidate won in between
+    with pytest.raises(ApiException) as exc:
+        coordination.replace_namespaced_lease("leader", "kube-system", lease)
+    assert exc.value.status == 409
+
+
+def test_events_field_selector_on_involved_object(core: Any) -> None:
+    for name, pod in (("e1", "a"), ("e2", "b")):
+        core.create_namespaced_event("default", {
+            "metadata": {"name": name}, "involvedObject": {"kind": "Pod", "name": pod, "namespace": "default"},
+            "reason": "Started", "message": "m", "type": "Normal"})
+    selected = core.list_namespaced_event("default", field_selector="involvedObject.name=b,involvedObject.kind=Pod")
+    assert [e.metadata.name for e in selected.items] == ["e2"]
