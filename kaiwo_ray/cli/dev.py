@@ -1,0 +1,179 @@
+"""`kaiwo-ray dev`: a simulated cluster, a private local Ray and the operator on it, in one command.
+
+The sandbox runs as a subprocess (`kaiwo-ray sandbox`), not a thread: it gets its own interpreter
+(no GIL contention with the driver on a small machine) and the same code path users run by hand.
+It lives in its own session so that a terminal's Ctrl-C reaches only this process, which then
+stops things in order — controllers first (they finish in-flight reconciles against a still
+running API), then Ray, then the sandbox — and it is tied to this process with PDEATHSIG so that
+it cannot outlive a `kill -9` of `dev`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kaiwo_ray.operator_runtime import StopSignal, format_health
+
+READY_LINE = "Kubeconfig written to"
+SANDBOX_START_TIMEOUT = 60.0
+PR_SET_PDEATHSIG = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, default=Path(".kaiwo/kubeconfig"), metavar="PATH",
+                        help="where to write the sandbox's kubeconfig (default: .kaiwo/kubeconfig)")
+    parser.add_argument("--nodes", type=Path, metavar="FILE",
+                        help="seed exactly these Nodes (default: two AMD MI300X, one NVIDIA H100, one CPU node)")
+    parser.add_argument("--time-factor", type=float, default=1.0, metavar="F",
+                        help="scale simulated durations (0.1 = ten times faster than real time)")
+    parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
+                        help="how often to check the controller actors")
+
+
+def next_steps(kubeconfig: Path) -> str:
+    return "\n".join([
+        "",
+        "kaiwo-ray dev is ready. Try, in another terminal:",
+        f"  export KUBECONFIG={kubeconfig}",
+        "  kubectl apply -f examples/cpu-job.yaml",
+        "  kubectl get kaiwojobs -w",
+        "  kubectl get workloads,jobs,pods",
+        "Press Ctrl-C to stop everything.",
+    ])
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the `dev` process dies, however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
+                  log_path: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
+               "--time-factor", repr(time_factor), "--port", str(port)]
+    if nodes is not None:
+        command += ["--nodes", str(nodes)]
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+
+
+def wait_for_sandbox(process: subprocess.Popen[bytes], log_path: Path, stop: StopSignal,
+                     timeout: float = SANDBOX_START_TIMEOUT) -> str | None:
+    """None once the sandbox is serving; otherwise why not."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if READY_LINE in log_path.read_text(errors="replace"):
+            return None
+        if process.poll() is not None:
+            return f"the sandbox exited with code {process.returncode}:\n{_tail(log_path)}"
+        if stop.wait(0.1):
+            return "interrupted"
+    return f"the sandbox did not start within {timeout:.0f}s:\n{_tail(log_path)}"
+
+
+def stop_sandbox(process: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5.0)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.time_factor <= 0:
+        print("kaiwo-ray dev: --time-factor must be greater than 0", file=sys.stderr)
+        return 2
+    if args.health_interval <= 0:
+        print("kaiwo-ray dev: --health-interval must be greater than 0", file=sys.stderr)
+        return 2
+    nodes: Path | None = None
+    if args.nodes is not None:
+        from kaiwo_ray.manifests import ManifestReadError
+        from kaiwo_ray.nodes import load_nodes
+
+        nodes = args.nodes.expanduser().resolve()
+        try:
+            load_nodes(str(nodes))  # fail here, with the file's problem, rather than in the subprocess
+        except (ManifestReadError, OSError) as exc:
+            print(f"kaiwo-ray dev: --nodes {args.nodes}: {exc}", file=sys.stderr)
+            return 2
+    kubeconfig = args.kubeconfig.expanduser().resolve()
+    try:
+        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"kaiwo-ray dev: cannot create {kubeconfig.parent}: {exc}", file=sys.stderr)
+        return 2
+    with StopSignal() as stop:
+        return _run(kubeconfig, nodes, args, stop)
+
+
+def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal) -> int:
+    from kaiwo_ray.controllers.manager import HostSettings
+
+    log_path = kubeconfig.parent / "sandbox.log"
+    began = time.monotonic()
+    sandbox = start_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
+    started_ray = False
+    supervisor = None
+    try:
+        problem = wait_for_sandbox(sandbox, log_path, stop)
+        if problem == "interrupted":
+            return 0
+        if problem is not None:
+            print(f"kaiwo-ray dev: {problem}", file=sys.stderr)
+            return 1
+        print(f"Sandbox cluster is up (log: {log_path}); starting Ray...", flush=True)
+
+        from actors.supervisor import Supervisor, SupervisorError, init_ray
+
+        started_ray = init_ray(None, namespace="kaiwo", num_cpus=2)
+        stop.install()
+        if stop.event.is_set():
+            return 0
+        supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig)), namespace="kaiwo")
+        try:
+            rows = supervisor.start()
+        except SupervisorError as err:
+            supervisor = None
+            print(f"kaiwo-ray dev: controllers failed to start: {err}", file=sys.stderr)
+            return 1
+        print(format_health(rows), flush=True)
+        print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
+        print(next_steps(kubeconfig), flush=True)
+
+        from kaiwo_ray.cli.up import stop_supervisor, supervise
+
+        supervise(supervisor, stop, args.health_interval)
+        stop_supervisor(supervisor, 10.0, sys.stdout)
+        supervisor = None
+        return 0
+    finally:
+        if supervisor is not None:
+            with contextlib.suppress(Exception):
+                supervisor.stop(grace_seconds=2.0)
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+        stop_sandbox(sandbox)
+        print("Stopped: controllers, Ray and the sandbox.", flush=True)

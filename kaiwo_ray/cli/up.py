@@ -1,0 +1,132 @@
+"""`kaiwo-ray up`: run the operator's controller actors on Ray against a cluster until SIGINT/SIGTERM.
+
+Ray is imported only inside `run` (the module is imported by `kaiwo-ray --help` and every other
+sub-command). Without `--ray-address` a private local Ray is started and shut down on exit; with
+one, the actors are detached so that they keep reconciling if this process dies, and a later `up`
+adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.operator_runtime import StopSignal, format_health, health_changes, parse_controller_names
+
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", type=Path, metavar="PATH",
+                       help="kubeconfig of the cluster (default: $KUBECONFIG, else ~/.kube/config)")
+    where.add_argument("--in-cluster", action="store_true",
+                       help="use the pod's service account (when Ray runs inside the cluster)")
+    parser.add_argument("--ray-address", metavar="ADDR",
+                        help="Ray cluster to join (e.g. auto, ray://head:10001; default: $RAY_ADDRESS, "
+                             "else start a local Ray)")
+    parser.add_argument("--controllers", metavar="a,b",
+                        help=f"run only these controllers (default: all of {','.join(CONTROLLERS)})")
+    parser.add_argument("--no-lease", action="store_true",
+                        help="write without leader election (only safe when no other instance can run)")
+    parser.add_argument("--ray-namespace", default="kaiwo", help="Ray namespace of the named actors")
+    parser.add_argument("--identity", help="Lease holder identity (default: host-pid-random)")
+    parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the Leases")
+    parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
+                        help="how often to check the actors (and restart missing ones)")
+    parser.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
+                        help="how long in-flight reconciles may take to finish on shutdown")
+
+
+def resolve_kubeconfig(path: Path | None) -> Path:
+    """The kubeconfig as an absolute path (actors run in other processes, with another cwd).
+    Raises ValueError with what to do when there is none."""
+    if path is None:
+        env = os.environ.get("KUBECONFIG", "")
+        path = Path(env.split(os.pathsep)[0]) if env else DEFAULT_KUBECONFIG
+    resolved = path.expanduser().resolve()
+    if not resolved.is_file():
+        raise ValueError(f"kubeconfig {resolved} does not exist; pass --kubeconfig PATH or --in-cluster")
+    return resolved
+
+
+def host_settings(args: argparse.Namespace) -> HostSettings:
+    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace)
+    if args.in_cluster:
+        settings.in_cluster = True
+    else:
+        settings.kubeconfig = str(resolve_kubeconfig(args.kubeconfig))
+    if args.identity:
+        settings.identity = args.identity
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        names = parse_controller_names(args.controllers)
+        settings = host_settings(args)
+        if args.health_interval <= 0 or args.grace < 0:
+            raise ValueError("--health-interval must be > 0 and --grace >= 0")
+    except ValueError as err:
+        print(f"kaiwo-ray up: {err}", file=sys.stderr)
+        return 2
+    address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
+
+    from actors.supervisor import Supervisor, SupervisorError, init_ray
+
+    with StopSignal() as stop:
+        started_ray = False
+        try:
+            started_ray = init_ray(address, namespace=args.ray_namespace)
+            stop.install()
+            if stop.event.is_set():
+                return 0
+            where = "a local Ray (started)" if started_ray else f"Ray at {address}"
+            print(f"kaiwo-ray up: {len(names)} controllers on {where}, namespace {args.ray_namespace!r}, "
+                  f"identity {settings.identity!r}" + ("" if settings.lease else ", no lease"), flush=True)
+            supervisor = Supervisor(settings, names, namespace=args.ray_namespace, detached=not started_ray)
+            try:
+                rows = supervisor.start()
+            except SupervisorError as err:
+                print(f"kaiwo-ray up: controllers failed to start: {err}", file=sys.stderr)
+                return 1
+            print(format_health(rows), flush=True)
+            print("Running. Press Ctrl-C to stop.", flush=True)
+            supervise(supervisor, stop, args.health_interval)
+            stop_supervisor(supervisor, args.grace, sys.stdout)
+            return 0
+        finally:
+            if started_ray:
+                import ray
+
+                ray.shutdown()
+
+
+def supervise(supervisor: Any, stop: StopSignal, interval: float,
+              out: TextIO | None = None, on_tick: Callable[[], None] | None = None) -> None:
+    """Until a stop signal: recreate actors that are gone, print what changed in their health."""
+    out = out or sys.stdout
+    last = supervisor.health()
+    while not stop.wait(interval):
+        for name in supervisor.ensure():
+            print(f"{name}: actor was gone; started a new one", file=out, flush=True)
+        rows = supervisor.health()
+        for line in health_changes(last, rows):
+            print(line, file=out, flush=True)
+        last = rows
+        if on_tick is not None:
+            on_tick()
+
+
+def stop_supervisor(supervisor: Any, grace: float, out: TextIO) -> None:
+    print(f"Stopping: in-flight reconciles get up to {grace:.0f}s to finish...", file=out, flush=True)
+    rows = supervisor.stop(grace_seconds=grace)
+    stuck = [row.name for row in rows if row.error and row.error != "stopped"]
+    if stuck:
+        print(f"not stopped cleanly: {', '.join(stuck)}", file=out, flush=True)
+    print("Controllers stopped.", file=out, flush=True)
