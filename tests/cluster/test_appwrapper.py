@@ -168,3 +168,14 @@ def test_components_are_rendered_with_owner_label_and_pod_set_infos() -> None:
     assert expected_pods(aw) == 3
     assert "nodeSelector" not in aw["spec"]["components"][0]["template"]["spec"]["rayClusterConfig"][
         "headGroupSpec"]["template"]["spec"], "the AppWrapper itself is not modified"
+
+
+def test_component_the_apiserver_refuses_fails_the_appwrapper(world: World, wait_for: WaitFor) -> None:
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}
+    world.custom.create_namespaced_custom_object(*AW, "default", "appwrappers", {
+        "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "metadata": {"name": "odd"},
+        "spec": {"suspend": False, "components": [{"template": widget, "podSets": []}]}})
+    aw = wait_for(lambda: world.phase("odd") == "Failed" and world.appwrapper("odd"), timeout=10)
+    unhealthy = condition(aw, "Unhealthy")
+    assert (unhealthy["status"], unhealthy["reason"]) == ("True", "CreateFailed")
+    assert unhealthy["message"].startswith("error creating components: ")

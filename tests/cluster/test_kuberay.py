@@ -247,3 +247,15 @@ def test_standalone_raycluster_scales_its_workers(ray_factory: Callable[..., Ray
                                               {"spec": {"workerGroupSpecs": groups}})
     wait_for(lambda: ray.status("rayclusters", "solo").get("readyWorkerReplicas") == 3, timeout=10)
     assert len(ray.pods("ray.io/cluster=solo,ray.io/node-type=worker")) == 3
+
+
+def test_pod_the_apiserver_refuses_is_reported_not_retried_in_a_loop(ray_factory: Callable[..., Ray],
+                                                                       wait_for: WaitFor) -> None:
+    ray = ray_factory()
+    spec = cluster_spec(workers=0)
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    ray.create("rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "bad"},
+                               "spec": spec})
+    failed = wait_for(lambda: [e for e in ray.events("bad") if e[0] == "FailedToCreate"], timeout=10)
+    assert failed[0][2] == "raycluster-controller"
+    assert ray.pods("ray.io/cluster=bad") == []

@@ -12,6 +12,7 @@ from collections.abc import Hashable, Iterable
 
 from kaiwo_ray.sandbox.cluster.base import Controller
 from kaiwo_ray.sandbox.cluster.conditions import set_condition
+from kaiwo_ray.sandbox.cluster.events import record_event
 from kaiwo_ray.sandbox.cluster.kueue_jobs import APPWRAPPER_LABEL, parse_path
 from kaiwo_ray.sandbox.cluster.podutil import controller_of, owner_reference
 from kaiwo_ray.sandbox.types import (
@@ -164,8 +165,16 @@ class AppWrapperController(Controller):
         elif phase in ("Resuming", "Running", "Resetting") and suspend:
             phase = "Suspending"
         elif phase == "Resuming":
-            status["componentStatus"] = self._create_components(aw)
-            phase = "Running"
+            try:
+                status["componentStatus"] = self._create_components(aw)
+                phase = "Running"
+            except ApiError as err:
+                # Like the AppWrapper controller's fatal create errors: no retry, the wrapper fails.
+                detail = f"error creating components: {err.message}"
+                set_condition(conditions, "Unhealthy", "True", "CreateFailed", detail, now)
+                record_event(self.store, self.clock, aw, "Normal", "Unhealthy", f"CreateFailed: {detail}",
+                             COMPONENT)
+                phase = "Failed"
         elif phase == "Running":
             phase = self._observe(aw, conditions, now)
         elif phase == "Suspending":
@@ -200,7 +209,7 @@ class AppWrapperController(Controller):
             try:
                 self.store.create(gvr, obj, namespace=ns)
             except ApiError as err:
-                if err.code != 409:
+                if err.code != 409:  # 409: created by an earlier attempt
                     raise
             statuses.append({"name": _meta(obj).get("name", ""), "kind": obj.get("kind", ""),
                              "apiVersion": obj.get("apiVersion", ""), "podSets": component.get("podSets") or [],

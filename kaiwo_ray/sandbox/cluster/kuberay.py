@@ -59,6 +59,11 @@ CLUSTER_COMPONENT = "raycluster-controller"
 JOB_COMPONENT = "rayjob-controller"
 SERVICE_COMPONENT = "rayservice-controller"
 TERMINAL_DEPLOYMENT = ("Complete", "Failed")
+REFUSED_REQUEUE_SECONDS = 2.0  # KubeRay's DefaultRequeueDuration after a failed create
+
+
+class CreateRefused(Exception):
+    """The apiserver refused an object KubeRay builds (it would not retry sooner than its requeue)."""
 
 
 def _meta(obj: JsonObj) -> JsonObj:
@@ -163,13 +168,18 @@ class KubeRayController(Controller):
     def reconcile(self, key: Hashable) -> float | None:
         assert isinstance(key, tuple)
         kind, ns, name = str(key[0]), str(key[1]), str(key[2])
-        if kind == "raycluster":
-            return self._reconcile_cluster(ns, name)
-        if kind == "rayjob":
-            return self._reconcile_job(ns, name)
-        if kind == "rayservice":
-            return self._reconcile_service(ns, name)
-        return None
+        gvr, component, reconcile = {
+            "raycluster": (RAYCLUSTERS, CLUSTER_COMPONENT, self._reconcile_cluster),
+            "rayjob": (RAYJOBS, JOB_COMPONENT, self._reconcile_job),
+            "rayservice": (RAYSERVICES, SERVICE_COMPONENT, self._reconcile_service),
+        }[kind]
+        try:
+            return reconcile(ns, name)
+        except CreateRefused as refused:
+            owner = self._find(gvr, ns, name)
+            if owner is not None:
+                record_event(self.store, self.clock, owner, "Warning", "FailedToCreate", str(refused), component)
+            return REFUSED_REQUEUE_SECONDS * max(self.clock.time_factor, 0.05)
 
     # ------------------------------------------------------------------ helpers
     def _now(self) -> str:
@@ -184,12 +194,15 @@ class KubeRayController(Controller):
             raise
 
     def _create(self, gvr: Any, obj: JsonObj, ns: str) -> JsonObj | None:
-        """Create; None when it already exists (another reconcile got there first)."""
+        """Create; None when it already exists (another reconcile got there first). Any other
+        refusal (an invalid template, say) raises CreateRefused for the caller to report."""
         try:
             return self.store.create(gvr, obj, namespace=ns)
         except ApiError as err:
             if err.code == 409:
                 return None
+            if err.code in (400, 403, 404, 422):
+                raise CreateRefused(err.message) from err
             raise
 
     def _delete(self, gvr: Any, ns: str, name: str) -> bool:
