@@ -58,6 +58,8 @@ def _resource_entries(info: ResourceInfo) -> list[JsonObj]:
             entry.update(kind="Binding", verbs=["create"])
         elif sub == "finalize":
             entry["verbs"] = ["update"]
+        elif sub == "log":
+            entry["verbs"] = ["get"]
         entries.append(entry)
     return entries
 

@@ -170,3 +170,16 @@ def test_minted_tokens_are_separate_identities(sandbox: RunningSandbox) -> None:
     other = kubernetes.client.CoreV1Api(sandbox.api_client(token=token))
     other.list_namespace()
     assert sandbox.audit.count("list", "namespaces", user="operator") == 1
+
+
+def test_pod_log_reflects_the_simulated_container(sandbox: RunningSandbox, core: Any) -> None:
+    core.create_namespaced_pod("default", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "command": ["sleep", "1"]}]}})
+    status, _, body = sandbox.http("GET", "/api/v1/namespaces/default/pods/p/log")
+    assert status == 400
+    assert json.loads(body)["message"] == 'container "c" in pod "p" is waiting to start: ContainerCreating'
+    core.patch_namespaced_pod_status("p", "default", {"status": {"containerStatuses": [{
+        "name": "c", "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    text = core.read_namespaced_pod_log("p", "default")
+    assert "command: sleep 1" in text and "exit code 0" in text
