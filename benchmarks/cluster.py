@@ -116,7 +116,9 @@ def _wait(conn: Connection, done: Callable[[dict[str, Any]], bool], started: flo
 
 
 def run(jobs: int, time_factor: float, run_seconds: float) -> int:
-    import kubernetes
+    import kubernetes as typed_kubernetes
+
+    kubernetes: Any = typed_kubernetes  # its generated signatures want models; we pass dicts
 
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
