@@ -1101,16 +1101,22 @@ class ObjectStore:
         self.registry.remove(group, plural)
 
     def install_crds(self, crds: Iterable[JsonObj]) -> int:
-        """Install CRDs at startup (skipping ones already present). Returns how many were added."""
-        added = 0
+        """Install CRDs at startup; one already stored (from `--state`) gets the shipped spec, so an
+        upgrade of kaiwo-ray upgrades its CRDs. Returns how many were created or changed."""
+        changed = 0
         crd_info = self.resolve(CRDS)
         for crd in crds:
             name = (crd.get("metadata") or {}).get("name", "")
-            if ("", name) in self._bucket(crd_info):
-                continue
-            self.create_owned(CRDS, clone(crd), managed=False, admit=False)
-            added += 1
-        return added
+            existing = self._bucket(crd_info).get(("", name))
+            if existing is None:
+                self.create_owned(CRDS, clone(crd), managed=False, admit=False)
+                changed += 1
+            elif existing.get("spec") != self._default(crd_info, clone(crd)).get("spec"):
+                updated = clone(existing)
+                updated["spec"] = clone(crd.get("spec"))
+                self.update_owned(CRDS, updated, managed=False, admit=False)
+                changed += 1
+        return changed
 
     # ------------------------------------------------------------------ persistence
     def dump(self) -> JsonObj:

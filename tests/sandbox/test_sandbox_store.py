@@ -157,3 +157,15 @@ def test_unknown_resource_is_404(store: ObjectStore) -> None:
     with pytest.raises(ApiError) as exc:
         store.get(GVR("example.com", "v1", "nothings"), "default", "x")
     assert exc.value.code == 404
+
+
+def test_preinstalled_crds_are_upgraded_in_place(store: ObjectStore) -> None:
+    from kaiwo_ray.sandbox.thirdparty_crds import kueue_crds
+
+    assert store.install_crds(kueue_crds()) == 6
+    assert store.install_crds(kueue_crds()) == 0  # unchanged: nothing rewritten
+    newer = kueue_crds()
+    newer[-1]["spec"]["names"]["shortNames"] = ["topo"]
+    assert store.install_crds(newer) == 1
+    info = store.registry.find("kueue.x-k8s.io", "topologies")
+    assert info is not None and info.short_names == ("topo",)
