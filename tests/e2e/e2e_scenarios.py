@@ -1,0 +1,393 @@
+"""The operator's end-to-end scenarios (issue #5 item 6), written against the Kubernetes API only so
+each runs unchanged on the sandbox (operator in-process) and on a real cluster (`kaiwo-ray up`).
+
+Every scenario works in namespaces of its own and deletes what it made; the two that touch cluster
+singletons (KaiwoConfig, the examples' KaiwoQueueConfig) put them back. Run times are `sleep N`
+entrypoints: the sandbox scales them by its time factor, a real cluster runs them for real.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e_support import (
+    CONFIG_API,
+    KAIWO_API,
+    TERMINAL_PHASES,
+    JsonObj,
+    Target,
+    condition,
+    owned_by,
+    phase,
+    recording,
+    wait_for,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+NAME_LABEL = "kaiwo.silogen.ai/name"
+RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
+FINALIZER = "kaiwo.silogen.ai/finalizer"
+GPU_KEYS = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+GI = 1 << 30
+
+
+def kaiwo_job(name: str, namespace: str, **spec: Any) -> JsonObj:
+    body: JsonObj = {"user": "e2e@example.com", "image": "busybox:1.36", "entrypoint": "sleep 20"}
+    body.update(spec)
+    return {"apiVersion": KAIWO_API, "kind": "KaiwoJob", "metadata": {"name": name, "namespace": namespace},
+            "spec": body}
+
+
+def kaiwo_service(name: str, namespace: str, **spec: Any) -> JsonObj:
+    body: JsonObj = {"user": "e2e@example.com", "image": "nginx:1.27", "entrypoint": "sleep infinity",
+                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                   "limits": {"cpu": "200m", "memory": "128Mi"}}}
+    body.update(spec)
+    return {"apiVersion": KAIWO_API, "kind": "KaiwoService",
+            "metadata": {"name": name, "namespace": namespace}, "spec": body}
+
+
+def wait_phase(target: Target, kind: str, name: str, namespace: str, wanted: str | set[str],
+               timeout: float | None = None) -> JsonObj:
+    """Wait until the CR's phase is `wanted`; fail early (with the status) if it ended elsewhere."""
+    accepted = {wanted} if isinstance(wanted, str) else wanted
+
+    def reached() -> JsonObj | None:
+        obj = target.kube.get(KAIWO_API, kind, name, namespace)
+        seen = phase(obj)
+        if seen in accepted:
+            return obj
+        if seen in TERMINAL_PHASES:
+            pytest.fail(f"{kind} {namespace}/{name} ended {seen}, expected {sorted(accepted)}: {obj!r}")
+        return None
+
+    found: JsonObj = wait_for(reached, timeout or target.timeout, f"{kind} {namespace}/{name} to be {accepted}")
+    return found
+
+
+def delete_and_wait_gone(target: Target, kind: str, name: str, namespace: str) -> None:
+    target.kube.delete(KAIWO_API, kind, name, namespace)
+    wait_for(lambda: target.kube.get(KAIWO_API, kind, name, namespace) is None, target.timeout,
+             f"{kind} {namespace}/{name} to be gone")
+
+
+def children_of(target: Target, namespace: str, uid: str) -> list[str]:
+    """Every object in `namespace` still owned by `uid` or labelled with it (pods, Kueue Workloads)."""
+    left: list[str] = []
+    for api_version, kind in (("batch/v1", "Job"), ("apps/v1", "Deployment"), ("ray.io/v1", "RayJob"),
+                              ("workload.codeflare.dev/v1beta2", "AppWrapper"), ("v1", "PersistentVolumeClaim"),
+                              ("v1", "ConfigMap")):
+        left += [f"{kind}/{o['metadata']['name']}" for o in target.kube.list(api_version, kind, namespace)
+                 if owned_by(o, uid)]
+    left += [f"Pod/{o['metadata']['name']}"
+             for o in target.kube.list("v1", "Pod", namespace, label_selector=f"{RUN_ID_LABEL}={uid}")]
+    return left
+
+
+# -- examples ------------------------------------------------------------------------------------
+
+
+def load_example(filename: str) -> JsonObj:
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / filename).read_text()) if d]
+    assert len(docs) == 1, f"{filename}: expected one object"
+    return dict(docs[0])
+
+
+def expected_examples() -> dict[str, JsonObj]:
+    table: dict[str, JsonObj] = yaml.safe_load((EXAMPLES / "expected.yaml").read_text())
+    return table
+
+
+SINGLETON_KINDS = ("KaiwoConfig", "KaiwoQueueConfig")
+EXAMPLE_SECRETS = {"s3-credentials": {"access-key-id": "e2e", "secret-access-key": "e2e"},
+                   "hf-token": {"token": "e2e"}, "inference-api-config": {"config.yaml": "endpoint: none"}}
+
+
+def apply_singleton(target: Target, obj: JsonObj) -> JsonObj:
+    """Make the live cluster singleton's spec equal the manifest's (create it when absent)."""
+    live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+    if live is None:
+        return target.kube.create(obj)
+    live = copy.deepcopy(live)
+    live["spec"] = obj.get("spec") or {}
+    live.pop("status", None)
+    res = target.kube.resource(obj["apiVersion"], obj["kind"])
+    replaced: JsonObj = res.replace(body=live).to_dict()
+    return replaced
+
+
+def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str]:
+    """Apply every example (singletons first, then the rest) and wait for each expected final phase.
+    Returns the phase each reached. On a real cluster the workloads go to a fresh namespace."""
+    table = expected_examples()
+    namespace = "default" if target.sandbox else target.namespace("e2e-examples")
+    for secret, data in EXAMPLE_SECRETS.items():
+        target.kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret},
+                            "stringData": data}, namespace)
+    ordered = sorted(table, key=lambda f: (table[f]["kind"] not in SINGLETON_KINDS, f))
+    reached: dict[str, str] = {}
+    applied: list[tuple[str, JsonObj]] = []
+    for filename in ordered:
+        entry = table[filename]
+        if entry["kind"] == "Node":
+            continue  # input for `render --nodes`, not something to apply
+        obj = load_example(filename)
+        assert obj["kind"] == entry["kind"] and obj["metadata"]["name"] == entry["name"], filename
+        if entry["kind"] in SINGLETON_KINDS:
+            if include_singletons:
+                apply_singleton(target, obj)
+                applied.append((filename, obj))
+            continue
+        if entry["namespace"] is not None:
+            obj["metadata"]["namespace"] = namespace
+        target.kube.create(obj)
+        applied.append((filename, obj))
+    for filename, obj in applied:
+        wanted = table[filename]["phase"]
+        if wanted is None:
+            live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"],
+                                   obj["metadata"].get("namespace"))
+            assert live is not None, f"{filename} was not stored"
+            reached[filename] = ""
+            continue
+        ns = obj["metadata"].get("namespace")
+
+        def at_phase(obj: JsonObj = obj, ns: str | None = ns, wanted: str = wanted) -> str:
+            live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], ns)
+            seen = phase(live)
+            if seen in TERMINAL_PHASES | {"ERROR"} and seen != wanted:
+                pytest.fail(f"{filename}: {obj['kind']} ended {seen}, expected {wanted}: {live!r}")
+            return seen if seen == wanted else ""
+
+        reached[filename] = wait_for(at_phase, target.timeout, f"{filename} to reach {wanted}")
+    return reached
+
+
+# -- queueing through Kueue ------------------------------------------------------------------------
+
+
+def _gpu_quota(target: Target, queue: str, resource: str) -> int:
+    for api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
+        try:
+            cq = target.kube.get(api_version, "ClusterQueue", queue)
+        except Exception:  # that Kueue version is not served
+            continue
+        if cq is None:
+            continue
+        total = 0
+        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
+            for flavor in group.get("flavors") or ():
+                for res in flavor.get("resources") or ():
+                    if res.get("name") == resource:
+                        total += int(str(res.get("nominalQuota", 0)))
+        return total
+    return 0
+
+
+def gpu_job_size(target: Target, queue: str = "kaiwo") -> tuple[str, int]:
+    """A (vendor, gpus) for which the queue has quota for exactly one such job at a time and one node
+    can run it; skip when the cluster offers none."""
+    nodes = target.kube.list("v1", "Node")
+    for vendor, key in GPU_KEYS.items():
+        per_node = max((int(str((n.get("status") or {}).get("allocatable", {}).get(key, 0))) for n in nodes),
+                       default=0)
+        quota = _gpu_quota(target, queue, key)
+        gpus = min(per_node, quota)
+        if gpus > 0 and quota < 2 * gpus:
+            return vendor, gpus
+    pytest.skip(f"no GPU vendor whose quota in ClusterQueue {queue!r} fits exactly one node-sized job")
+
+
+def scenario_queueing(target: Target) -> tuple[list[str], list[str]]:
+    """Two GPU jobs, quota for one: the second waits PENDING while the first runs, then both
+    complete. Returns both status histories as seen by a watch."""
+    vendor, gpus = gpu_job_size(target)
+    namespace = target.namespace("e2e-queue")
+    with recording(target.kube, KAIWO_API, "KaiwoJob", namespace) as history:
+        target.kube.create(kaiwo_job("first", namespace, gpus=gpus, gpuVendor=vendor, entrypoint="sleep 60"))
+        wait_phase(target, "KaiwoJob", "first", namespace, "RUNNING")
+        target.kube.create(kaiwo_job("second", namespace, gpus=gpus, gpuVendor=vendor, entrypoint="sleep 20"))
+
+        def first_running_second_pending() -> bool:
+            first = target.kube.get(KAIWO_API, "KaiwoJob", "first", namespace)
+            second = target.kube.get(KAIWO_API, "KaiwoJob", "second", namespace)
+            return phase(first) == "RUNNING" and phase(second) == "PENDING"
+
+        wait_for(first_running_second_pending, target.timeout, "second PENDING while first RUNNING")
+        second = target.kube.get(KAIWO_API, "KaiwoJob", "second", namespace)
+        admitted = condition(second, "Admitted")
+        assert admitted is not None and admitted["status"] == "False", second
+        wait_phase(target, "KaiwoJob", "first", namespace, "COMPLETE")
+        wait_phase(target, "KaiwoJob", "second", namespace, "COMPLETE")
+        wait_for(lambda: history.of("second")[-1:] == ["COMPLETE"], target.timeout, "watch saw second COMPLETE")
+        return history.of("first"), history.of("second")
+
+
+def is_subsequence(wanted: list[str], seen: list[str]) -> bool:
+    it = iter(seen)
+    return all(any(s == w for s in it) for w in wanted)
+
+
+# -- spec updates ------------------------------------------------------------------------------------
+
+
+def scenario_job_updates(target: Target) -> None:
+    """A label added to a running KaiwoJob reaches its Job; an entrypoint change (the Job's pod
+    template cannot change) is reported with a SpecChangeNotPropagated event and nothing breaks."""
+    namespace = target.namespace("e2e-update")
+    target.kube.create(kaiwo_job("labelled", namespace, entrypoint="sleep 3600"))
+    wait_phase(target, "KaiwoJob", "labelled", namespace, "RUNNING")
+    target.kube.patch(KAIWO_API, "KaiwoJob", "labelled", {"metadata": {"labels": {"team": "e2e-blue"}}}, namespace)
+
+    def job_labelled() -> bool:
+        job = target.kube.get("batch/v1", "Job", "labelled", namespace)
+        return ((job or {}).get("metadata") or {}).get("labels", {}).get("team") == "e2e-blue"
+
+    wait_for(job_labelled, target.timeout, "the new label on the Job")
+    before = target.kube.get("batch/v1", "Job", "labelled", namespace)
+    assert before is not None
+    target.kube.patch(KAIWO_API, "KaiwoJob", "labelled", {"spec": {"entrypoint": "sleep 7200"}}, namespace)
+    wait_for(lambda: "SpecChangeNotPropagated" in target.kube.event_reasons(namespace, "labelled", "KaiwoJob"),
+             target.timeout, "a SpecChangeNotPropagated event")
+    after = target.kube.get("batch/v1", "Job", "labelled", namespace)
+    assert after is not None
+    assert after["spec"]["template"] == before["spec"]["template"], "a frozen field changed"
+    assert after["metadata"]["uid"] == before["metadata"]["uid"], "the Job was recreated"
+    assert phase(target.kube.get(KAIWO_API, "KaiwoJob", "labelled", namespace)) == "RUNNING"
+    delete_and_wait_gone(target, "KaiwoJob", "labelled", namespace)
+
+
+def scenario_service_updates(target: Target) -> None:
+    """replicas and image of a KaiwoService reach its Deployment, which rolls out and runs again."""
+    namespace = target.namespace("e2e-svc")
+    target.kube.create(kaiwo_service("web", namespace, replicas=1))
+    wait_phase(target, "KaiwoService", "web", namespace, "RUNNING")
+    target.kube.patch(KAIWO_API, "KaiwoService", "web", {"spec": {"replicas": 2, "image": "nginx:1.28"}}, namespace)
+
+    def deployment_updated() -> JsonObj | None:
+        deployment = target.kube.get("apps/v1", "Deployment", "web", namespace)
+        if deployment is None:
+            return None
+        spec = deployment["spec"]
+        images = [c.get("image") for c in spec["template"]["spec"]["containers"]]
+        return deployment if spec.get("replicas") == 2 and images == ["nginx:1.28"] else None
+
+    wait_for(deployment_updated, target.timeout, "replicas 2 and image nginx:1.28 on the Deployment")
+
+    def service_running_with_two() -> bool:
+        deployment = target.kube.get("apps/v1", "Deployment", "web", namespace) or {}
+        available = (deployment.get("status") or {}).get("availableReplicas") or 0
+        obj = target.kube.get(KAIWO_API, "KaiwoService", "web", namespace)
+        return available == 2 and phase(obj) == "RUNNING"
+
+    wait_for(service_running_with_two, target.timeout, "KaiwoService RUNNING with 2 available replicas")
+    delete_and_wait_gone(target, "KaiwoService", "web", namespace)
+
+
+# -- deletion -------------------------------------------------------------------------------------
+
+
+def scenario_deletion(target: Target) -> None:
+    """Deleting a running KaiwoJob and KaiwoService removes their children, then the CRs (the
+    finalizer is released only when nothing is left)."""
+    namespace = target.namespace("e2e-delete")
+    target.kube.create(kaiwo_job("doomed-job", namespace, entrypoint="sleep 3600"))
+    target.kube.create(kaiwo_service("doomed-svc", namespace, replicas=2))
+    job = wait_phase(target, "KaiwoJob", "doomed-job", namespace, "RUNNING")
+    svc = wait_phase(target, "KaiwoService", "doomed-svc", namespace, "RUNNING")
+    for obj in (job, svc):
+        assert FINALIZER in obj["metadata"].get("finalizers", []), obj["metadata"]
+    uids = {"doomed-job": job["metadata"]["uid"], "doomed-svc": svc["metadata"]["uid"]}
+    assert children_of(target, namespace, uids["doomed-job"]), "the running job has no children"
+    assert children_of(target, namespace, uids["doomed-svc"]), "the running service has no children"
+    target.kube.delete(KAIWO_API, "KaiwoJob", "doomed-job", namespace)
+    target.kube.delete(KAIWO_API, "KaiwoService", "doomed-svc", namespace)
+    for kind, name in (("KaiwoJob", "doomed-job"), ("KaiwoService", "doomed-svc")):
+        wait_for(lambda kind=kind, name=name: target.kube.get(KAIWO_API, kind, name, namespace) is None,
+                 target.timeout, f"{kind} {name} gone")
+    for name, uid in uids.items():
+        wait_for(lambda uid=uid: not children_of(target, namespace, uid), target.timeout,
+                 f"no children of {name} left")
+    workloads = [w["metadata"]["name"] for w in target.kube.list("kueue.x-k8s.io/v1beta2", "Workload", namespace)
+                 if not (w["metadata"].get("deletionTimestamp"))]
+    wait_for(lambda: not [w for w in target.kube.list("kueue.x-k8s.io/v1beta2", "Workload", namespace)],
+             target.timeout, f"no Kueue Workloads left (had {workloads})")
+
+
+# -- invalid input ---------------------------------------------------------------------------------
+
+
+INVALID_JOBS: dict[str, tuple[JsonObj, str, str]] = {
+    # name: (spec overrides, condition type, reason)
+    "ray-without-cluster": ({"rayJob": {"spec": {"entrypoint": "python -c 'print(1)'"}}}, "SpecValid",
+                            "InvalidSpec"),
+    "unknown-queue": ({"clusterQueue": "no-such-queue"}, "Schedulable", "ClusterQueueNotFound"),
+    "too-many-gpus": ({"gpus": 4096, "gpuVendor": "amd"}, "Schedulable", "InsufficientGPUs"),
+}
+
+
+def scenario_invalid_input(target: Target) -> dict[str, JsonObj]:
+    """Each bad KaiwoJob ends in ERROR with a False condition and a Warning event naming the reason;
+    a valid job created after them still completes. Returns the bad jobs as last seen."""
+    namespace = target.namespace("e2e-invalid")
+    for name, (spec, _, _) in INVALID_JOBS.items():
+        target.kube.create(kaiwo_job(name, namespace, **spec))
+    target.kube.create(kaiwo_job("valid", namespace, entrypoint="sleep 5"))
+    seen: dict[str, JsonObj] = {}
+    for name, (_, cond_type, reason) in INVALID_JOBS.items():
+        obj = wait_phase(target, "KaiwoJob", name, namespace, {"ERROR", "FAILED"})
+        cond = condition(obj, cond_type)
+        assert cond is not None and cond["status"] == "False" and cond["reason"] == reason, (name, obj["status"])
+        assert cond["message"], (name, cond)
+
+        def warned(name: str = name, reason: str = reason) -> bool:
+            return any(e.get("type") == "Warning" and e.get("reason") == reason
+                       for e in target.kube.events(namespace, name, "KaiwoJob"))
+
+        wait_for(warned, target.timeout, f"a Warning event {reason} for {name}")
+        assert target.kube.get("batch/v1", "Job", name, namespace) is None, f"{name}: a Job was created"
+        assert target.kube.get("ray.io/v1", "RayJob", name, namespace) is None, f"{name}: a RayJob was created"
+        seen[name] = obj
+    wait_phase(target, "KaiwoJob", "valid", namespace, "COMPLETE")
+    return seen
+
+
+# -- KaiwoConfig read live ---------------------------------------------------------------------------
+
+
+def _head_memory(rayjob: JsonObj) -> tuple[Any, Any]:
+    container = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    resources = container.get("resources") or {}
+    return (resources.get("requests") or {}).get("memory"), (resources.get("limits") or {}).get("memory")
+
+
+def scenario_kaiwoconfig_live(target: Target) -> tuple[tuple[Any, Any], tuple[Any, Any]]:
+    """Changing KaiwoConfig `ray.headPodMemory` reaches the next RayJob's head without a restart;
+    the RayJob made before keeps its head. Restores the KaiwoConfig. Returns (before, after) head
+    memory (request, limit)."""
+    namespace = target.namespace("e2e-config")
+    live = target.kube.get(CONFIG_API, "KaiwoConfig", "kaiwo")
+    assert live is not None, "the operator keeps KaiwoConfig kaiwo in place"
+    original = ((live.get("spec") or {}).get("ray") or {}).get("headPodMemory")
+    ray_spec = {"ray": True, "entrypoint": "sleep 3600", "image": "rayproject/ray:2.47.1-py311",
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}
+    try:
+        target.kube.create(kaiwo_job("ray-before", namespace, **ray_spec))
+        before = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-before", namespace), target.timeout,
+                          "RayJob ray-before")
+        target.kube.patch(CONFIG_API, "KaiwoConfig", "kaiwo", {"spec": {"ray": {"headPodMemory": "3Gi"}}})
+        target.kube.create(kaiwo_job("ray-after", namespace, **ray_spec))
+        after = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-after", namespace), target.timeout,
+                         "RayJob ray-after")
+        before_now = target.kube.get("ray.io/v1", "RayJob", "ray-before", namespace)
+        assert before_now is not None and _head_memory(before_now) == _head_memory(before)
+        for name in ("ray-before", "ray-after"):
+            delete_and_wait_gone(target, "KaiwoJob", name, namespace)
+        return _head_memory(before), _head_memory(after)
+    finally:
+        target.kube.patch(CONFIG_API, "KaiwoConfig", "kaiwo", {"spec": {"ray": {"headPodMemory": original}}})
