@@ -137,6 +137,7 @@ class ApiServer:
         query = request.query
         verb = _verb(request.method, api_path, _flag(query.get("watch")))
         code = 500
+        streaming = False  # a watch is audited when its stream starts, not when it ends
         try:
             info = self.store.resolve(GVR(api_path.group, api_path.version, api_path.resource))
             if api_path.namespace and not info.namespaced:
@@ -148,9 +149,12 @@ class ApiServer:
             if fault is not None:
                 raise fault
             if verb == "watch":
-                code = 200
-                self._audit(user, verb, api_path, code)
-                return await self._watch(request, info, api_path)
+                def started() -> None:
+                    nonlocal streaming
+                    streaming = True
+                    self._audit(user, verb, api_path, 200)
+
+                return await self._watch(request, info, api_path, started)
             validation = query.get("fieldValidation")
             if validation not in (None, "", "Strict", "Warn", "Ignore"):
                 raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
@@ -170,7 +174,7 @@ class ApiServer:
             code = 500
             return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
-            if verb != "watch" or code != 200:
+            if not streaming:
                 self._audit(user, verb, api_path, code)
 
     def _audit(self, user: str, verb: str, path: ApiPath, code: int) -> None:
@@ -435,7 +439,8 @@ class ApiServer:
                               "items": items})
 
     # ------------------------------------------------------------------ watch
-    async def _watch(self, request: web.Request, info: ResourceInfo, path: ApiPath) -> web.StreamResponse:
+    async def _watch(self, request: web.Request, info: ResourceInfo, path: ApiPath,
+                     started: Callable[[], None]) -> web.StreamResponse:
         query = request.query
         gvr = GVR(path.group, path.version, path.resource)
         selection = Selection.parse(query.get("labelSelector"), query.get("fieldSelector"), info.kind)
@@ -451,6 +456,7 @@ class ApiServer:
         stream = WatchStream(self, info, gvr, path.namespace, selection, include)
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
         await response.prepare(request)
+        started()
         # From here to add_watcher nothing awaits: the initial state and the live stream join exactly.
         initial: list[bytes] = []
         error: ApiError | None = None

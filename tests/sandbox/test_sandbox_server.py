@@ -183,3 +183,11 @@ def test_pod_log_reflects_the_simulated_container(sandbox: RunningSandbox, core:
         "state": {"terminated": {"exitCode": 0, "startedAt": "2026-01-01T00:00:00Z"}}}]}})
     text = core.read_namespaced_pod_log("p", "default")
     assert "command: sleep 1" in text and "exit code 0" in text
+
+
+def test_watches_are_audited_once(sandbox: RunningSandbox) -> None:
+    sandbox.audit.clear()
+    list(sandbox.stream("/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1"))
+    status, _, _ = sandbox.http("GET", "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true")
+    assert status == 422  # sendInitialEvents needs resourceVersionMatch=NotOlderThan
+    assert [(r.verb, r.code) for r in sandbox.audit.records()] == [("watch", 200), ("watch", 422)]
