@@ -227,7 +227,7 @@ class ApiServer:
                 return web.Response(text=pod_log(self.store.get_ref(gvr, ns, path.name), query.get("container")),
                                     content_type="text/plain")
             obj = self.store.get_ref(gvr, ns, path.name)
-            return self._object_response(request, info, gvr, [obj], single=True)
+            return self._object_response(request, info, gvr, obj)
         if verb == "list":
             page = self.store.list_page(
                 gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
@@ -245,7 +245,7 @@ class ApiServer:
                 raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
             created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),
                                               field_manager=manager, user=user)
-            return self._object_response(request, info, gvr, [created], single=True, status=201)
+            return self._object_response(request, info, gvr, created, status=201)
         if verb == "update":
             body = await self._body(request)
             if sub == "scale":
@@ -253,7 +253,7 @@ class ApiServer:
                                                              field_manager=manager, user=user))
             updated = self.store.update_owned(gvr, body, subresource=sub, dry_run=_dry_run(query),
                                               field_manager=manager, user=user, namespace=ns, name=path.name)
-            return self._object_response(request, info, gvr, [updated], single=True)
+            return self._object_response(request, info, gvr, updated)
         if verb == "patch":
             return await self._patch(request, info, gvr, path, manager, user)
         if verb == "delete":
@@ -262,7 +262,8 @@ class ApiServer:
             options = await self._delete_options(request)
             deleted = self.store.delete_collection(
                 gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
-                propagation_policy=options.get("propagationPolicy"), dry_run=_dry_run(query, options), user=user)
+                propagation_policy=options.get("propagationPolicy") or query.get("propagationPolicy"),
+                dry_run=_dry_run(query, options), user=user)
             return self._list_response(request, info, gvr, deleted, str(self.store.resource_version), None, None)
         raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
 
@@ -301,7 +302,7 @@ class ApiServer:
         patched = self.store.patch_owned(gvr, ns, path.name, patch, patch_type, subresource=path.subresource or None,
                                          field_manager=field_manager, force=_flag(query.get("force")),
                                          dry_run=dry_run, user=user)
-        return self._object_response(request, info, gvr, [patched], single=True, status=201 if creating else 200)
+        return self._object_response(request, info, gvr, patched, status=201 if creating else 200)
 
     async def _delete(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath,
                       user: str) -> web.StreamResponse:
@@ -320,9 +321,9 @@ class ApiServer:
         else:
             pending = self.store.find_ref(gvr, path.namespace or None, path.name) is not None
         if pending:
-            return self._object_response(request, info, gvr, [result], single=True, status=202)
+            return self._object_response(request, info, gvr, result, status=202)
         if info.custom or (info.group, info.resource) in RETURNS_DELETED_OBJECT:
-            return self._object_response(request, info, gvr, [result], single=True)
+            return self._object_response(request, info, gvr, result)
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": {"name": path.name, "group": info.group, "kind": info.resource,
                                           "uid": result["metadata"].get("uid", "")}})
@@ -414,14 +415,14 @@ class ApiServer:
                                          now=self.store.clock.now(), include_object=include)
         return table
 
-    def _object_response(self, request: web.Request, info: ResourceInfo, gvr: GVR, objects: list[JsonObj], *,
-                         single: bool, status: int = 200) -> web.Response:
+    def _object_response(self, request: web.Request, info: ResourceInfo, gvr: GVR, obj: JsonObj, *,
+                         status: int = 200) -> web.Response:
         include = self._table_request(request)
         if include is not None:
-            table = self._table(info, gvr.version, objects, include)
-            table.setdefault("metadata", {})["resourceVersion"] = objects[0]["metadata"].get("resourceVersion", "")
+            table = self._table(info, gvr.version, [obj], include)
+            table.setdefault("metadata", {})["resourceVersion"] = obj["metadata"].get("resourceVersion", "")
             return json_response(table, status)
-        return web.Response(body=orjson.dumps(objects[0]), status=status, content_type=JSON)
+        return web.Response(body=orjson.dumps(obj), status=status, content_type=JSON)
 
     def _list_response(self, request: web.Request, info: ResourceInfo, gvr: GVR, items: list[JsonObj], rv: str,
                        continue_token: str | None, remaining: int | None) -> web.Response:
