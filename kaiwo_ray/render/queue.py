@@ -255,8 +255,8 @@ def _to_v1beta2(spec: JsonObj) -> JsonObj:
             converted[key] = value
     checks: list[str] = spec.get("admissionChecks") or []
     if checks:
-        strategy = converted.setdefault("admissionChecksStrategy", {})
-        rules: list[JsonObj] = strategy.setdefault("admissionChecks", [])
-        listed = {rule["name"] for rule in rules}
-        rules.extend({"name": name, "onFlavors": []} for name in checks if name not in listed)
+        # The model lets only one of the two be set (Kueue's CEL rule), so nothing is merged here.
+        converted["admissionChecksStrategy"] = {
+            "admissionChecks": [{"name": name, "onFlavors": []} for name in checks]
+        }
     return converted

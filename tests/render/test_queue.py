@@ -289,7 +289,6 @@ class TestClusterQueueSpec:
                 "cohort": "team",
                 "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"},
                 "admissionChecks": ["prov", "other"],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "other", "onFlavors": ["f"]}]},
             }
         )
         spec = cluster_queue_spec(entry)
@@ -301,8 +300,13 @@ class TestClusterQueueSpec:
             "whenCanPreempt": "MayStopSearch",
         }
         assert spec["admissionChecksStrategy"] == {
-            "admissionChecks": [{"name": "other", "onFlavors": ["f"]}, {"name": "prov", "onFlavors": []}]
+            "admissionChecks": [{"name": "prov", "onFlavors": []}, {"name": "other", "onFlavors": []}]
         }
+
+    def test_v1beta2_keeps_a_strategy_as_given(self) -> None:
+        strategy = {"admissionChecks": [{"name": "other", "onFlavors": ["f"]}]}
+        spec = cluster_queue_spec(self.entry({"admissionChecksStrategy": strategy}))
+        assert spec["admissionChecksStrategy"] == strategy
 
     def test_namespace_selector_absent_means_none(self) -> None:
         assert "namespaceSelector" not in cluster_queue_spec(self.entry({}))
