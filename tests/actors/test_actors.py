@@ -1,0 +1,177 @@
+"""The controller actors on a real local Ray against the sandbox cluster.
+
+Each test runs only the two controllers a KaiwoJob needs (the queue config makes Kueue's queues,
+the KaiwoJob controller the Job), each operator instance under its own API user so that the
+sandbox's audit log says who wrote what.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+import yaml
+
+from kaiwo_ray.sandbox.testing import RunningSandbox
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+T = TypeVar("T")
+NAMES = ["kaiwoqueueconfig", "kaiwojob"]
+KAIWOJOBS = ("kaiwo.silogen.ai", "v1alpha1", "kaiwojobs")
+WRITES = ("create", "update", "patch", "delete")
+EXAMPLE = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cpu-job.yaml").read_text())
+
+
+def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
+    """Poll under a deadline (the sleep is the polling period, not synchronisation)."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+
+
+class Api:
+    def __init__(self, sb: RunningSandbox) -> None:
+        client = sb.api_client()
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.batch = kubernetes.client.BatchV1Api(client)
+        self.sb = sb
+
+    def create_job(self, name: str) -> None:
+        body = yaml.safe_load(yaml.safe_dump(EXAMPLE))
+        body["metadata"]["name"] = name
+        self.custom.create_namespaced_custom_object(*KAIWOJOBS[:2], "default", KAIWOJOBS[2], body)
+
+    def kaiwojobs(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.custom.list_namespaced_custom_object(
+            *KAIWOJOBS[:2], "default", KAIWOJOBS[2])["items"]
+        return items
+
+    def phase(self, name: str) -> str:
+        obj = self.custom.get_namespaced_custom_object(*KAIWOJOBS[:2], "default", KAIWOJOBS[2], name)
+        return str((obj.get("status") or {}).get("status") or "")
+
+    def all_complete(self, names: list[str]) -> bool:
+        phases = {(o["metadata"]["name"]): (o.get("status") or {}).get("status") for o in self.kaiwojobs()}
+        return all(phases.get(n) == "COMPLETE" for n in names)
+
+    def writes_by(self, user: str) -> int:
+        return sum(1 for r in self.sb.audit.records(user=user) if r.verb in WRITES and r.resource != "leases")
+
+
+def row(rows: list[Any], name: str) -> Any:
+    return next(r for r in rows if r.name == name)
+
+
+def test_actors_run_a_kaiwojob_to_complete_and_report_health(instances: Any) -> None:
+    api = Api(instances.sb)
+    sup = instances.supervisor("operator-a", NAMES)
+    rows = sup.start()
+    assert [r.name for r in rows] == NAMES
+    assert all(r.alive and r.started and r.synced and r.pid not in (None, os.getpid()) for r in rows)
+    wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
+
+    api.create_job("cpu-job")
+    wait_for(lambda: api.phase("cpu-job") == "COMPLETE", 60, "cpu-job COMPLETE")
+
+    job = row(sup.health(), "kaiwojob")
+    assert job.alive and job.leader and job.writing and job.error == ""
+    assert job.reconciles >= 1 and job.errors == 0 and job.restarts == 0
+    assert job.rss_bytes > 20 << 20  # a real process's RSS, measured in the actor
+    assert api.writes_by("operator-a") > 0
+    names = [j.metadata.name for j in api.batch.list_namespaced_job("default").items]
+    assert names == ["cpu-job"]
+
+
+def test_a_killed_controller_actor_converges_without_duplicate_or_orphan_children(instances: Any) -> None:
+    import ray
+
+    api = Api(instances.sb)
+    sup = instances.supervisor("operator-k", NAMES)
+    sup.start()
+    wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
+    first_pid = row(sup.health(), "kaiwojob").pid
+    # Slow down the Job applies so that the kill lands while reconciles are in flight.
+    instances.sb.faults.delay(0.2, verbs="patch", resources="jobs")
+    names = [f"burst-{i:02d}" for i in range(12)]
+    for i, name in enumerate(names):
+        api.create_job(name)
+        if i == 5:
+            wait_for(lambda: api.batch.list_namespaced_job("default").items, 30, "a first child Job")
+            ray.kill(sup.handle("kaiwojob"), no_restart=False)
+    wait_for(lambda: api.all_complete(names), 90, "every KaiwoJob COMPLETE after the restart")
+
+    after = row(sup.health(), "kaiwojob")
+    assert after.pid != first_pid and after.restarts >= 1 and after.alive
+    owners = {o["metadata"]["uid"]: o["metadata"]["name"] for o in api.kaiwojobs()}
+    jobs = api.batch.list_namespaced_job("default").items
+    assert sorted(j.metadata.name for j in jobs) == sorted(names)  # one each: none missing, none twice
+    for job in jobs:
+        refs = [r for r in job.metadata.owner_references or [] if r.controller]
+        assert len(refs) == 1 and owners.get(refs[0].uid) == job.metadata.name  # no orphan
+    workloads = api.custom.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", "default", "workloads")
+    job_uids = sorted(w["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] for w in workloads["items"])
+    assert job_uids == sorted(j.metadata.uid for j in jobs)  # Kueue saw each Job once, not a re-created twin
+
+
+def test_only_the_lease_holder_writes_and_the_standby_takes_over(instances: Any) -> None:
+    api = Api(instances.sb)
+    first = instances.supervisor("instance-a", NAMES)
+    first.start()
+    wait_for(lambda: all(r.leader for r in first.health()), 30, "instance-a leads")
+    second = instances.supervisor("instance-b", NAMES)
+    rows = second.start(leader_wait=0)
+    assert all(r.alive and r.synced and not r.leader and not r.writing for r in rows)
+
+    api.create_job("during-a")
+    wait_for(lambda: api.phase("during-a") == "COMPLETE", 60, "during-a COMPLETE")
+    assert api.writes_by("instance-a") > 0
+    assert api.writes_by("instance-b") == 0
+    assert not any(r.leader for r in second.health())
+
+    first.stop(grace_seconds=5.0)  # releases the Leases: no need to wait for them to expire
+    writes_of_a = api.writes_by("instance-a")
+    wait_for(lambda: all(r.leader for r in second.health()), 15, "instance-b takes over")
+    api.create_job("during-b")
+    wait_for(lambda: api.phase("during-b") == "COMPLETE", 60, "during-b COMPLETE")
+    assert api.writes_by("instance-b") > 0
+    assert api.writes_by("instance-a") == writes_of_a
+
+
+def test_graceful_stop_lets_the_in_flight_reconcile_finish(instances: Any) -> None:
+    api = Api(instances.sb)
+    sup = instances.supervisor("operator-g", NAMES)
+    sup.start()
+    wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
+    instances.sb.faults.delay(2.0, verbs="patch", resources="jobs")  # the Job apply takes 2 s
+
+    api.create_job("graceful")
+
+    def finalizer_added() -> bool:
+        obj = api.custom.get_namespaced_custom_object(*KAIWOJOBS[:2], "default", KAIWOJOBS[2], "graceful")
+        return bool(obj["metadata"].get("finalizers"))
+
+    wait_for(finalizer_added, 30, "the reconcile reached its Job apply")
+    assert api.batch.list_namespaced_job("default").items == []
+    began = time.monotonic()
+    rows = sup.stop(grace_seconds=10.0)
+    took = time.monotonic() - began
+
+    assert all(r.error == "stopped" and r.in_flight == 0 for r in rows), rows
+    # The apply that was in flight landed, and so did the status patch after it in the same reconcile.
+    assert [j.metadata.name for j in api.batch.list_namespaced_job("default").items] == ["graceful"]
+    assert api.phase("graceful") != ""
+    assert took < 10.0
+    lease = kubernetes.client.CoordinationV1Api(instances.sb.api_client()).read_namespaced_lease(
+        "kaiwo-ray-kaiwojob", "kube-system")
+    assert not lease.spec.holder_identity  # given back on the way out
