@@ -182,12 +182,35 @@ def _deployment(obj: JsonObj, old: JsonObj | None) -> Causes:
         causes.append(fe.forbidden("spec.strategy.rollingUpdate", "may not be specified when strategy `type` is "
                                    "'Recreate'"))
     rolling = as_dict(strategy.get("rollingUpdate"))
+    for key in ("maxUnavailable", "maxSurge"):
+        _int_or_percent(rolling.get(key), f"spec.strategy.rollingUpdate.{key}", causes)
+    unavailable = rolling.get("maxUnavailable")
+    if isinstance(unavailable, str) and _PERCENT_RE.fullmatch(unavailable) and int(unavailable[:-1]) > 100:
+        causes.append(fe.invalid("spec.strategy.rollingUpdate.maxUnavailable", unavailable,
+                                 "must not be greater than 100%"))
     if rolling and _is_zero(rolling.get("maxUnavailable")) and _is_zero(rolling.get("maxSurge")):
         causes.append(fe.invalid("spec.strategy.rollingUpdate.maxUnavailable", rolling.get("maxUnavailable"),
                                  "may not be 0 when `maxSurge` is 0"))
     if old is not None:
         _immutable("spec.selector", "v1.LabelSelector", selector, as_dict(old.get("spec")).get("selector"), causes)
     return causes
+
+
+_PERCENT_FMT = "[0-9]+%"
+_PERCENT_RE = re.compile(_PERCENT_FMT)
+
+
+def _int_or_percent(value: Any, field: str, causes: Causes) -> None:
+    """ValidatePositiveIntOrPercent: a non-negative integer or a percent string."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        if not _PERCENT_RE.fullmatch(value):
+            causes.append(fe.invalid(field, value, regex_error(
+                "a valid percent string must be a numeric string followed by an ending '%'", _PERCENT_FMT,
+                "1%", "93%")))
+    elif is_int(value):
+        non_negative(value, field, causes)
 
 
 def _is_zero(value: Any) -> bool:

@@ -332,3 +332,22 @@ def test_scheduling_gates_only_shrink_and_gated_node_selectors_only_grow() -> No
     moved = copy.deepcopy(ungated)
     moved["spec"]["nodeSelector"] = {"zone": "a", "gpu": "x"}
     assert [f for f, _, _ in _causes("", "Pod", moved, ungated)] == ["spec"]
+
+
+@pytest.mark.parametrize(
+    ("rolling", "expected"),
+    [
+        ({"maxSurge": "x%"}, ("spec.strategy.rollingUpdate.maxSurge", "FieldValueInvalid",
+                              "Invalid value: \"x%\": a valid percent string must be a numeric string followed by an "
+                              "ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')")),
+        ({"maxUnavailable": "150%"}, ("spec.strategy.rollingUpdate.maxUnavailable", "FieldValueInvalid",
+                                      'Invalid value: "150%": must not be greater than 100%')),
+        ({"maxUnavailable": -1}, ("spec.strategy.rollingUpdate.maxUnavailable", "FieldValueInvalid",
+                                  "Invalid value: -1: must be greater than or equal to 0")),
+        ({"maxUnavailable": 0, "maxSurge": "0%"}, ("spec.strategy.rollingUpdate.maxUnavailable", "FieldValueInvalid",
+                                                   "Invalid value: 0: may not be 0 when `maxSurge` is 0")),
+    ],
+)
+def test_rolling_update_parameters(rolling: dict[str, Any], expected: tuple[str, str, str]) -> None:
+    dep = _deployment(strategy={"type": "RollingUpdate", "rollingUpdate": rolling})
+    assert expected in _causes("apps", "Deployment", dep)
