@@ -33,8 +33,6 @@ LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 LABEL_PRIORITY = "kueue.x-k8s.io/priority-class"
 ANNOTATION_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
 ANNOTATION_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
-# kubectl's copy of the whole manifest: useless on pods and can exceed the annotation size limit there.
-ANNOTATION_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +61,7 @@ class RenderContext:
     cr_labels: Mapping[str, str]
     """CR labels minus the queue-name label, copied without overwriting."""
     pod_annotations: Mapping[str, str]
-    """CR annotations (minus kubectl's last-applied copy) plus the topology annotation."""
+    """All CR annotations (kubectl's last-applied copy included, like upstream) plus the topology one."""
     owner_reference: Mapping[str, Any]
     storage: StoragePlan | None
 
@@ -173,7 +171,7 @@ def render_context(
     """Derive the shared facts; `numbers` skips the node scan when the caller already has them."""
     meta = workload.metadata
     spec = workload.spec
-    annotations = {key: value for key, value in meta.annotations.items() if key != ANNOTATION_LAST_APPLIED}
+    annotations = dict(meta.annotations)
     if spec.required_topology_label:
         annotations[ANNOTATION_REQUIRED_TOPOLOGY] = spec.required_topology_label
     elif spec.preferred_topology_label:

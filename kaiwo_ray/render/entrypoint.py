@@ -40,9 +40,10 @@ def shell_command(entrypoint: str) -> list[str]:
 def apply_entrypoint(pod_spec: dict[str, Any], entrypoint: str | None, field: str) -> None:
     """Set the first container's `command` (its `args` stay, and become `$0...` of the script).
 
-    An empty (or all-whitespace) entrypoint changes nothing. `field` names the template in errors.
+    Only an empty entrypoint changes nothing; like upstream, the emptiness check is on the raw text, so
+    an all-whitespace one becomes `sh -c ""`. `field` names the template in errors.
     """
-    if not entrypoint or not entrypoint.strip():
+    if not entrypoint:
         return
     containers = pod_spec.get("containers")
     if not isinstance(containers, list) or not containers or not isinstance(containers[0], dict):

@@ -1,4 +1,9 @@
-"""KaiwoJob (Ray) -> `ray.io/v1` RayJob. Kueue's RayJob webhook suspends it; Kaiwo does not."""
+"""KaiwoJob (Ray) -> `ray.io/v1` RayJob. Kueue's RayJob webhook suspends it; Kaiwo does not.
+
+Upstream builds the RayJob's labels on the head template's label map, so the queue and priority
+labels land on the head pod template too. Kept: Kueue ignores them there (the pods' owner is a
+Kueue-managed RayCluster), and pods selected by `kueue.x-k8s.io/queue-name` stay the same set.
+"""
 
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ def render_rayjob(ctx: RenderContext, spec: KaiwoJobSpec) -> JsonObj:
     else:
         field = "rayClusterSpec"
         job_spec = {"shutdownAfterJobFinishes": True, "rayClusterSpec": default_ray_cluster(ctx)}
-    if spec.entrypoint and spec.entrypoint.strip():
+    if spec.entrypoint:
         job_spec["entrypoint"] = ray_entrypoint(spec.entrypoint)
     head_labels = update_ray_cluster(job_spec.get("rayClusterSpec"), ctx, field)
     labels = {**ctx.cr_labels, **head_labels, **ctx.system_labels, **ctx.kueue_labels}
+    job_spec["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"].update(ctx.kueue_labels)
     return {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",

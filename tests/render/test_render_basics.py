@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from render_fixtures import gpu_nodes, node
+from render_fixtures import gpu_nodes, job, main, node
 
 from kaiwo_ray.render import (
     RenderError,
@@ -67,9 +67,15 @@ def test_entrypoint_sets_only_the_first_containers_command() -> None:
 def test_empty_entrypoint_changes_nothing() -> None:
     pod = {"containers": [{"name": "a", "command": ["keep"]}]}
     apply_entrypoint(pod, "", "t")
-    apply_entrypoint(pod, "  \n", "t")
     apply_entrypoint(pod, None, "t")
     assert pod == {"containers": [{"name": "a", "command": ["keep"]}]}
+
+
+def test_whitespace_only_entrypoint_is_an_empty_script_like_upstream() -> None:
+    pod = {"containers": [{"name": "a", "command": ["keep"]}]}
+    apply_entrypoint(pod, "  \n", "t")
+    assert pod == {"containers": [{"name": "a", "command": ["/bin/sh", "-c", ""]}]}
+    assert main(job({"image": "i", "ray": True, "entrypoint": " \n"}))["spec"]["entrypoint"] == ""
 
 
 def test_entrypoint_without_containers_is_a_render_error() -> None:

@@ -124,10 +124,10 @@ def test_managed_label_is_copied_only_when_the_cr_has_it() -> None:
     assert managed["spec"]["template"]["metadata"]["labels"]["kaiwo.silogen.ai/managed"] == "true"
 
 
-def test_annotations_are_copied_to_templates_without_kubectl_last_applied() -> None:
+def test_every_cr_annotation_is_copied_to_templates_even_kubectl_last_applied() -> None:
     annotations = {"a": "1", "kubectl.kubernetes.io/last-applied-configuration": "{...}"}
     rendered = main(job({"image": "i"}, annotations=annotations))
-    assert rendered["spec"]["template"]["metadata"]["annotations"] == {"a": "1"}
+    assert rendered["spec"]["template"]["metadata"]["annotations"] == annotations
     assert "annotations" not in rendered["metadata"]
 
 
@@ -255,7 +255,8 @@ def test_queue_label_placement_per_kind() -> None:
     assert has(batch["metadata"]["labels"]) and has_none(batch["spec"]["template"]["metadata"]["labels"])
     rayjob = main(job({**spec, "ray": True}))
     assert has(rayjob["metadata"]["labels"])
-    assert all(has_none(t["metadata"]["labels"]) for t in pod_templates(rayjob))
+    head, worker = pod_templates(rayjob)
+    assert has(head["metadata"]["labels"]) and has_none(worker["metadata"]["labels"])  # upstream's shared map
     deployment = main(service(spec))
     assert has(deployment["metadata"]["labels"]) and has(deployment["spec"]["template"]["metadata"]["labels"])
     wrapper = main(service({**spec, "ray": True}))

@@ -72,6 +72,15 @@ def test_rayjob_labels_are_head_labels_plus_kaiwo_labels_and_queue() -> None:
     )
 
 
+def test_rayjob_queue_labels_reach_the_head_template_only_like_upstreams_shared_map() -> None:
+    rendered = main(job({"image": "i", "ray": True, "priorityClass": "high"}))
+    head, worker = pod_templates(rendered)
+    kueue = {"kueue.x-k8s.io/queue-name": "kaiwo", "kueue.x-k8s.io/priority-class": "high"}
+    assert head["metadata"]["labels"] == rendered["metadata"]["labels"]
+    assert kueue.items() <= head["metadata"]["labels"].items()
+    assert not kueue.keys() & worker["metadata"]["labels"].keys()
+
+
 def test_user_rayjob_without_cluster_spec_is_rejected_with_the_field_name() -> None:
     with pytest.raises(RenderError) as info:
         main(job({"rayJob": {"spec": {"entrypoint": "x", "clusterSelector": {"a": "b"}}}}))
