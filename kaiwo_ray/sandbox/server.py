@@ -23,9 +23,11 @@ from aiohttp import web
 from kaiwo_ray.sandbox import discovery
 from kaiwo_ray.sandbox.audit import AuditLog, AuditRecord
 from kaiwo_ray.sandbox.faults import FaultInjector
+from kaiwo_ray.sandbox.pure_modules import pure
 from kaiwo_ray.sandbox.registry import ResourceInfo
 from kaiwo_ray.sandbox.routes import ApiPath, parse_api_path
-from kaiwo_ray.sandbox.store import ObjectStore, Selection, pure
+from kaiwo_ray.sandbox.selection import Selection
+from kaiwo_ray.sandbox.store import ObjectStore
 from kaiwo_ray.sandbox.types import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 
 log = logging.getLogger(__name__)

@@ -11,23 +11,20 @@ lets history, watch events and HTTP serialisation share snapshots without copyin
 
 from __future__ import annotations
 
-import base64
-import importlib
 import logging
 import secrets
-import sys
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import orjson
 
-from kaiwo_ray.sandbox import event_conversion
+from kaiwo_ray.sandbox import event_conversion, scale, strategies
+from kaiwo_ray.sandbox.pure_modules import pure
 from kaiwo_ray.sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
+from kaiwo_ray.sandbox.selection import ListResult, Selection, decode_continue, encode_continue
 from kaiwo_ray.sandbox.types import (
     CRDS,
     GVR,
@@ -55,19 +52,6 @@ EventList = list[WatchEvent]
 Located = tuple[ResourceInfo, ObjKey, JsonObj]
 LocatedList = list[Located]
 
-# Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
-GENERATION_RESOURCES = frozenset({
-    ("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
-    ("apiextensions.k8s.io", "customresourcedefinitions"), ("scheduling.k8s.io", "priorityclasses"),
-})
-# Built-in kinds whose PrepareForCreate resets .status (Nodes keep theirs: the kubelet registers with it).
-STATUS_RESET_ON_CREATE = frozenset({
-    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"),
-    ("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
-    ("apiextensions.k8s.io", "customresourcedefinitions"),
-})
-# batch/v1 Jobs still orphan their pods when deleted without a propagationPolicy.
-ORPHAN_BY_DEFAULT = frozenset({("batch", "jobs")})
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphabet
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 
@@ -77,95 +61,8 @@ def clone(obj: Any) -> Any:
     return orjson.loads(orjson.dumps(obj))
 
 
-_pure_cache: dict[str, Any] = {}
-
-
-def pure(name: str) -> Any:
-    """One of the pure modules (`patching`, `apply`, `schema`, ...), or None while it is missing or
-    broken: those are written in parallel and the store must keep working without them."""
-    if name in _pure_cache:
-        return _pure_cache[name]
-    full = f"kaiwo_ray.sandbox.{name}"
-    module: Any = sys.modules.get(full)
-    if module is None:
-        try:
-            module = importlib.import_module(full)
-        except Exception as exc:  # missing or half-written module: degrade, say so once
-            log.warning("sandbox: %s unavailable (%s); its step is skipped", full, exc)
-            module = None
-    _pure_cache[name] = module
-    return module
-
-
 def random_suffix(length: int = 5) -> str:
     return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(length))
-
-
-@lru_cache(maxsize=512)
-def _label_selector(text: str) -> Any:
-    selectors = pure("selectors")
-    if selectors is None:
-        raise ApiError(500, "InternalError", "label selectors are not available yet")
-    return selectors.parse_label_selector(text)
-
-
-@lru_cache(maxsize=512)
-def _field_selector(text: str, kind: str) -> Any:
-    selectors = pure("selectors")
-    if selectors is None:
-        raise ApiError(500, "InternalError", "field selectors are not available yet")
-    return selectors.parse_field_selector(text, kind=kind)
-
-
-def _labels(obj: JsonObj) -> dict[str, str]:
-    labels: dict[str, str] = (obj.get("metadata") or {}).get("labels") or {}
-    return labels
-
-
-@dataclass(slots=True)
-class Selection:
-    """Label and field selectors of a list or watch, parsed once."""
-
-    label: Any = None
-    field: Any = None
-
-    @classmethod
-    def parse(cls, label_selector: str | None, field_selector: str | None, kind: str) -> Selection:
-        return cls(_label_selector(label_selector) if label_selector else None,
-                   _field_selector(field_selector, kind) if field_selector else None)
-
-    @property
-    def everything(self) -> bool:
-        return self.label is None and self.field is None
-
-    def matches(self, obj: JsonObj) -> bool:
-        if self.label is not None and not self.label.matches(_labels(obj)):
-            return False
-        return self.field is None or bool(self.field.matches(obj))
-
-
-@dataclass(slots=True)
-class ListResult:
-    """A page of a list: stored snapshots (read-only, in the requested version's form)."""
-
-    items: list[JsonObj]
-    resource_version: str
-    continue_token: str | None = None
-    remaining: int | None = None
-
-
-def _encode_continue(rv: int, start: str) -> str:
-    raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_continue(token: str) -> tuple[int, str]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        data = orjson.loads(raw)
-        return int(data["rv"]), str(data["start"])
-    except Exception as exc:
-        raise ApiError.bad_request(f"continue key is not valid: {exc}") from None
 
 
 def _key_string(key: ObjKey) -> str:
@@ -285,7 +182,7 @@ class ObjectStore:
         if continue_token:
             if resource_version not in (None, "", "0"):
                 raise ApiError.bad_request("specifying resource version is not allowed when using continue")
-            at_rv, start = _decode_continue(continue_token)
+            at_rv, start = decode_continue(continue_token)
             if at_rv < self._history_floor:
                 raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
                                "consistent list result. You can start a new list without the continue "
@@ -308,7 +205,7 @@ class ObjectStore:
             obj = bucket[key]
             if selection.everything or selection.matches(obj):
                 if limit and len(items) >= limit:
-                    next_token = _encode_continue(at_rv, _key_string(keys[index - 1]))
+                    next_token = encode_continue(at_rv, _key_string(keys[index - 1]))
                     if selection.everything:
                         remaining = len(keys) - index
                     break
@@ -447,7 +344,7 @@ class ObjectStore:
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339(self.clock.now())
         uid, created_at = meta["uid"], meta["creationTimestamp"]
-        self._prepare_create(info, obj)
+        strategies.prepare_create(info, obj)
         obj = self._default(info, obj)
         if admit and self._hooks:
             self._admit("CREATE", gvr, obj, None, user)
@@ -461,7 +358,7 @@ class ObjectStore:
             self._check_crd(obj)
         for system_field, value in (("uid", uid), ("creationTimestamp", created_at)):
             meta[system_field] = value  # hooks and defaulting must not rewrite them
-        if info.custom or (info.group, info.resource) in GENERATION_RESOURCES:
+        if strategies.has_generation(info):
             meta["generation"] = 1
         else:
             meta.pop("generation", None)
@@ -537,27 +434,6 @@ class ObjectStore:
             raise ApiError.method_not_allowed(f"{verb} is not supported on resources of kind "
                                               f"\"{info.resource}.{info.group}\"".replace(".\"", "\""))
 
-    def _prepare_create(self, info: ResourceInfo, obj: JsonObj) -> None:
-        """PrepareForCreate: what each kind's strategy resets before anything else sees the object."""
-        gr = (info.group, info.resource)
-        if info.custom and info.has_status:
-            obj.pop("status", None)
-        elif gr in STATUS_RESET_ON_CREATE:
-            obj["status"] = {}
-        if gr == ("", "pods"):
-            obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
-        elif gr == ("", "namespaces"):
-            obj["status"] = {"phase": "Active"}
-            spec = obj.setdefault("spec", {})
-            if isinstance(spec, dict) and "finalizers" not in spec:
-                spec["finalizers"] = ["kubernetes"]
-        elif gr == ("", "persistentvolumeclaims"):
-            obj["status"] = {"phase": "Pending"}
-        elif gr == ("", "services"):
-            obj["status"] = {"loadBalancer": {}}
-        elif gr == (CRDS.group, CRDS.resource):
-            obj["status"] = _crd_status(obj)
-
     # ------------------------------------------------------------------ writes: update
     def update(self, gvr: GVR, obj: JsonObj, *, subresource: str | None = None, dry_run: bool = False,
                field_manager: str | None = None, user: str = SYSTEM_USER) -> JsonObj:
@@ -627,7 +503,7 @@ class ObjectStore:
                                f"found new finalizers {sorted(added)!r}".replace("'", '"')}])
         if _strip_volatile(new) == _strip_volatile(old):
             return self.view(info, gvr.version, old)  # no-op: no new resourceVersion, no event
-        if "generation" in new["metadata"] and self._spec_changed(info, old, new):
+        if "generation" in new["metadata"] and strategies.spec_changed(info, old, new):
             new["metadata"]["generation"] = int(old_meta.get("generation") or 0) + 1
         if managed:
             new = self._record_manager(info, gvr, old, new, manager, subresource)
@@ -660,17 +536,10 @@ class ObjectStore:
             return new
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
-    def _spec_changed(self, info: ResourceInfo, old: JsonObj, new: JsonObj) -> bool:
-        skip = {"metadata", "apiVersion", "kind"}
-        if info.has_status:
-            skip.add("status")
-        keys = (set(old) | set(new)) - skip
-        return any(old.get(k) != new.get(k) for k in keys)
-
     def _commit_update(self, info: ResourceInfo, key: ObjKey, old: JsonObj, new: JsonObj) -> JsonObj:
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
-        if new["metadata"].get("deletionTimestamp") and not _finalizers_left(info, new):
+        if new["metadata"].get("deletionTimestamp") and not strategies.finalizers_left(info, new):
             # The write that removes the last finalizer deletes the object: watchers see DELETED.
             self._remove(info, key, new, old)
             return new
@@ -715,8 +584,9 @@ class ObjectStore:
             raise ApiError.bad_request(f"the name of the object ({patched_meta.get('name')}) does not match "
                                        f"the name on the URL ({name})")
         patched = self._check_body(info, gvr, patched)
-        patched["metadata"]["namespace"] = namespace if info.namespaced else None
-        if not info.namespaced:
+        if info.namespaced:
+            patched["metadata"]["namespace"] = ns  # a patch cannot move an object
+        else:
             patched["metadata"].pop("namespace", None)
         return self._update_from(info, gvr, key, old, patched, subresource=subresource, dry_run=dry_run,
                                  manager=manager, user=user)
@@ -796,8 +666,7 @@ class ObjectStore:
             raise ApiError.conflict(gvr, name, f"the UID in the precondition ({uid}) does not match the UID in "
                                     f"record ({old_meta.get('uid')}). The object might have been deleted and "
                                     "then recreated")
-        policy = propagation_policy or ("Orphan" if (info.group, info.resource) in ORPHAN_BY_DEFAULT
-                                        else "Background")
+        policy = propagation_policy or strategies.default_propagation(info)
         if policy not in ("Background", "Foreground", "Orphan"):
             raise ApiError.bad_request(f'propagationPolicy: Unsupported value: "{policy}": supported values: '
                                        '"Foreground", "Background", "Orphan"')
@@ -898,36 +767,23 @@ class ObjectStore:
         info = self.resolve(gvr)
         if "scale" not in info.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        obj = self.get_ref(gvr, namespace, name)
-        paths = _scale_paths(info)
-        meta = obj["metadata"]
-        status: JsonObj = {"replicas": int(_dig(obj, paths["statusReplicasPath"]) or 0)}
-        selector = _selector_string(_dig(obj, paths.get("labelSelectorPath", "")))
-        if selector:
-            status["selector"] = selector
-        return {
-            "kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                         if k in meta},
-            "spec": {"replicas": int(_dig(obj, paths["specReplicasPath"]) or 0)},
-            "status": status,
-        }
+        return scale.scale_of(info, self.get_ref(gvr, namespace, name))
 
-    def update_scale(self, gvr: GVR, namespace: str | None, name: str, scale: JsonObj, *, dry_run: bool = False,
+    def update_scale(self, gvr: GVR, namespace: str | None, name: str, requested: JsonObj, *, dry_run: bool = False,
                      field_manager: str | None = None, user: str = SYSTEM_USER) -> JsonObj:
         info = self.resolve(gvr)
         if "scale" not in info.subresources:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        replicas = (scale.get("spec") or {}).get("replicas")
+        replicas = (requested.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
             raise ApiError.invalid("Scale", "autoscaling", name, [{
                 "reason": "FieldValueInvalid", "field": "spec.replicas",
                 "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}])
         current = clone(self.get_ref(gvr, namespace, name))
-        sent_rv = (scale.get("metadata") or {}).get("resourceVersion")
+        sent_rv = (requested.get("metadata") or {}).get("resourceVersion")
         if sent_rv:
             current["metadata"]["resourceVersion"] = sent_rv
-        _set_path(current, _scale_paths(info)["specReplicasPath"], replicas)
+        scale.set_path(current, scale.scale_paths(info)["specReplicasPath"], replicas)
         self.update_owned(gvr, current, dry_run=dry_run, field_manager=field_manager, user=user,
                           namespace=namespace, name=name)
         result = self.get_scale(gvr, namespace, name)
@@ -1171,94 +1027,3 @@ def _dropped_fields(before: Any, after: Any, path: str) -> list[str]:
     return found
 
 
-def _finalizers_left(info: ResourceInfo, obj: JsonObj) -> bool:
-    if obj["metadata"].get("finalizers"):
-        return True
-    return info.resource == "namespaces" and bool((obj.get("spec") or {}).get("finalizers"))
-
-
-def _qos_class(spec: JsonObj) -> str:
-    """v1.PodQOSClass as the apiserver computes it on create."""
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    any_set = False
-    guaranteed = True
-    for container in containers:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
-        if requests or limits:
-            any_set = True
-        for resource in ("cpu", "memory"):
-            limit = limits.get(resource)
-            request = requests.get(resource, limit)
-            if limit is None or str(request) != str(limit):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _crd_status(crd: JsonObj) -> JsonObj:
-    """What the apiextensions controllers write once a CRD is accepted (they run instantly here)."""
-    spec = crd.get("spec") or {}
-    names = dict(spec.get("names") or {})
-    if "singular" not in names and "kind" in names:
-        names["singular"] = str(names["kind"]).lower()
-    if "listKind" not in names and "kind" in names:
-        names["listKind"] = f"{names['kind']}List"
-    storage = [v.get("name") for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("storage")]
-    conditions = [
-        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
-         "lastTransitionTime": None},
-        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-         "message": "the initial names have been accepted", "lastTransitionTime": None},
-    ]
-    return {"acceptedNames": names, "conditions": conditions, "storedVersions": storage}
-
-
-def _scale_paths(info: ResourceInfo) -> JsonObj:
-    if info.scale_paths:
-        return info.scale_paths
-    return {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
-            "labelSelectorPath": ".spec.selector"}
-
-
-def _dig(obj: JsonObj, path: str) -> Any:
-    current: Any = obj
-    for part in path.strip(".").split("."):
-        if not part:
-            continue
-        if not isinstance(current, dict):
-            return None
-        current = current.get(part)
-    return current
-
-
-def _set_path(obj: JsonObj, path: str, value: Any) -> None:
-    parts = [p for p in path.strip(".").split(".") if p]
-    current = obj
-    for part in parts[:-1]:
-        current = current.setdefault(part, {})
-    current[parts[-1]] = value
-
-
-def _selector_string(selector: Any) -> str:
-    """A metav1.LabelSelector (or an already-serialised selector) as a label selector string."""
-    if isinstance(selector, str):
-        return selector
-    if not isinstance(selector, dict):
-        return ""
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or []:
-        op = expr.get("operator")
-        key = expr.get("key")
-        values = ",".join(sorted(expr.get("values") or []))
-        if op == "In":
-            parts.append(f"{key} in ({values})")
-        elif op == "NotIn":
-            parts.append(f"{key} notin ({values})")
-        elif op == "Exists":
-            parts.append(str(key))
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)
