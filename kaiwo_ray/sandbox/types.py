@@ -113,7 +113,9 @@ class ApiError(Exception):
     def invalid(cls, kind: str, group: str, name: str, causes: list[JsonObj]) -> ApiError:
         """422. Each cause: {"reason": "FieldValueInvalid"|..., "message": ..., "field": "spec.gpus"}."""
         qualified = f"{kind}.{group}" if group else kind
-        summary = ", ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+        # utilerrors.Aggregate wording: one error bare, several bracketed, duplicates dropped.
+        texts = list(dict.fromkeys(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes))
+        summary = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
         return cls(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}',
                    {"name": name, "group": group, "kind": kind, "causes": causes})
 
