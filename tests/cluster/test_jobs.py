@@ -175,7 +175,7 @@ def test_orphaning_a_jobs_pods_releases_their_tracking_finalizer(sandbox_factory
                                                                  wait_for: Any) -> None:
     c = clients_factory(sandbox_factory(cluster=WORKLOADS))
     c.batch.create_namespaced_job("default", job("keep", ["sleep", "infinity"]))
-    wait_for(lambda: job_pods(c, "keep"))
+    wait_for(lambda: (pods := job_pods(c, "keep")) and pods[0].status.phase == "Running")
     c.batch.delete_namespaced_job("keep", "default")  # batch/v1 default: orphan the pods
     wait_for(lambda: not c.batch.list_namespaced_job("default").items)
     (pod,) = wait_for(lambda: (pods := job_pods(c, "keep")) and not pods[0].metadata.owner_references
