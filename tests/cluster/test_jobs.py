@@ -102,7 +102,8 @@ def test_suspended_job_has_no_pods_until_resumed_and_suspending_deletes_them(
 
 def test_parallelism_and_completions(sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
     c = clients_factory(sandbox_factory(cluster=WORKLOADS))
-    c.batch.create_namespaced_job("default", job("batch", ["sleep", "3"], parallelism=2, completions=3))
+    # 50 simulated seconds per pod: half a real second during which two pods are active
+    c.batch.create_namespaced_job("default", job("batch", ["sleep", "50"], parallelism=2, completions=3))
     wait_for(lambda: (s := job_status(c, "batch")) and s.active == 2)
     status = wait_for(lambda: (s := job_status(c, "batch")) and "Complete" in condition_types(s) and s, timeout=10)
     assert status.succeeded == 3

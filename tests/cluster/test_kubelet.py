@@ -34,7 +34,8 @@ def test_sleep_pod_runs_then_succeeds_with_full_status(sandbox_factory: Any, cli
                                                        make_node: Any, wait_for: Any) -> None:
     sb = sandbox_factory(nodes=[make_node("n1")], cluster=NODE_CONTROLLERS, time_factor=0.05)
     c = clients_factory(sb)
-    c.core.create_namespaced_pod("default", pod("sleeper", ["/bin/sh", "-c", "echo hi\nsleep 4"]))
+    # 20 simulated seconds at time factor 0.05: a one-second Running window, easy to observe
+    c.core.create_namespaced_pod("default", pod("sleeper", ["/bin/sh", "-c", "echo hi\nsleep 20"]))
 
     running = wait_for(lambda: (s := c.core.read_namespaced_pod_status("sleeper", "default").status)
                        and s.phase == "Running" and s)

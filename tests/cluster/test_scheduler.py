@@ -162,7 +162,7 @@ def test_pending_pod_is_placed_when_a_running_pod_frees_its_gpus(sandbox_factory
     sb = sandbox_factory(nodes=[make_node("gpu", gpus=8)], cluster=["scheduler", "kubelet"])
     c = clients_factory(sb)
     c.core.create_namespaced_pod("default", pod("first", gpus=8, annotations={
-        "sandbox.kaiwo-ray.dev/run-seconds": "30"}))
+        "sandbox.kaiwo-ray.dev/run-seconds": "100"}))  # one real second: time to see "second" wait
     wait_for(lambda: node_of(c.core, "first") == "gpu")
     c.core.create_namespaced_pod("default", pod("second", gpus=8))
     condition = wait_for(lambda: scheduled_condition(c.core, "second"))
