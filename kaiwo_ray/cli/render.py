@@ -1,7 +1,9 @@
 """`kaiwo-ray render`: print the objects the operator would create for a manifest, without a cluster.
 
 KaiwoJob/KaiwoService -> their children (workload renderer); KaiwoQueueConfig -> Kueue objects;
-KaiwoConfig/AIMNamespaceConfig -> the object itself, validated, with every default filled in.
+KaiwoConfig/AIMNamespaceConfig -> the object itself, validated, with every default filled in;
+Nodes (a node list) -> the default KaiwoQueueConfig Kaiwo derives from them, then its Kueue objects
+(the same as `--default-queue-config --nodes FILE`).
 Output is in creation order: multi-document YAML, or a `v1 List` with `-o json`.
 
 Bad input exits 2 with one line on stderr naming the file, the document when the file has several,
@@ -118,17 +120,24 @@ def render_default_queue_config(
     kueue_version: KueueVersion = "v1beta2",
 ) -> list[JsonObj]:
     """The KaiwoQueueConfig `kaiwo` node discovery yields (cluster.md §5), then its Kueue objects."""
+    config = _load_config(config_source) if config_source is not None else _default_config()
+    return _queue_config_for_nodes(
+        _load_raw_nodes(nodes_source), _nodes_label(nodes_source), config, kueue_version
+    )
+
+
+def _queue_config_for_nodes(
+    raw_nodes: list[JsonObj], label: str, config: KaiwoConfigSpec, kueue_version: KueueVersion
+) -> list[JsonObj]:
     from kaiwo_ray.api.meta import ObjectMeta
     from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
     from kaiwo_ray.render.nodepools import NodeDiscoveryError, default_queue_config
     from kaiwo_ray.render.queue import render_queue_config
 
-    config = _load_config(config_source) if config_source is not None else _default_config()
-    raw_nodes = _load_raw_nodes(nodes_source)
     try:
         spec = default_queue_config(raw_nodes, config)
     except NodeDiscoveryError as exc:
-        raise InputError(f"{_nodes_label(nodes_source)}: {exc}") from None
+        raise InputError(f"{label}: {exc}") from None
     queue_config = KaiwoQueueConfig(metadata=ObjectMeta(name="kaiwo"), spec=spec)
     printable = _without_empty_metadata(
         queue_config.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -166,6 +175,10 @@ def render_file(
         raise InputError(
             f"{label}: no objects found (expected a KaiwoJob, KaiwoService, KaiwoQueueConfig, ...)"
         )
+    if all(entry.obj.get("kind") == "Node" for entry in located):
+        if nodes_source is not None:
+            raise InputError(f"{label}: holds Nodes; render them with -f alone, or pass them with --nodes")
+        return _queue_config_for_nodes([entry.obj for entry in located], label, config, kueue_version)
 
     rendered: list[JsonObj] = []
     for entry in located:

@@ -174,6 +174,12 @@ class TestSuccess:
         assert documents[0]["kind"] == "KaiwoQueueConfig"
         assert [doc["kind"] for doc in documents[1:]] == ["Topology", *["ResourceFlavor"] * 3, "ClusterQueue"]
 
+    def test_a_node_list_renders_as_its_default_queue_config(self, capsys: pytest.CaptureFixture[str]) -> None:
+        nodes = str(EXAMPLES / "nodes.yaml")
+        code, out, err = run_render(capsys, "-f", nodes)
+        assert (code, err) == (0, "")
+        assert out == run_render(capsys, "--default-queue-config", "--nodes", nodes)[1]
+
 
 class TestBadInput:
     def test_missing_file(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -251,6 +257,12 @@ class TestBadInput:
         code, _, err = run_render(capsys, "-f", str(EXAMPLES / "cpu-job.yaml"), "--nodes", nodes)
         assert code == 2
         assert_one_line_error(err, f'{nodes}: node "n1": status.capacity.memory: invalid quantity "lots"')
+
+    def test_a_node_list_with_nodes_is_ambiguous(self, capsys: pytest.CaptureFixture[str]) -> None:
+        nodes = str(EXAMPLES / "nodes.yaml")
+        code, out, err = run_render(capsys, "-f", nodes, "--nodes", nodes)
+        assert (code, out) == (2, "")
+        assert_one_line_error(err, f"kaiwo-ray: {nodes}: holds Nodes")
 
     def test_config_of_the_wrong_kind(self, capsys: pytest.CaptureFixture[str]) -> None:
         config = str(EXAMPLES / "cpu-job.yaml")

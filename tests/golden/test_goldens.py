@@ -20,10 +20,9 @@ EXAMPLES = REPO / "examples"
 GOLDENS = Path(__file__).resolve().parent
 UPDATE = os.environ.get("KAIWO_UPDATE_GOLDENS") == "1"
 
-# Not renderable manifests: expected.yaml describes the others; nodes.yaml is rendered as the
-# default KaiwoQueueConfig that node discovery makes of it.
+# Not a manifest: expected.yaml describes the others. (nodes.yaml renders as the default
+# KaiwoQueueConfig node discovery makes of it, then its Kueue objects.)
 NOT_MANIFESTS = {"expected.yaml"}
-SPECIAL_ARGS = {"nodes.yaml": ["--default-queue-config", "--nodes", "examples/nodes.yaml"]}
 
 
 def example_files() -> list[str]:
@@ -31,7 +30,7 @@ def example_files() -> list[str]:
 
 
 def render_args(example: str) -> list[str]:
-    return ["render", *SPECIAL_ARGS.get(example, ["-f", f"examples/{example}"])]
+    return ["render", "-f", f"examples/{example}"]
 
 
 @pytest.mark.parametrize("example", example_files())
