@@ -4,6 +4,7 @@ asyncio loop; `testing.start_sandbox` and the CLI are thin shells around it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import secrets
@@ -107,7 +108,8 @@ class Sandbox:
             if state is not None:
                 self.store.load(state)
         self._seed()
-        runner = web.AppRunner(self.server.application(), access_log=None, handler_cancellation=True)
+        runner = web.AppRunner(self.server.application(), access_log=None, handler_cancellation=True,
+                               shutdown_timeout=2.0)
         await runner.setup()
         ssl_context = None
         if cfg.tls:
@@ -152,6 +154,13 @@ class Sandbox:
             await self.cluster.stop()
             self.cluster = None
         if self._runner is not None:
+            # Open watches would hold a graceful shutdown for its whole timeout: end them first,
+            # the way a restarting apiserver closes them (clients re-watch).
+            self.faults.cut_watches()
+            for _ in range(100):
+                if not self.server.open_watches:
+                    break
+                await asyncio.sleep(0.01)
             await self._runner.cleanup()
             self._runner = None
         if self._persister is not None:

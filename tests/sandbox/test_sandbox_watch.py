@@ -183,3 +183,11 @@ def test_legacy_watch_path(sandbox: RunningSandbox, core: Any) -> None:
     _cm(core, "legacy")
     eventually(lambda: watch.events)
     assert watch.types() == [("ADDED", "legacy")]
+
+
+def test_stop_ends_open_watches_promptly() -> None:
+    sandbox = start_sandbox(nodes=[], install_crds=False)
+    watch = Collector(sandbox.stream(f"{CMS}?watch=1&timeoutSeconds=300", timeout=300))
+    eventually(lambda: sandbox.open_watches == 1)
+    sandbox.stop()
+    assert watch.ended.wait(5)
