@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version", "/version/"})
 DEFAULT_WATCH_TIMEOUT = 1800.0  # a real server picks 30-60 min
 JSON = "application/json"
+JOB_ORPHAN_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+                      "to remove them or set propagationPolicy=Orphan to suppress this warning")
 RETURNS_DELETED_OBJECT = frozenset({("", "pods")})  # plus every custom resource
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -322,13 +324,18 @@ class ApiServer:
             pending = bool(result["metadata"].get("deletionTimestamp"))
         else:
             pending = self.store.find_ref(gvr, path.namespace or None, path.name) is not None
+        response: web.Response
         if pending:
-            return self._object_response(request, info, gvr, result, status=202)
-        if info.custom or (info.group, info.resource) in RETURNS_DELETED_OBJECT:
-            return self._object_response(request, info, gvr, result)
-        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                              "details": {"name": path.name, "group": info.group, "kind": info.resource,
-                                          "uid": result["metadata"].get("uid", "")}})
+            response = self._object_response(request, info, gvr, result, status=202)
+        elif info.custom or (info.group, info.resource) in RETURNS_DELETED_OBJECT:
+            response = self._object_response(request, info, gvr, result)
+        else:
+            response = json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "details": {"name": path.name, "group": info.group, "kind": info.resource,
+                                                  "uid": result["metadata"].get("uid", "")}})
+        if policy is None and (info.group, info.resource) == ("batch", "jobs"):
+            response.headers["Warning"] = f'299 - "{JOB_ORPHAN_WARNING}"'
+        return response
 
     def _bind(self, body: JsonObj, path: ApiPath, dry_run: bool, user: str) -> web.Response:
         target = body.get("target") or {}

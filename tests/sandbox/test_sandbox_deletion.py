@@ -159,3 +159,12 @@ def test_dry_run_delete_keeps_the_object(core: Any) -> None:
     core.create_namespaced_config_map("default", {"metadata": {"name": "stay"}})
     core.delete_namespaced_config_map("stay", "default", dry_run="All")
     assert _exists(core, "stay")
+
+
+def test_deleting_a_job_without_policy_warns_about_orphaned_pods(sandbox: RunningSandbox, api: Any) -> None:
+    template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}
+    kubernetes.client.BatchV1Api(api).create_namespaced_job("default", {"metadata": {"name": "j"},
+                                                                        "spec": {"template": template}})
+    status, headers, _ = sandbox.http("DELETE", "/apis/batch/v1/namespaces/default/jobs/j")
+    assert status == 200
+    assert "child pods are preserved by default" in headers["warning"]
