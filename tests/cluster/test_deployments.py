@@ -11,7 +11,7 @@ from kaiwo_ray.sandbox.cluster.rollout import (
     rolling_budget,
     safe_encode,
 )
-from kaiwo_ray.sandbox.types import JsonObj
+from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 WORKLOADS = ["scheduler", "kubelet", "deployment-controller"]
 
@@ -134,6 +134,27 @@ def test_deleting_a_deployment_removes_its_replicasets_and_pods(sandbox_factory:
     wait_for(lambda: not replica_sets(c, "gone"), message="replica sets garbage-collected")
     wait_for(lambda: not c.core.list_namespaced_pod("default", label_selector="app=gone").items,
              message="pods garbage-collected")
+
+
+def test_refused_pods_surface_as_replica_failure_until_creation_succeeds(
+        sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
+    sb = sandbox_factory(cluster=WORKLOADS)
+    c = clients_factory(sb)
+
+    def deny_pods(operation: str, gvr: Any, obj: JsonObj, old: JsonObj | None, user: str) -> None:
+        if gvr.resource == "pods" and operation == "CREATE":
+            raise ApiError(403, "Forbidden", 'admission webhook "pods.example.com" denied the request: no')
+
+    remove = sb.call(sb.store.add_admission_hook, deny_pods)
+    c.apps.create_namespaced_deployment("default", deployment("refused", 1))
+    status = wait_for(lambda: (s := status_of(c, "refused")) and "ReplicaFailure" in conditions(s) and s)
+    failure = next(cond for cond in status.conditions if cond.type == "ReplicaFailure")
+    assert (failure.status, failure.reason) == ("True", "FailedCreate")
+    assert "denied the request" in failure.message
+    assert any(e.reason == "FailedCreate" for e in c.events() if e.involved_object.kind == "ReplicaSet")
+    sb.call(remove)
+    status = wait_for(lambda: settled(c, "refused", 1), message="pods created once the webhook allows them")
+    assert "ReplicaFailure" not in conditions(status)
 
 
 # -- pure arithmetic ---------------------------------------------------------------------------

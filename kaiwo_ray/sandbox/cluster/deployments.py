@@ -52,6 +52,7 @@ REPLICASET_COMPONENT = "replicaset-controller"
 DEPLOYMENT_USER = "system:serviceaccount:kube-system:deployment-controller"
 REPLICASET_USER = "system:serviceaccount:kube-system:replicaset-controller"
 DEFAULT_REVISION_HISTORY = 10
+FAILED_CREATE_RETRY_SECONDS = 10.0  # simulated pause before a ReplicaSet retries a refused pod
 
 
 @dataclass(slots=True)
@@ -93,8 +94,7 @@ class DeploymentController(Controller):
         assert isinstance(key, tuple)
         kind, namespace, name = str(key[0]), str(key[1]), str(key[2])
         if kind == "rs":
-            self._sync_replicaset(namespace, name)
-            return None
+            return self._sync_replicaset(namespace, name)
         return self._sync_deployment(namespace, name)
 
     def _tf(self) -> float:
@@ -103,25 +103,28 @@ class DeploymentController(Controller):
     # ------------------------------------------------------------------------------------------
     # ReplicaSet level
 
-    def _sync_replicaset(self, namespace: str, name: str) -> None:
+    def _sync_replicaset(self, namespace: str, name: str) -> float | None:
         try:
             rs = self.store.get(REPLICASETS, namespace, name)
         except ApiError as err:
             if err.code == 404:
-                return
+                return None
             raise
         meta = rs["metadata"]
         if meta.get("deletionTimestamp"):
-            return
+            return None
         uid = str(meta.get("uid", ""))
         pods = self._pods.pods(uid)
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         wanted = desired_replicas(rs)
+        failure: str | None = None
         if len(active) < wanted:
             for _ in range(wanted - len(active)):
                 created = self._create_pod(rs)
-                if created is not None:
-                    active.append(created)
+                if isinstance(created, str):
+                    failure = created
+                    break  # the rest would fail the same way; retried after a pause
+                active.append(created)
         elif len(active) > wanted:
             doomed = deletion_order(active)[: len(active) - wanted]
             for pod in doomed:
@@ -143,12 +146,20 @@ class DeploymentController(Controller):
             "observedGeneration": meta.get("generation", 1),
         }
         current = rs.get("status") or {}
-        if any(current.get(k, 0) != v for k, v in status.items()):
+        conditions = [dict(c) for c in current.get("conditions") or []]
+        if failure is not None:
+            set_condition(conditions, "ReplicaFailure", "True", "FailedCreate", failure, rfc3339(self.clock.now()))
+        else:
+            conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
+        status["conditions"] = conditions or None
+        if any(current.get(k, 0 if k != "conditions" else None) != v for k, v in status.items()):
             with contextlib.suppress(ApiError):
-                self.store.patch(REPLICASETS, namespace, name, {"status": status}, "merge", subresource="status",
-                                 user=REPLICASET_USER)
+                self.store.patch(REPLICASETS, namespace, name, {"status": status}, "merge",
+                                 subresource="status", user=REPLICASET_USER)
+        return FAILED_CREATE_RETRY_SECONDS * self._tf() if failure is not None else None
 
-    def _create_pod(self, rs: JsonObj) -> JsonObj | None:
+    def _create_pod(self, rs: JsonObj) -> JsonObj | str:
+        """The created pod, or the error message when the API refused it."""
         meta = rs["metadata"]
         template = (rs.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
@@ -169,9 +180,9 @@ class DeploymentController(Controller):
         try:
             created = self.store.create(PODS, pod, namespace=str(meta["namespace"]), user=REPLICASET_USER)
         except ApiError as err:
-            record_event(self.store, self.clock, rs, "Warning", "FailedCreate", f"Error creating: {err.message}",
-                         REPLICASET_COMPONENT)
-            return None
+            record_event(self.store, self.clock, rs, "Warning", "FailedCreate",
+                         f"Error creating: {err.message}", REPLICASET_COMPONENT)
+            return str(err.message)
         record_event(self.store, self.clock, rs, "Normal", "SuccessfulCreate",
                      f"Created pod: {created['metadata']['name']}", REPLICASET_COMPONENT)
         return created
@@ -414,6 +425,14 @@ class DeploymentController(Controller):
                               f'ReplicaSet "{rs_name}" has timed out progressing.', now, update_time=True)
             else:
                 requeue = (deadline_seconds - elapsed) * self._tf() + 0.001
+        failures = [c for rs in ([new_rs] if new_rs is not None else []) + old_rs
+                    for c in (rs.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "ReplicaFailure" and c.get("status") == "True"]
+        if failures:
+            set_condition(conditions, "ReplicaFailure", "True", str(failures[0].get("reason", "")),
+                          str(failures[0].get("message", "")), now, update_time=True)
+        else:
+            conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
         # Kubernetes lists Available before Progressing.
         conditions.sort(key=lambda c: {"Available": 0, "Progressing": 1}.get(str(c.get("type")), 2))
         update: JsonObj = {
