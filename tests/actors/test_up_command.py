@@ -1,0 +1,87 @@
+"""`kaiwo-ray up` as a subprocess joining the test session's Ray (so no second Ray start): it
+starts detached named actors, runs a KaiwoJob to COMPLETE, recreates an actor killed for good,
+and on SIGINT stops the actors and exits 0 without leaving them behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+import yaml
+
+from kaiwo_ray.sandbox.testing import RunningSandbox
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+T = TypeVar("T")
+REPO = Path(__file__).parents[2]
+RAY_NAMESPACE = "kaiwo-up-test"
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)  # polling period under a deadline
+    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+
+
+def named_actor_exists(ray: Any, name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=RAY_NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+def test_up_joins_ray_runs_the_operator_and_stops_on_sigint(ray_session: Any, sandbox: RunningSandbox,
+                                                            tmp_path: Path) -> None:
+    ray = ray_session
+    address = ray.get_runtime_context().gcs_address
+    log_path = tmp_path / "up.log"
+    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--kubeconfig", str(sandbox.kubeconfig_path),
+               "--ray-address", address, "--controllers", "kaiwojob,kaiwoqueueconfig",
+               "--ray-namespace", RAY_NAMESPACE, "--health-interval", "0.5", "--identity", "up-test"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        wait_for(lambda: "Running." in log_path.read_text() or process.poll() is not None, 180, "up is running")
+        assert process.poll() is None, log_path.read_text()
+        output = log_path.read_text()
+        assert "kaiwojob" in output and "kaiwoqueueconfig" in output and "RSS-MIB" in output
+        assert named_actor_exists(ray, "kaiwojob") and named_actor_exists(ray, "kaiwoqueueconfig")
+        assert not named_actor_exists(ray, "kaiwoservice")  # --controllers is honoured
+
+        custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
+        body = yaml.safe_load((REPO / "examples" / "cpu-job.yaml").read_text())
+        custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
+        wait_for(lambda: (custom.get_namespaced_custom_object(
+            "kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", "cpu-job").get("status") or {}).get("status")
+            == "COMPLETE", 60, "cpu-job COMPLETE")
+
+        # Gone for good (Ray will not restart it): the supervisor in `up` starts a new one.
+        ray.kill(ray.get_actor("kaiwojob", namespace=RAY_NAMESPACE), no_restart=True)
+        wait_for(lambda: "kaiwojob: actor was gone" in log_path.read_text(), 60, "up recreates kaiwojob")
+        wait_for(lambda: named_actor_exists(ray, "kaiwojob"), 30, "the new kaiwojob actor")
+
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    output = log_path.read_text()
+    assert "Controllers stopped." in output
+    assert not named_actor_exists(ray, "kaiwojob") and not named_actor_exists(ray, "kaiwoqueueconfig")

@@ -1,0 +1,106 @@
+"""`kaiwo-ray dev`: argument errors answer at once; the real thing, as a subprocess, serves a
+cluster where `examples/cpu-job.yaml` runs to COMPLETE, and SIGINT leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import kubernetes
+import psutil
+import pytest
+import yaml
+
+from kaiwo_ray.cli.dev import next_steps
+from kaiwo_ray.cli.main import main
+
+T = TypeVar("T")
+REPO = Path(__file__).parents[2]
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.2)  # polling period under a deadline
+    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+
+
+def test_dev_rejects_a_non_positive_time_factor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["dev", "--kubeconfig", str(tmp_path / "kc"), "--time-factor", "0"]) == 2
+    assert "--time-factor must be greater than 0" in capsys.readouterr().err
+
+
+def test_dev_names_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "nodes.yaml"
+    assert main(["dev", "--kubeconfig", str(tmp_path / "kc"), "--nodes", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "--nodes" in err and "nodes.yaml" in err
+    assert not (tmp_path / "kc").exists()  # nothing started
+
+
+def test_next_steps_point_at_the_kubeconfig_and_the_example(tmp_path: Path) -> None:
+    text = next_steps(tmp_path / "kc")
+    assert f"export KUBECONFIG={tmp_path / 'kc'}" in text
+    assert "kubectl apply -f examples/cpu-job.yaml" in text
+    assert "kubectl get kaiwojobs -w" in text and "kubectl get workloads,jobs,pods" in text
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "state" / "kubeconfig"
+    log_path = tmp_path / "dev.log"
+    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "dev", "--kubeconfig", str(kubeconfig),
+               "--time-factor", "0.05"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
+    with log_path.open("wb") as log:
+        dev = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
+    descendants: list[psutil.Process] = []
+    try:
+        wait_for(lambda: "kaiwo-ray dev is ready" in log_path.read_text() or dev.poll() is not None, 240,
+                 "dev is ready")
+        assert dev.poll() is None, log_path.read_text()
+        descendants = psutil.Process(dev.pid).children(recursive=True)
+        names = {p.name() for p in descendants}
+        assert {"raylet", "gcs_server"} <= names, names  # a Ray of its own ...
+        assert sum("ControllerActor" in n for n in names) >= 1, names  # ... hosting the controllers
+
+        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
+        custom = kubernetes.client.CustomObjectsApi(api)
+        body = yaml.safe_load((REPO / "examples" / "cpu-job.yaml").read_text())
+        custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
+        wait_for(lambda: (custom.get_namespaced_custom_object(
+            "kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", "cpu-job").get("status") or {}).get("status")
+            == "COMPLETE", 90, "cpu-job COMPLETE")
+
+        dev.send_signal(signal.SIGINT)
+        assert dev.wait(90) == 0, log_path.read_text()
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait(10)
+    output = log_path.read_text()
+    assert "Controllers stopped." in output and "Stopped: controllers, Ray and the sandbox." in output
+    deadline = time.monotonic() + 20.0
+    left = [p for p in descendants if not _gone(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling period under a deadline
+        left = [p for p in left if not _gone(p)]
+    assert left == [], [(p.pid, p.name()) for p in left]
