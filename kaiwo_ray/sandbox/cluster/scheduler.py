@@ -75,17 +75,17 @@ class Scheduler(Controller):
                 self._unschedulable.clear()
                 return [PASS]
             return []
-        pod_key = (str((obj.get("metadata") or {}).get("namespace", "")), str((obj.get("metadata") or {}).get("name")))
+        meta = obj.get("metadata") or {}
+        pod_key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        uid = str(meta.get("uid", ""))
         if event.type == "DELETED":
             self._pods.pop(pod_key, None)
-        else:
-            self._pods[pod_key] = obj
-        if event.type == "DELETED":
+            self._unschedulable.discard(uid)
             if _holds_resources(obj):
-                self._unschedulable.clear()
+                self._unschedulable.clear()  # its node has room again
                 return [PASS]
-            self._unschedulable.discard(str((obj.get("metadata") or {}).get("uid", "")))
             return []
+        self._pods[pod_key] = obj
         if old is not None and _holds_resources(old) and not _holds_resources(obj):
             self._unschedulable.clear()  # a pod finished: its node has room again
             return [PASS]
@@ -93,7 +93,7 @@ class Scheduler(Controller):
             return []
         if old is None or (old.get("spec") or {}) != (obj.get("spec") or {}):
             # New pod, or gates lifted / selectors injected (Kueue admission): try it again.
-            self._unschedulable.discard(str((obj.get("metadata") or {}).get("uid", "")))
+            self._unschedulable.discard(uid)
             return [PASS]
         return []
 
