@@ -1,0 +1,176 @@
+"""`kaiwo-ray up` before Ray: argument checking, and the Ray-free runtime helpers it prints with
+(`kaiwo_ray.operator_runtime`). None of these tests starts Ray."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kaiwo_ray.cli.main import build_parser, main
+from kaiwo_ray.cli.up import host_settings, resolve_kubeconfig
+from kaiwo_ray.controllers.manager import CONTROLLERS
+from kaiwo_ray.operator_runtime import (
+    ActorHealth,
+    StopSignal,
+    format_health,
+    health_changes,
+    parse_controller_names,
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["up", *argv])
+
+
+# -- --controllers -----------------------------------------------------------------------------
+
+
+def test_controllers_default_to_all_of_them() -> None:
+    assert parse_controller_names(None) == list(CONTROLLERS)
+    assert parse_controller_names(" ") == list(CONTROLLERS)
+
+
+def test_controllers_keep_the_table_order_and_drop_repeats() -> None:
+    assert parse_controller_names("kaiwoservice, KaiwoJob,kaiwojob,") == ["kaiwojob", "kaiwoservice"]
+
+
+def test_an_unknown_controller_gets_a_did_you_mean() -> None:
+    with pytest.raises(ValueError, match=r"unknown controller 'kaiwojobs'; did you mean 'kaiwojob'\?"):
+        parse_controller_names("kaiwojobs")
+    with pytest.raises(ValueError, match="choose from kaiwoconfig, kaiwoqueueconfig"):
+        parse_controller_names("zzz")
+    with pytest.raises(ValueError, match="no controller named"):
+        parse_controller_names(",,")
+
+
+# -- kubeconfig and settings -------------------------------------------------------------------
+
+
+def test_a_missing_kubeconfig_is_a_usage_error_before_ray_starts(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    assert main(["up", "--kubeconfig", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert f"kubeconfig {tmp_path / 'nope'} does not exist" in err and "--in-cluster" in err
+
+
+def test_the_ray_import_is_deferred_to_run() -> None:
+    code = ("import sys; from kaiwo_ray.cli.main import main; "
+            "rc = main(['up', '--kubeconfig', '/nonexistent/kc']); "
+            "assert rc == 2, rc; assert 'ray' not in sys.modules and 'actors.supervisor' not in sys.modules; "
+            "import kaiwo_ray.cli.dev, kaiwo_ray.operator_runtime; assert 'ray' not in sys.modules")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_an_unknown_controller_is_a_usage_error(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    assert main(["up", "--kubeconfig", str(kubeconfig), "--controllers", "kaiwojob,queues"]) == 2
+    assert "unknown controller 'queues'" in capsys.readouterr().err
+
+
+def test_kubeconfig_and_in_cluster_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse("--kubeconfig", "x", "--in-cluster")
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_kubeconfig_falls_back_to_the_first_entry_of_KUBECONFIG(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.write_text("{}")
+    second.write_text("{}")
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(first), str(second)]))
+    assert resolve_kubeconfig(None) == first
+
+
+def test_a_relative_kubeconfig_becomes_absolute_for_the_actors(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kc").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    settings = host_settings(parse("--kubeconfig", "kc", "--no-lease", "--identity", "me"))
+    assert settings.kubeconfig == str(tmp_path / "kc")
+    assert settings.lease is False and settings.identity == "me" and not settings.in_cluster
+
+
+def test_in_cluster_needs_no_kubeconfig() -> None:
+    settings = host_settings(parse("--in-cluster", "--lease-namespace", "kaiwo-system"))
+    assert settings.in_cluster and settings.kubeconfig is None
+    assert settings.lease and settings.lease_namespace == "kaiwo-system"
+
+
+# -- health report -----------------------------------------------------------------------------
+
+
+def report(**overrides: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "synced": True, "queue": 3, "in_flight": 1, "reconciles": 42, "errors": 2, "retries": 1,
+        "last_error": "", "writing": True, "cached": {"kaiwojobs": 5}, "relists": {"kaiwojobs": 1},
+        "started": True, "leader": True, "writes": 7, "alive": True, "pid": 4242, "rss_bytes": 130 << 20,
+        "uptime_s": 12.5, "name": "ignored",
+    }
+    base.update(overrides)
+    return base
+
+
+def test_health_comes_from_the_actor_report_under_the_actor_name() -> None:
+    row = ActorHealth.from_report("kaiwojob", report(), restarts=2)
+    assert (row.name, row.alive, row.leader, row.queue, row.reconciles, row.restarts) == \
+        ("kaiwojob", True, True, 3, 42, 2)
+    assert row.rss_bytes == 130 << 20 and row.healthy
+    assert not ActorHealth.from_report("kaiwojob", report(error="start failed: boom")).healthy
+
+
+def test_health_table_has_a_row_per_actor_and_lists_errors() -> None:
+    rows = [ActorHealth.from_report("kaiwojob", report(last_error="409 Conflict")),
+            ActorHealth.unreachable("kaiwoservice", "ActorDiedError: the actor died", restarts=1)]
+    lines = format_health(rows).splitlines()
+    assert lines[0].split() == ["CONTROLLER", "ALIVE", "LEADER", "SYNCED", "QUEUE", "IN-FLIGHT", "RECONCILES",
+                                "ERRORS", "RESTARTS", "RSS-MIB", "PID"]
+    assert lines[1].split() == ["kaiwojob", "yes", "yes", "yes", "3", "1", "42", "2", "0", "130", "4242"]
+    assert lines[2].split() == ["kaiwoservice", "no", "-", "-", "0", "0", "0", "0", "1", "-", "-"]
+    assert lines[3] == "kaiwojob: last reconcile error: 409 Conflict"
+    assert lines[4] == "kaiwoservice: ActorDiedError: the actor died"
+
+
+def test_health_changes_name_restarts_outages_and_leadership() -> None:
+    before = [ActorHealth.from_report("a", report(pid=1)), ActorHealth.from_report("b", report(pid=2)),
+              ActorHealth.from_report("c", report(pid=3, leader=False)),
+              ActorHealth.unreachable("d", "gone")]
+    after = [ActorHealth.from_report("a", report(pid=10)), ActorHealth.unreachable("b", "no answer"),
+             ActorHealth.from_report("c", report(pid=3, leader=True)),
+             ActorHealth.from_report("d", report(pid=4))]
+    assert health_changes(before, after) == [
+        "a: restarted (pid 1 -> 10)", "b: not reachable (no answer)", "c: became leader",
+        "d: reachable again (pid 4)"]
+    assert health_changes(after, after) == []
+
+
+# -- signals -----------------------------------------------------------------------------------
+
+
+def test_stop_signal_turns_sigterm_and_sigint_into_an_event_and_restores_handlers() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with StopSignal() as stop:
+        assert not stop.wait(0)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.wait(5.0) and stop.received == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before
+    with StopSignal() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.wait(5.0) and stop.received == signal.SIGINT
+
+
+def test_a_second_sigint_falls_through_to_the_previous_handler() -> None:
+    with StopSignal() as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.wait(5.0)
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler before the next bytecode
