@@ -176,8 +176,43 @@ def workloads(draw: st.DrawFn) -> KaiwoJob | KaiwoService:
             "huggingFace": {"storageSize": "2Gi", "preCacheRepos": [{"repoId": "o/m"}]},
         }
     labels = draw(st.dictionaries(label_text, label_text, max_size=3))
-    build = job if draw(st.booleans()) else service
-    return build(spec, labels=labels)
+    is_job = draw(st.booleans())
+    if draw(st.booleans()):  # a user-supplied embedded object: the render must copy, never mutate it
+        spec[_EMBEDDED[(is_job, spec["ray"])]] = {"spec": _embedded_spec(is_job, spec["ray"], draw)}
+    return (job if is_job else service)(spec, labels=labels)
+
+
+_EMBEDDED = {
+    (True, False): "job",
+    (True, True): "rayJob",
+    (False, False): "deployment",
+    (False, True): "rayService",
+}
+
+
+def _user_template(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "env": [{"name": "MINE", "value": "1"}]}
+    if draw(st.booleans()):
+        container["resources"] = {"requests": {"cpu": "1"}, "limits": {"memory": "1Gi"}}
+    return {"metadata": {"labels": {"own": "x"}}, "spec": {"containers": [container], "volumes": []}}
+
+
+def _embedded_spec(is_job: bool, ray: bool, draw: st.DrawFn) -> dict[str, Any]:
+    if not ray:
+        base: dict[str, Any] = {"template": _user_template(draw, "main")}
+        if is_job:
+            base["backoffLimit"] = draw(st.integers(0, 3))
+        else:
+            base["selector"] = {"matchLabels": {"own": "x"}}
+        return base
+    cluster = {
+        "headGroupSpec": {"rayStartParams": {}, "template": _user_template(draw, "head")},
+        "workerGroupSpecs": [
+            {"groupName": f"g{index}", "rayStartParams": {}, "template": _user_template(draw, "worker")}
+            for index in range(draw(st.integers(0, 2)))
+        ],
+    }
+    return {"rayClusterSpec": cluster} if is_job else {"rayClusterConfig": cluster}
 
 
 @SETTINGS
