@@ -163,9 +163,8 @@ class ApiServer:
             if validation not in (None, "", "Strict", "Warn", "Ignore"):
                 raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
                                            'values: "Ignore", "Strict", "Warn"')
-            if validation == "Strict" and verb in ("create", "update", "patch"):
-                # Reading the body awaits, so the strict scope can't wrap the whole handler: decode first.
-                response = await self._dispatch_strict(request, info, api_path, verb, user)
+            if verb in ("create", "update", "patch"):
+                response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
             else:
                 response = await self._dispatch(request, info, api_path, verb, user)
             code = response.status
@@ -271,11 +270,16 @@ class ApiServer:
             return self._list_response(request, info, gvr, deleted, str(self.store.resource_version), None, None)
         raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
 
-    async def _dispatch_strict(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
-                               user: str) -> web.StreamResponse:
-        await request.read()  # cached by aiohttp: the handlers below read it again without awaiting I/O
-        with self.store.strict_field_validation():
-            return await self._dispatch(request, info, path, verb, user)
+    async def _dispatch_validated(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
+                                  user: str, validation: str) -> web.StreamResponse:
+        """A write under its fieldValidation. The body is read first (aiohttp caches it) so that
+        nothing inside the scope awaits I/O: the store's per-request mode can't leak to another."""
+        await request.read()
+        with self.store.field_validation(validation) as unknown:
+            response = await self._dispatch(request, info, path, verb, user)
+        for field in unknown:
+            response.headers.add("Warning", f'299 - "unknown field \\"{field}\\""')
+        return response
 
     async def _patch(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath, manager: str,
                      user: str) -> web.StreamResponse:

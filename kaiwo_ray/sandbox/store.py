@@ -48,6 +48,7 @@ DEFAULT_HISTORY = 10_000
 ObjKey = tuple[str, str]  # (namespace or "", name)
 # Aliases: inside ObjectStore the name `list` is the method.
 JsonList = list[JsonObj]
+FieldPaths = list[str]
 EventList = list[WatchEvent]
 Located = tuple[ResourceInfo, ObjKey, JsonObj]
 LocatedList = list[Located]
@@ -96,7 +97,8 @@ class ObjectStore:
         self._by_uid: dict[str, tuple[StorageKey, ObjKey]] = {}
         self._dependents: dict[str, set[tuple[StorageKey, ObjKey]]] = {}
         self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
-        self._strict_fields = False  # fieldValidation=Strict for the write in progress
+        self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
+        self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
         from kaiwo_ray.sandbox.gc import GarbageCollector
 
         self.gc = GarbageCollector(self)
@@ -304,14 +306,17 @@ class ObjectStore:
         self._history_floor = self._rv
 
     @contextmanager
-    def strict_field_validation(self, strict: bool = True) -> Iterator[None]:
-        """Writes inside reject unknown fields of custom resources with 400 (`fieldValidation=Strict`)
-        instead of pruning them silently. The store is synchronous, so this scopes one request."""
-        previous, self._strict_fields = self._strict_fields, strict
+    def field_validation(self, mode: str) -> Iterator[FieldPaths]:
+        """Scope one write's `fieldValidation`: Strict rejects unknown fields of custom resources
+        with 400 instead of pruning them; Warn prunes and collects them in the yielded list (for
+        Warning headers); Ignore just prunes. The store is synchronous, so this scopes one request."""
+        previous = self._field_validation
+        self._field_validation = mode
+        self.unknown_fields = []
         try:
-            yield
+            yield self.unknown_fields
         finally:
-            self._strict_fields = previous
+            self._field_validation = previous
 
     # ------------------------------------------------------------------ writes: create
     def create(self, gvr: GVR, obj: JsonObj, *, namespace: str | None = None, dry_run: bool = False,
@@ -799,9 +804,11 @@ class ObjectStore:
             if schema_module is not None and schema is not None:
                 obj = schema_module.apply_defaults(schema, obj)
                 pruned: JsonObj = schema_module.prune(schema, obj)
-                if self._strict_fields:
+                if self._field_validation != "Ignore":
                     unknown = _dropped_fields(obj, pruned, "")
-                    if unknown:
+                    if self._field_validation == "Warn":
+                        self.unknown_fields.extend(unknown)
+                    elif unknown:
                         version = info.stored_version
                         raise ApiError.bad_request(
                             f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: strict '

@@ -163,3 +163,11 @@ def test_strict_field_validation_rejects_unknown_fields(sandbox: RunningSandbox,
                                   body)
     assert status == 201
     assert json.loads(raw)["spec"] == {"gpus": 1, "mode": "fast"}
+
+
+def test_unknown_fields_are_pruned_with_a_warning_by_default(sandbox: RunningSandbox, gizmos: Any) -> None:
+    body = {**_gizmo("warned", gpus=1), "spec": {"gpus": 1, "gpu": 2}}
+    status, headers, raw = sandbox.http("POST", "/apis/example.com/v1/namespaces/default/gizmos", body)
+    assert status == 201
+    assert headers["warning"] == '299 - "unknown field \\"spec.gpu\\""'
+    assert "gpu" not in json.loads(raw)["spec"]
