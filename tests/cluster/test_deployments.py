@@ -136,6 +136,16 @@ def test_deleting_a_deployment_removes_its_replicasets_and_pods(sandbox_factory:
              message="pods garbage-collected")
 
 
+def test_min_ready_seconds_delays_availability(sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    # 50 simulated seconds: half a real second during which the pods are ready but not available
+    c.apps.create_namespaced_deployment("default", deployment("slow", 2, minReadySeconds=50))
+    status = wait_for(lambda: (s := status_of(c, "slow")) and s.ready_replicas == 2 and s)
+    assert not status.available_replicas
+    assert conditions(status)["Available"] == ("False", "MinimumReplicasUnavailable")
+    wait_for(lambda: settled(c, "slow", 2), message="available after minReadySeconds")
+
+
 def test_refused_pods_surface_as_replica_failure_until_creation_succeeds(
         sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
     sb = sandbox_factory(cluster=WORKLOADS)

@@ -74,6 +74,7 @@ class DeploymentController(Controller):
         super().__init__(store, clock, settings)
         self._progress: dict[str, Progress] = {}
         self._pods = OwnerIndex("ReplicaSet")
+        self._ready_since: dict[str, float] = {}  # pod uid -> monotonic time first seen ready
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -88,6 +89,8 @@ class DeploymentController(Controller):
                 keys.append(("deploy", namespace, ref.get("name")))
             return keys
         owner = self._pods.observe(event.type, event.object)
+        if event.type == "DELETED" or not is_ready(event.object):
+            self._ready_since.pop(str(meta.get("uid", "")), None)
         return [("rs", *owner)] if owner is not None else []
 
     def reconcile(self, key: Key) -> float | None:
@@ -135,14 +138,16 @@ class DeploymentController(Controller):
             gone = {str(p["metadata"]["name"]) for p in doomed}
             active = [p for p in active if str(p["metadata"]["name"]) not in gone]
         labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
-        ready = sum(1 for p in active if is_ready(p))
+        ready_pods = [p for p in active if is_ready(p)]
+        ready = len(ready_pods)
+        available, wait = self._available(ready_pods, as_int((rs.get("spec") or {}).get("minReadySeconds"), 0))
         status: JsonObj = {
             "replicas": len(active),
             "fullyLabeledReplicas": sum(1 for p in active
                                         if all((p["metadata"].get("labels") or {}).get(k) == v
                                                for k, v in labels.items())),
             "readyReplicas": ready,
-            "availableReplicas": ready,
+            "availableReplicas": available,
             "observedGeneration": meta.get("generation", 1),
         }
         current = rs.get("status") or {}
@@ -156,7 +161,24 @@ class DeploymentController(Controller):
             with contextlib.suppress(ApiError):
                 self.store.patch(REPLICASETS, namespace, name, {"status": status}, "merge",
                                  subresource="status", user=REPLICASET_USER)
-        return FAILED_CREATE_RETRY_SECONDS * self._tf() if failure is not None else None
+        delays = [d for d in (FAILED_CREATE_RETRY_SECONDS * self._tf() if failure is not None else None, wait)
+                  if d is not None]
+        return min(delays) if delays else None
+
+    def _available(self, ready_pods: list[JsonObj], min_ready_seconds: int) -> tuple[int, float | None]:
+        """How many ready pods have been ready for minReadySeconds (simulated), and the real delay
+        until the next one will have been. Readiness is timed from when this controller first saw
+        it (it reconciles on every pod change, so that is when the pod turned ready)."""
+        now = self.clock.monotonic()
+        seen = {str(p["metadata"].get("uid", "")) for p in ready_pods}
+        for uid in seen:
+            self._ready_since.setdefault(uid, now)
+        if min_ready_seconds <= 0:
+            return len(ready_pods), None
+        waits = [min_ready_seconds * self._tf() - (now - self._ready_since[uid]) for uid in seen]
+        available = sum(1 for w in waits if w <= 0)
+        pending = [w for w in waits if w > 0]
+        return available, (min(pending) + 0.001 if pending else None)
 
     def _create_pod(self, rs: JsonObj) -> JsonObj | str:
         """The created pod, or the error message when the API refused it."""
