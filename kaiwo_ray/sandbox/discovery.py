@@ -56,6 +56,8 @@ def _resource_entries(info: ResourceInfo) -> list[JsonObj]:
             entry.update(group="autoscaling", version="v1", kind="Scale")
         elif sub == "binding":
             entry.update(kind="Binding", verbs=["create"])
+        elif sub == "eviction":
+            entry.update(group="policy", version="v1", kind="Eviction", verbs=["create"])
         elif sub == "finalize":
             entry["verbs"] = ["update"]
         elif sub == "log":

@@ -244,6 +244,12 @@ class ApiServer:
             body = await self._body(request)
             if sub == "binding":
                 return self._bind(body, path, _dry_run(query), user)
+            if sub == "eviction":
+                # No PodDisruptionBudgets exist here, so every eviction is allowed: it deletes the pod.
+                self.store.delete_ref(gvr, ns, path.name, dry_run=_dry_run(query, body.get("deleteOptions")),
+                                      user=user)
+                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "code": 201}, status=201)
             if path.name:
                 raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
             created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),

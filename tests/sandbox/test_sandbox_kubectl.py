@@ -219,3 +219,13 @@ spec:
             properties:
               size: {type: integer}
 """
+
+
+def test_drain_evicts_pods_from_a_cordoned_node(kubectl: Kubectl, core: Any) -> None:
+    kubectl("create", "-f", "-", stdin="apiVersion: v1\nkind: Node\nmetadata:\n  name: node-a\n")
+    core.create_namespaced_pod("default", {"metadata": {"name": "p"}, "spec": {
+        "nodeName": "node-a", "containers": [{"name": "c", "image": "busybox"}]}})
+    drained = kubectl("drain", "node-a", "--force", "--timeout=20s")
+    assert "node/node-a drained" in drained.stdout
+    assert kubectl("get", "pods", "-o", "name").stdout.strip() == ""
+    assert "SchedulingDisabled" in kubectl("get", "node", "node-a").stdout
