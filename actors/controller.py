@@ -84,6 +84,7 @@ class ControllerActor:
             report["started"] = False
         report.update(
             name=self.name,
+            identity=self.host.settings.identity,
             alive=True,
             pid=os.getpid(),
             rss_bytes=self._process.memory_info().rss,

@@ -11,6 +11,7 @@ import difflib
 import signal
 import threading
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -31,6 +32,7 @@ class ActorHealth(BaseModel):
 
     name: str
     alive: bool
+    identity: str = ""  # the Lease holder identity the actor runs with
     started: bool = False
     pid: int | None = None
     leader: bool = False
@@ -87,6 +89,12 @@ def parse_controller_names(text: str | None) -> list[str]:
     return [n for n in CONTROLLERS if n in wanted]
 
 
+def adopted(rows: Iterable[ActorHealth], identity: str) -> list[ActorHealth]:
+    """Actors that were already running under another identity (found by name, `get_if_exists`):
+    they keep the settings they were started with, whatever this instance was told."""
+    return [row for row in rows if row.identity and row.identity != identity]
+
+
 def _mib(size: int) -> str:
     return f"{size / (1 << 20):.0f}" if size else "-"
 
@@ -132,6 +140,49 @@ def health_changes(before: Iterable[ActorHealth], after: Iterable[ActorHealth]) 
         if row.alive and prev.alive and prev.leader != row.leader:
             lines.append(f"{row.name}: {'became leader' if row.leader else 'lost the lease; standing by'}")
     return lines
+
+
+class ProcessMemory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    label: str
+    pid: int
+    rss_bytes: int
+
+
+def _label(process: Any) -> str:
+    name = str(process.name())
+    if not name.startswith("python"):
+        return name  # gcs_server, raylet, and workers that retitle themselves ("ray::ControllerActor")
+    argv = list(process.cmdline()[1:])
+    if "-m" in argv:  # python -m kaiwo_ray.cli.main sandbox ... -> "kaiwo_ray.cli.main sandbox"
+        return " ".join(argv[argv.index("-m") + 1:][:2])
+    args = [a for a in argv if not a.startswith("-")]
+    return Path(args[0]).name if args else name
+
+
+def process_tree_memory(pid: int | None = None) -> list[ProcessMemory]:
+    """RSS of every descendant of `pid` (default: this process). For a local Ray started by this
+    driver that is Ray's daemons (gcs_server, raylet, agents, monitors) and its workers, the
+    controller actors among them — the figures to put beside each actor's own RSS."""
+    import psutil
+
+    found: list[ProcessMemory] = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            found.append(ProcessMemory(label=_label(child), pid=child.pid, rss_bytes=child.memory_info().rss))
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def format_memory(processes: Sequence[ProcessMemory]) -> str:
+    """One line: the controller actors, the rest of Ray, anything else (e.g. the sandbox)."""
+    actors = [p for p in processes if "ControllerActor" in p.label]
+    others = [p for p in processes if p not in actors]
+    parts = [f"controller actors {sum(p.rss_bytes for p in actors) / (1 << 20):.0f} MiB in {len(actors)}"]
+    parts += [f"{p.label} {p.rss_bytes / (1 << 20):.0f}" for p in sorted(others, key=lambda p: -p.rss_bytes)]
+    return "RSS (MiB): " + ", ".join(parts)
 
 
 class StopSignal:

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from kaiwo_ray.operator_runtime import StopSignal, format_health
+from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
 
 READY_LINE = "Kubeconfig written to"
 SANDBOX_START_TIMEOUT = 60.0
@@ -158,6 +158,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             print(f"kaiwo-ray dev: controllers failed to start: {err}", file=sys.stderr)
             return 1
         print(format_health(rows), flush=True)
+        print(format_memory(process_tree_memory()), flush=True)
         print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
         print(next_steps(kubeconfig), flush=True)
 

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
-from kaiwo_ray.operator_runtime import StopSignal, format_health, health_changes, parse_controller_names
+from kaiwo_ray.operator_runtime import (
+    StopSignal,
+    adopted,
+    format_health,
+    health_changes,
+    parse_controller_names,
+)
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
@@ -96,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"kaiwo-ray up: controllers failed to start: {err}", file=sys.stderr)
                 return 1
             print(format_health(rows), flush=True)
+            for row in adopted(rows, settings.identity):
+                print(f"{row.name}: adopted the running actor of {row.identity!r} (it keeps its own settings; "
+                      "stop that instance first to change them)", flush=True)
             print("Running. Press Ctrl-C to stop.", flush=True)
             supervise(supervisor, stop, args.health_interval)
             stop_supervisor(supervisor, args.grace, sys.stdout)

@@ -17,10 +17,14 @@ from kaiwo_ray.cli.up import host_settings, resolve_kubeconfig
 from kaiwo_ray.controllers.manager import CONTROLLERS
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
+    ProcessMemory,
     StopSignal,
+    adopted,
     format_health,
+    format_memory,
     health_changes,
     parse_controller_names,
+    process_tree_memory,
 )
 
 
@@ -128,6 +132,13 @@ def test_health_comes_from_the_actor_report_under_the_actor_name() -> None:
     assert not ActorHealth.from_report("kaiwojob", report(error="start failed: boom")).healthy
 
 
+def test_adopted_actors_are_those_running_under_another_identity() -> None:
+    rows = [ActorHealth.from_report("kaiwojob", report(identity="me")),
+            ActorHealth.from_report("kaiwoservice", report(identity="earlier-up")),
+            ActorHealth.unreachable("kaiwoconfig", "gone")]
+    assert [r.name for r in adopted(rows, "me")] == ["kaiwoservice"]
+
+
 def test_health_table_has_a_row_per_actor_and_lists_errors() -> None:
     rows = [ActorHealth.from_report("kaiwojob", report(last_error="409 Conflict")),
             ActorHealth.unreachable("kaiwoservice", "ActorDiedError: the actor died", restarts=1)]
@@ -174,3 +185,29 @@ def test_a_second_sigint_falls_through_to_the_previous_handler() -> None:
         assert stop.wait(5.0)
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler before the next bytecode
+
+
+# -- memory ------------------------------------------------------------------------------------
+
+
+def test_process_tree_memory_finds_children_by_module_and_script(tmp_path: Path) -> None:
+    script = tmp_path / "idle.py"
+    script.write_text("import sys; sys.stdin.read()\n")
+    children = [subprocess.Popen([sys.executable, "-m", "idle", "arg"], cwd=tmp_path, stdin=subprocess.PIPE),
+                subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE)]
+    try:
+        found = {p.pid: p for p in process_tree_memory()}
+        assert found[children[0].pid].label == "idle arg"
+        assert found[children[1].pid].label == "idle.py"
+        assert all(found[c.pid].rss_bytes > 1 << 20 for c in children)
+    finally:
+        for child in children:
+            child.communicate(b"", timeout=30)
+
+
+def test_memory_line_puts_the_actors_first() -> None:
+    line = format_memory([ProcessMemory(label="raylet", pid=1, rss_bytes=50 << 20),
+                          ProcessMemory(label="ray::ControllerActor", pid=2, rss_bytes=120 << 20),
+                          ProcessMemory(label="ray::ControllerActor", pid=3, rss_bytes=124 << 20),
+                          ProcessMemory(label="gcs_server", pid=4, rss_bytes=70 << 20)])
+    assert line == "RSS (MiB): controller actors 244 MiB in 2, gcs_server 70, raylet 50"
