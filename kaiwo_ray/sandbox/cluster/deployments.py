@@ -240,6 +240,13 @@ class DeploymentController(Controller):
             new_rs = self._create_replicaset(deployment, template_hash, old_rs, budget.max_surge)
             created_new = new_rs is not None
         if new_rs is not None and not spec.get("paused"):
+            min_ready = as_int(spec.get("minReadySeconds"), 0)
+            if as_int((new_rs.get("spec") or {}).get("minReadySeconds"), 0) != min_ready:
+                # Like the real controller: the new ReplicaSet follows the Deployment's minReadySeconds.
+                with contextlib.suppress(ApiError):
+                    new_rs = self.store.patch(REPLICASETS, namespace, new_rs["metadata"]["name"],
+                                              {"spec": {"minReadySeconds": min_ready}}, "merge",
+                                              user=DEPLOYMENT_USER)
             if (spec.get("strategy") or {}).get("type") == "Recreate":
                 self._recreate(deployment, new_rs, old_rs, replicas)
             else:
