@@ -16,6 +16,12 @@ def resources_of(
     return container(main(job({"image": "i", **spec}), nodes), index)["resources"]  # type: ignore[no-any-return]
 
 
+def user_job(container_resources: dict[str, Any]) -> dict[str, Any]:
+    """`spec.job` with one container `c` that sets `container_resources` itself."""
+    container = {"name": "c", "image": "i", "resources": container_resources}
+    return {"job": {"spec": {"template": {"spec": {"containers": [container]}}}}}
+
+
 def test_spec_resources_beat_gpu_derived_defaults() -> None:
     res = resources_of(
         {"gpus": 2, "resources": {"requests": {"cpu": "1"}, "limits": {"memory": "8Gi"}}},
@@ -42,65 +48,20 @@ def test_missing_limit_defaults_to_at_least_the_request() -> None:
 
 
 def test_container_request_above_the_default_limit_raises_the_filled_limit() -> None:
-    user = {
-        "job": {
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "c",
-                                "image": "i",
-                                "resources": {"requests": {"memory": "64Gi", "cpu": "500m"}},
-                            }
-                        ]
-                    }
-                }
-            }
-        }
-    }
+    user = user_job({"requests": {"memory": "64Gi", "cpu": "500m"}})
     res = resources_of(user)
     assert res["limits"] == {"cpu": "2", "memory": "64Gi"}
 
 
 def test_filled_request_is_capped_by_the_containers_own_limit() -> None:
-    user = {
-        "job": {
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "c",
-                                "image": "i",
-                                "resources": {"limits": {"memory": "1Gi", "cpu": "500m"}},
-                            }
-                        ]
-                    }
-                }
-            }
-        }
-    }
+    user = user_job({"limits": {"memory": "1Gi", "cpu": "500m"}})
     res = resources_of(user)
     assert res["requests"] == {"cpu": "500m", "memory": "1Gi"}
     assert res["limits"] == {"memory": "1Gi", "cpu": "500m"}
 
 
 def test_extended_resources_get_request_equal_to_the_containers_own_value() -> None:
-    user = {
-        "gpus": 4,
-        "job": {
-            "spec": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {"name": "c", "image": "i", "resources": {"limits": {"amd.com/gpu": "1"}}}
-                        ]
-                    }
-                }
-            }
-        },
-    }
+    user = {"gpus": 4, **user_job({"limits": {"amd.com/gpu": "1"}})}
     res = resources_of(user, gpu_nodes("amd", 1, 8))
     assert res["requests"]["amd.com/gpu"] == "1" and res["limits"]["amd.com/gpu"] == "1"
 
