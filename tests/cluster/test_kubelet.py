@@ -134,3 +134,36 @@ def test_pod_ip_comes_from_the_nodes_pod_cidr(sandbox_factory: Any, clients_fact
                       and s)
     assert status.pod_ip.startswith("10.244.7.")
     assert status.pod_ips[0].ip == status.pod_ip
+
+
+def test_running_pod_resumes_after_a_sandbox_restart(tmp_path: Any, clients_factory: Any, make_node: Any,
+                                                     wait_for: Any) -> None:
+    from kaiwo_ray.sandbox.testing import start_sandbox
+
+    first = start_sandbox(nodes=[make_node("n1")], cluster=NODE_CONTROLLERS, time_factor=0.01, state_dir=tmp_path)
+    try:
+        c = clients_factory(first)
+        # One real second to start, two to run: starting over after the restart would be visible.
+        c.core.create_namespaced_pod("default", pod("survivor", ["sleep", "200"], annotations={
+            "sandbox.kaiwo-ray.dev/start-seconds": "100"}))
+        before = wait_for(lambda: (s := c.core.read_namespaced_pod_status("survivor", "default").status)
+                          and s.phase == "Running" and s, timeout=10)
+    finally:
+        first.stop()
+    second = start_sandbox(nodes=[make_node("n1")], cluster=NODE_CONTROLLERS, time_factor=0.01, state_dir=tmp_path)
+    try:
+        c = clients_factory(second)
+        seen: list[str] = []
+
+        def finished() -> bool:
+            status = c.core.read_namespaced_pod_status("survivor", "default").status
+            seen.append(status.phase)
+            return bool(status.phase == "Succeeded")
+
+        wait_for(finished, timeout=10, message="pod finishes after the restart")
+        assert "Pending" not in seen  # resumed, not started over
+        after = c.core.read_namespaced_pod_status("survivor", "default").status
+        assert after.start_time == before.start_time
+        assert after.container_statuses[0].restart_count == 0
+    finally:
+        second.stop()

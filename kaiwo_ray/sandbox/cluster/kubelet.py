@@ -79,6 +79,15 @@ class PodRuntime:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 # --------------------------------------------------------------------------------------------
 # Rendering (pure)
 
@@ -315,15 +324,24 @@ class Kubelet(Controller):
             unmounted = self._unbound_claims(pod)
             if unmounted:
                 return self._wait_for_volumes(pod, unmounted)
+        resumed = False
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
-            runtime = PodRuntime(uid=uid, timeline=PodTimeline.start(plan),
-                                 bound_monotonic=self.clock.monotonic(), bound_wall=self.clock.now(),
-                                 extra={"pod": f"{name}_{namespace}({uid})"})
+            bound_wall, bound_monotonic = self.clock.now(), self.clock.monotonic()
+            started = _parse_time((pod.get("status") or {}).get("startTime"))
+            if started is not None and started <= bound_wall:
+                # A kubelet already ran this pod (sandbox restarted from saved state): resume its
+                # timeline from when it started instead of starting it over.
+                elapsed = (bound_wall - started).total_seconds()
+                bound_wall, bound_monotonic, resumed = started, bound_monotonic - elapsed, True
+            runtime = PodRuntime(uid=uid, timeline=PodTimeline.start(plan), bound_monotonic=bound_monotonic,
+                                 bound_wall=bound_wall, extra={"pod": f"{name}_{namespace}({uid})"})
             self._runtimes[(namespace, name)] = runtime
         now = self._sim_now(runtime)
         timeline = runtime.timeline
         timeline.advance(now)
+        if resumed:
+            runtime.reported_events = len(timeline.events)  # those were reported before the restart
         if meta.get("deletionTimestamp"):
             timeline.kill(now)
         self._report_events(pod, runtime)
