@@ -1,5 +1,6 @@
 """`kaiwo-ray dev`: argument errors answer at once; the real thing, as a subprocess, serves a
-cluster where `examples/cpu-job.yaml` runs to COMPLETE, and SIGINT leaves no process behind."""
+cluster where `examples/cpu-job.yaml` runs to COMPLETE, and Ctrl-C (SIGINT to its process group)
+stops it gracefully, leaving no process behind."""
 
 from __future__ import annotations
 
@@ -71,7 +72,9 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
                "--time-factor", "0.05"]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:
-        dev = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env)
+        # Its own process group, so that signalling the group is what Ctrl-C in a terminal does.
+        dev = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
+                               start_new_session=True)
     descendants: list[psutil.Process] = []
     try:
         wait_for(lambda: "kaiwo-ray dev is ready" in log_path.read_text() or dev.poll() is not None, 240,
@@ -90,14 +93,15 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
             "kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", "cpu-job").get("status") or {}).get("status")
             == "COMPLETE", 90, "cpu-job COMPLETE")
 
-        dev.send_signal(signal.SIGINT)
+        os.killpg(dev.pid, signal.SIGINT)  # the whole foreground group, as a terminal's Ctrl-C
         assert dev.wait(90) == 0, log_path.read_text()
     finally:
         if dev.poll() is None:
-            dev.kill()
+            os.killpg(dev.pid, signal.SIGKILL)
             dev.wait(10)
     output = log_path.read_text()
     assert "Controllers stopped." in output and "Stopped: controllers, Ray and the sandbox." in output
+    assert "not stopped cleanly" not in output  # the actors stopped gracefully, not killed by the signal
     deadline = time.monotonic() + 20.0
     left = [p for p in descendants if not _gone(p)]
     while left and time.monotonic() < deadline:
