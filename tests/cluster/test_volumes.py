@@ -86,5 +86,7 @@ def test_kubelet_waits_for_claims_of_pods_bound_by_name(sandbox_factory: Any, cl
     c.storage.create_storage_class({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
                                     "metadata": {"name": "late-class"}, "provisioner": "example.com/late"})
     wait_for(lambda: phase(c, "late") == "Bound", message="claim bound once its class exists")
-    wait_for(lambda: c.core.read_namespaced_pod_status("pinned", "default").status.phase == "Running",
-             message="pod starts once its claim is bound")
+    status = wait_for(lambda: (s := c.core.read_namespaced_pod_status("pinned", "default").status)
+                      and s.phase == "Running" and s, message="pod starts once its claim is bound")
+    scheduled = next(cond for cond in status.conditions if cond.type == "PodScheduled")
+    assert scheduled.status == "True"  # posted by the kubelet: this pod never met the scheduler

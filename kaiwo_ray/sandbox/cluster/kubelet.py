@@ -157,6 +157,9 @@ def _merge_conditions(existing: list[JsonObj], desired: list[tuple[str, str, str
         merged.append(condition)
     names = {d[0] for d in desired}
     merged.extend(c for c in existing if c.get("type") not in names)
+    if not any(c.get("type") == "PodScheduled" for c in merged):
+        # A pod created with spec.nodeName never met the scheduler; the kubelet reports it scheduled.
+        merged.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
     return merged
 
 
