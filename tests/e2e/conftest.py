@@ -17,8 +17,8 @@ from typing import Any
 
 import kubernetes
 import pytest
-
 from e2e_support import Kube, Target, wait_for
+
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
 
@@ -83,7 +83,7 @@ def real_cluster() -> Iterator[Target]:
     if not path:
         pytest.skip(f"{KUBECONFIG_VAR} is not set: point it at a kubeconfig of a cluster where "
                     "`kaiwo-ray up` runs the operator to run the cluster suite")
-    api_client = kubernetes.config.new_client_from_config(config_file=path)
+    api_client = kubernetes.config.new_client_from_config(config_file=path)  # type: ignore[no-untyped-call]
     target = Target(Kube(api_client), "cluster", CLUSTER_TIMEOUT, sandbox=False)
     yield target
     target.cleanup()

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from e2e_support import (
     CONFIG_API,
     KAIWO_API,
@@ -66,14 +65,22 @@ def wait_phase(target: Target, kind: str, name: str, namespace: str, wanted: str
             pytest.fail(f"{kind} {namespace}/{name} ended {seen}, expected {sorted(accepted)}: {obj!r}")
         return None
 
-    found: JsonObj = wait_for(reached, timeout or target.timeout, f"{kind} {namespace}/{name} to be {accepted}")
+    found = wait_for(reached, timeout or target.timeout, f"{kind} {namespace}/{name} to be {accepted}")
     return found
+
+
+def wait_gone(target: Target, kind: str, name: str, namespace: str) -> None:
+    wait_for(lambda: target.kube.get(KAIWO_API, kind, name, namespace) is None, target.timeout,
+             f"{kind} {namespace}/{name} to be gone")
 
 
 def delete_and_wait_gone(target: Target, kind: str, name: str, namespace: str) -> None:
     target.kube.delete(KAIWO_API, kind, name, namespace)
-    wait_for(lambda: target.kube.get(KAIWO_API, kind, name, namespace) is None, target.timeout,
-             f"{kind} {namespace}/{name} to be gone")
+    wait_gone(target, kind, name, namespace)
+
+
+def wait_no_children(target: Target, namespace: str, uid: str, owner: str) -> None:
+    wait_for(lambda: not children_of(target, namespace, uid), target.timeout, f"no children of {owner} left")
 
 
 def children_of(target: Target, namespace: str, uid: str) -> list[str]:
@@ -82,10 +89,10 @@ def children_of(target: Target, namespace: str, uid: str) -> list[str]:
     for api_version, kind in (("batch/v1", "Job"), ("apps/v1", "Deployment"), ("ray.io/v1", "RayJob"),
                               ("workload.codeflare.dev/v1beta2", "AppWrapper"), ("v1", "PersistentVolumeClaim"),
                               ("v1", "ConfigMap")):
-        left += [f"{kind}/{o['metadata']['name']}" for o in target.kube.list(api_version, kind, namespace)
+        left += [f"{kind}/{o['metadata']['name']}" for o in target.kube.items(api_version, kind, namespace)
                  if owned_by(o, uid)]
     left += [f"Pod/{o['metadata']['name']}"
-             for o in target.kube.list("v1", "Pod", namespace, label_selector=f"{RUN_ID_LABEL}={uid}")]
+             for o in target.kube.items("v1", "Pod", namespace, label_selector=f"{RUN_ID_LABEL}={uid}")]
     return left
 
 
@@ -157,7 +164,7 @@ def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str
             continue
         ns = obj["metadata"].get("namespace")
 
-        def at_phase(obj: JsonObj = obj, ns: str | None = ns, wanted: str = wanted) -> str:
+        def at_phase(obj: JsonObj = obj, ns: str | None = ns, wanted: str = wanted, filename: str = filename) -> str:
             live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], ns)
             seen = phase(live)
             if seen in TERMINAL_PHASES | {"ERROR"} and seen != wanted:
@@ -192,7 +199,7 @@ def _gpu_quota(target: Target, queue: str, resource: str) -> int:
 def gpu_job_size(target: Target, queue: str = "kaiwo") -> tuple[str, int]:
     """A (vendor, gpus) for which the queue has quota for exactly one such job at a time and one node
     can run it; skip when the cluster offers none."""
-    nodes = target.kube.list("v1", "Node")
+    nodes = target.kube.items("v1", "Node")
     for vendor, key in GPU_KEYS.items():
         per_node = max((int(str((n.get("status") or {}).get("allocatable", {}).get(key, 0))) for n in nodes),
                        default=0)
@@ -246,7 +253,8 @@ def scenario_job_updates(target: Target) -> None:
 
     def job_labelled() -> bool:
         job = target.kube.get("batch/v1", "Job", "labelled", namespace)
-        return ((job or {}).get("metadata") or {}).get("labels", {}).get("team") == "e2e-blue"
+        labels: dict[str, str] = ((job or {}).get("metadata") or {}).get("labels") or {}
+        return labels.get("team") == "e2e-blue"
 
     wait_for(job_labelled, target.timeout, "the new label on the Job")
     before = target.kube.get("batch/v1", "Job", "labelled", namespace)
@@ -308,14 +316,12 @@ def scenario_deletion(target: Target) -> None:
     target.kube.delete(KAIWO_API, "KaiwoJob", "doomed-job", namespace)
     target.kube.delete(KAIWO_API, "KaiwoService", "doomed-svc", namespace)
     for kind, name in (("KaiwoJob", "doomed-job"), ("KaiwoService", "doomed-svc")):
-        wait_for(lambda kind=kind, name=name: target.kube.get(KAIWO_API, kind, name, namespace) is None,
-                 target.timeout, f"{kind} {name} gone")
+        wait_gone(target, kind, name, namespace)
     for name, uid in uids.items():
-        wait_for(lambda uid=uid: not children_of(target, namespace, uid), target.timeout,
-                 f"no children of {name} left")
-    workloads = [w["metadata"]["name"] for w in target.kube.list("kueue.x-k8s.io/v1beta2", "Workload", namespace)
+        wait_no_children(target, namespace, uid, name)
+    workloads = [w["metadata"]["name"] for w in target.kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)
                  if not (w["metadata"].get("deletionTimestamp"))]
-    wait_for(lambda: not [w for w in target.kube.list("kueue.x-k8s.io/v1beta2", "Workload", namespace)],
+    wait_for(lambda: not [w for w in target.kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)],
              target.timeout, f"no Kueue Workloads left (had {workloads})")
 
 
@@ -378,12 +384,12 @@ def scenario_kaiwoconfig_live(target: Target) -> tuple[tuple[Any, Any], tuple[An
                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}
     try:
         target.kube.create(kaiwo_job("ray-before", namespace, **ray_spec))
-        before = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-before", namespace), target.timeout,
-                          "RayJob ray-before")
+        before: JsonObj = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-before", namespace),
+                                   target.timeout, "RayJob ray-before")
         target.kube.patch(CONFIG_API, "KaiwoConfig", "kaiwo", {"spec": {"ray": {"headPodMemory": "3Gi"}}})
         target.kube.create(kaiwo_job("ray-after", namespace, **ray_spec))
-        after = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-after", namespace), target.timeout,
-                         "RayJob ray-after")
+        after: JsonObj = wait_for(lambda: target.kube.get("ray.io/v1", "RayJob", "ray-after", namespace),
+                                  target.timeout, "RayJob ray-after")
         before_now = target.kube.get("ray.io/v1", "RayJob", "ray-before", namespace)
         assert before_now is not None and _head_memory(before_now) == _head_memory(before)
         for name in ("ray-before", "ray-after"):

@@ -46,16 +46,17 @@ def is_transient(err: Exception) -> bool:
     return isinstance(err, HTTPError | ConnectionError | TimeoutError)
 
 
-def wait_for(check: Callable[[], T], timeout: float, message: str, interval: float = 0.05) -> T:
+def wait_for(check: Callable[[], T | None], timeout: float, message: str, interval: float = 0.05) -> T:
     """Poll `check` until it returns something truthy, under a deadline; transient API errors count as
     "not yet". The sleep is the polling period, never a synchronisation."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
         try:
-            last = check()
-            if last:
-                return last
+            value = check()
+            if value:
+                return value
+            last = value
         except Exception as err:
             if not is_transient(err):
                 raise
@@ -98,7 +99,7 @@ class Kube:
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client
-        self.dyn = retrying(lambda: DynamicClient(api_client))
+        self.dyn = retrying(lambda: DynamicClient(api_client))  # type: ignore[no-untyped-call]
         self.core = kubernetes.client.CoreV1Api(api_client)
 
     def resource(self, api_version: str, kind: str) -> Any:
@@ -114,7 +115,7 @@ class Kube:
                 return None
             raise
 
-    def list(self, api_version: str, kind: str, namespace: str | None = None,
+    def items(self, api_version: str, kind: str, namespace: str | None = None,
              label_selector: str | None = None) -> list[JsonObj]:
         res = self.resource(api_version, kind)
         result = retrying(lambda: res.get(namespace=namespace, label_selector=label_selector).to_dict())
@@ -148,7 +149,7 @@ class Kube:
                 raise
 
     def events(self, namespace: str, name: str, kind: str | None = None) -> list[JsonObj]:
-        items = self.list("v1", "Event", namespace)
+        items = self.items("v1", "Event", namespace)
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == name
                 and (kind is None or (e.get("involvedObject") or {}).get("kind") == kind)]
 
@@ -209,9 +210,11 @@ class StatusHistory:
                 if not version:
                     version = self._resync()
                     self.relists += 1
-                watcher = kubernetes.watch.Watch()
-                for event in self.kube.dyn.watch(res, namespace=self.namespace, resource_version=version,
-                                                 timeout=1, watcher=watcher, allow_watch_bookmarks=True):
+                watcher = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
+                stream = self.kube.dyn.watch(  # type: ignore[no-untyped-call]
+                    res, namespace=self.namespace, resource_version=version, timeout=1, watcher=watcher,
+                    allow_watch_bookmarks=True)
+                for event in stream:
                     raw: JsonObj = event["raw_object"]
                     version = str((raw.get("metadata") or {}).get("resourceVersion") or version)
                     if event["type"] in ("ADDED", "MODIFIED", "DELETED"):

@@ -11,7 +11,6 @@ import os
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import OperatorSandbox, operator_sandbox
 from e2e_scenarios import expected_examples, scenario_examples
 from e2e_support import Target, condition, wait_for

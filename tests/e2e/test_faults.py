@@ -11,9 +11,8 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-
 from conftest import OperatorSandbox, operator_sandbox
-from e2e_scenarios import children_of, kaiwo_job, kaiwo_service, wait_phase
+from e2e_scenarios import kaiwo_job, kaiwo_service, wait_gone, wait_no_children, wait_phase
 from e2e_support import KAIWO_API, JsonObj, Kube, Target, owned_by, phase, wait_for
 
 JOBS = [f"job-{n}" for n in range(5)]
@@ -65,10 +64,10 @@ def client_for_tests(env: OperatorSandbox) -> Target:
 def orphans(kube: Kube, namespace: str) -> list[str]:
     """Children whose controller owner (a KaiwoJob/KaiwoService) no longer exists."""
     live_uids = {o["metadata"]["uid"] for kind in ("KaiwoJob", "KaiwoService")
-                 for o in kube.list(KAIWO_API, kind, namespace)}
+                 for o in kube.items(KAIWO_API, kind, namespace)}
     found: list[str] = []
     for api_version, kind in CHILD_KINDS:
-        for child in kube.list(api_version, kind, namespace):
+        for child in kube.items(api_version, kind, namespace):
             refs = [r for r in child["metadata"].get("ownerReferences") or ()
                     if r.get("controller") and r.get("kind") in ("KaiwoJob", "KaiwoService")]
             if refs and refs[0]["uid"] not in live_uids:
@@ -80,7 +79,7 @@ def children_per_owner(kube: Kube, namespace: str, owner: JsonObj) -> Counter[st
     uid = owner["metadata"]["uid"]
     counts: Counter[str] = Counter()
     for api_version, kind in CHILD_KINDS:
-        counts[kind] += sum(1 for c in kube.list(api_version, kind, namespace) if owned_by(c, uid))
+        counts[kind] += sum(1 for c in kube.items(api_version, kind, namespace) if owned_by(c, uid))
     return +counts
 
 
@@ -117,10 +116,8 @@ def test_workloads_converge_through_errors_watch_cuts_and_expired_versions(fault
             for obj in doomed:
                 assert obj is not None
                 uid = obj["metadata"]["uid"]
-                wait_for(lambda obj=obj: kube.get(KAIWO_API, obj["kind"], obj["metadata"]["name"], namespace) is None,
-                         target.timeout, f"{obj['metadata']['name']} gone")
-                wait_for(lambda uid=uid: not children_of(target, namespace, uid), target.timeout,
-                         f"children of {obj['metadata']['name']} gone")
+                wait_gone(target, obj["kind"], obj["metadata"]["name"], namespace)
+                wait_no_children(target, namespace, uid, obj["metadata"]["name"])
         hits = {rule.code: rule.hits for rule in faults.rules()}
     finally:
         faults.clear()
@@ -144,7 +141,7 @@ def test_workloads_converge_through_errors_watch_cuts_and_expired_versions(fault
     ray_owner = kube.get(KAIWO_API, "KaiwoJob", "ray-job", namespace)
     assert ray_owner is not None and children_per_owner(kube, namespace, ray_owner) == Counter({"RayJob": 1})
     assert orphans(kube, namespace) == []
-    workloads = kube.list("kueue.x-k8s.io/v1beta2", "Workload", namespace)
+    workloads = kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)
     owners = Counter((r["kind"], r["name"]) for w in workloads for r in w["metadata"].get("ownerReferences") or ()
                      if r.get("controller"))
     assert all(n == 1 for n in owners.values()), owners
