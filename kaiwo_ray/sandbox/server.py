@@ -473,6 +473,7 @@ class ApiServer:
             raise ApiError.invalid("ListOptions", "meta.k8s.io", "", [{
                 "reason": "FieldValueForbidden", "field": "resourceVersionMatch",
                 "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"}])
+        resume_from = None if rv_param in ("", "0") or send_initial else self.store.parse_resource_version(rv_param)
         stream = WatchStream(self, info, gvr, path.namespace, selection, include)
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
         await response.prepare(request)
@@ -488,7 +489,8 @@ class ApiServer:
             try:
                 if self.faults.take_forced_gone():
                     raise ApiError.gone(f"too old resource version: {rv_param} ({self.store.resource_version})")
-                backlog = self.store.events_since(info, self.store._parse_rv(rv_param))
+                assert resume_from is not None
+                backlog = self.store.events_since(info, resume_from)
                 initial = [frame for event in backlog if (frame := stream.frame(event)) is not None]
             except ApiError as err:
                 error = err

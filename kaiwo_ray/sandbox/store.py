@@ -190,7 +190,7 @@ class ObjectStore:
                                "consistent list result. You can start a new list without the continue "
                                "parameter, or use the continue value from the response to resume the list.")
         elif resource_version_match == "Exact" and resource_version:
-            at_rv = self._parse_rv(resource_version)
+            at_rv = self.parse_resource_version(resource_version)
             if at_rv < self._history_floor:
                 raise ApiError.gone(f"too old resource version: {at_rv} ({self._history_floor})")
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
@@ -234,7 +234,7 @@ class ObjectStore:
         return past
 
     @staticmethod
-    def _parse_rv(value: str) -> int:
+    def parse_resource_version(value: str) -> int:
         try:
             return int(value)
         except ValueError:

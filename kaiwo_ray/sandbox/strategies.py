@@ -3,6 +3,8 @@ defaults): the small facts that differ between kinds and that clients observe.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kaiwo_ray.sandbox.registry import ResourceInfo
 from kaiwo_ray.sandbox.types import CRDS, JsonObj
 
@@ -37,7 +39,7 @@ def prepare_create(info: ResourceInfo, obj: JsonObj) -> None:
     elif gr in STATUS_RESET_ON_CREATE:
         obj["status"] = {}
     if gr == ("", "pods"):
-        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(_dict(obj.get("spec")))}
     elif gr == ("", "namespaces"):
         obj["status"] = {"phase": "Active"}
         spec = obj.setdefault("spec", {})
@@ -67,14 +69,16 @@ def finalizers_left(info: ResourceInfo, obj: JsonObj) -> bool:
 
 
 def qos_class(spec: JsonObj) -> str:
-    """v1.PodQOSClass as the apiserver computes it on create."""
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    """v1.PodQOSClass as the apiserver computes it on create. Malformed parts count as unset:
+    validation, which runs later, reports them."""
+    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))
+                  if isinstance(c, dict)]
     any_set = False
     guaranteed = True
     for container in containers:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
+        resources = _dict(container.get("resources"))
+        requests = _dict(resources.get("requests"))
+        limits = _dict(resources.get("limits"))
         if requests or limits:
             any_set = True
         for resource in ("cpu", "memory"):
@@ -85,6 +89,14 @@ def qos_class(spec: JsonObj) -> str:
     if not any_set:
         return "BestEffort"
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _dict(value: Any) -> JsonObj:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def crd_status(crd: JsonObj) -> JsonObj:

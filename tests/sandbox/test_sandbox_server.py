@@ -191,3 +191,25 @@ def test_watches_are_audited_once(sandbox: RunningSandbox) -> None:
     status, _, _ = sandbox.http("GET", "/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true")
     assert status == 422  # sendInitialEvents needs resourceVersionMatch=NotOlderThan
     assert [(r.verb, r.code) for r in sandbox.audit.records()] == [("watch", 200), ("watch", 422)]
+
+
+@pytest.mark.parametrize(("path", "body"), [
+    ("/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {"containers": "x"}}),
+    ("/api/v1/namespaces/default/pods", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "i", "resources": {"limits": "x"}}]}}),
+    ("/apis/batch/v1/namespaces/default/jobs", {"metadata": {"name": "j"}, "spec": "x"}),
+    ("/api/v1/namespaces/default/configmaps", {"metadata": {"name": 5}}),
+    ("/api/v1/namespaces/default/configmaps", {"metadata": "x"}),
+    ("/api/v1/namespaces/default/configmaps", ["not", "an", "object"]),
+    ("/apis/ray.io/v1/namespaces/default/rayjobs", {"metadata": {"name": "r"}, "spec": []}),
+])
+def test_malformed_bodies_never_crash_the_store(sandbox: RunningSandbox, path: str, body: Any) -> None:
+    # (Type checks of built-in fields belong to builtin_validation; the store must just not crash.)
+    status, _, raw = sandbox.http("POST", path, body)
+    assert status < 500, raw
+
+
+def test_watch_with_a_malformed_resource_version_is_400(sandbox: RunningSandbox) -> None:
+    status, _, raw = sandbox.http("GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=abc")
+    assert status == 400
+    assert json.loads(raw)["reason"] == "BadRequest"
