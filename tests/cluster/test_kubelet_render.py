@@ -42,7 +42,7 @@ def pod(annotations: dict[str, str], policy: str = "Never") -> JsonObj:
 def runtime_for(body: JsonObj) -> PodRuntime:
     plan = plan_pod(body, 15.0, 1.0)
     return PodRuntime(uid="u1", timeline=PodTimeline.start(plan), bound_monotonic=0.0,
-                      bound_wall=datetime(2026, 1, 1, tzinfo=UTC), extra={"pod": "p_ns(u1)"})
+                      bound_wall=datetime(2026, 1, 1, tzinfo=UTC), pod_ref="p_ns(u1)")
 
 
 def render(body: JsonObj, runtime: PodRuntime, at: float) -> JsonObj:

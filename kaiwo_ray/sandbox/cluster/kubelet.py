@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podsim import ContainerRun, PodTimeline, Termination, plan_pod
+from kaiwo_ray.sandbox.cluster.podsim import ContainerRun, PodTimeline, Termination, plan_pod, restart_backoff
 from kaiwo_ray.sandbox.cluster.podutil import is_terminal, qos_class
 from kaiwo_ray.sandbox.types import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
@@ -76,7 +76,7 @@ class PodRuntime:
     bound_wall: datetime
     reported_events: int = 0
     last_written: JsonObj | None = None  # guards against write loops if the store normalises status
-    extra: dict[str, str] = field(default_factory=dict)
+    pod_ref: str = ""  # "name_namespace(uid)", as the kubelet names a pod in messages
 
 
 def _parse_time(text: object) -> datetime | None:
@@ -129,8 +129,8 @@ def container_status(run: ContainerRun, runtime: PodRuntime, now: float, tf: flo
         status["state"] = {"terminated": _terminated(run.terminated, container_id, runtime, tf)}
     elif run.restart_at is not None and run.terminated is not None:
         status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
-            f"back-off {int(min(300, 10 * 2 ** run.restart_count))}s restarting failed container={plan.name} "
-            f"pod={runtime.extra.get('pod', '')}")}}
+            f"back-off {int(restart_backoff(run.restart_count))}s restarting failed container={plan.name} "
+            f"pod={runtime.pod_ref}")}}
         status["lastState"] = {"terminated": _terminated(run.terminated, container_id, runtime, tf)}
     else:
         status["state"] = {"waiting": {"reason": run.waiting_reason or "ContainerCreating"}}
@@ -338,7 +338,7 @@ class Kubelet(Controller):
                 elapsed = (bound_wall - started).total_seconds()
                 bound_wall, bound_monotonic, resumed = started, bound_monotonic - elapsed, True
             runtime = PodRuntime(uid=uid, timeline=PodTimeline.start(plan), bound_monotonic=bound_monotonic,
-                                 bound_wall=bound_wall, extra={"pod": f"{name}_{namespace}({uid})"})
+                                 bound_wall=bound_wall, pod_ref=f"{name}_{namespace}({uid})")
             self._runtimes[(namespace, name)] = runtime
         now = self._sim_now(runtime)
         timeline = runtime.timeline
@@ -411,7 +411,7 @@ class Kubelet(Controller):
             elif reason == "BackOff":
                 record_event(self.store, self.clock, pod, event_type, "BackOff",
                              f"Back-off restarting failed container {container} in pod "
-                             f"{runtime.extra.get('pod', '')}", COMPONENT)
+                             f"{runtime.pod_ref}", COMPONENT)
             elif reason == "Killing":
                 record_event(self.store, self.clock, pod, event_type, "Killing", f"Stopping container {container}",
                              COMPONENT)

@@ -221,6 +221,11 @@ class ContainerRun:
         return self.state == "running" and self.ready_at is not None and now >= self.ready_at
 
 
+def restart_backoff(restart_count: int) -> float:
+    """CrashLoopBackOff before restart number `restart_count + 1`: 10 s doubling, at most 5 min."""
+    return float(min(RESTART_BACKOFF_SECONDS * 2 ** restart_count, RESTART_BACKOFF_MAX_SECONDS))
+
+
 def _termination(started: float, finished: float, exit_code: int) -> Termination:
     return Termination(started, finished, exit_code, "Completed" if exit_code == 0 else "Error")
 
@@ -330,8 +335,7 @@ class PodTimeline:
                 run.state = "terminated"
                 run.terminated = _termination(run.started_at, at, run.plan.exit_code)
                 if self._restarts(run):
-                    delay = min(RESTART_BACKOFF_SECONDS * 2 ** run.restart_count, RESTART_BACKOFF_MAX_SECONDS)
-                    run.restart_at = at + delay
+                    run.restart_at = at + restart_backoff(run.restart_count)
                     run.waiting_reason = "CrashLoopBackOff"
                     self.events.append(("Warning", "BackOff", run.plan.name))
                 return
