@@ -8,6 +8,7 @@ without regenerating.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -27,15 +28,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def rendered_files() -> dict[str, str]:
     """File name -> YAML text of every CRD, exactly as committed."""
+    return dict(_rendered_files())
+
+
+@functools.cache
+def _rendered_files() -> tuple[tuple[str, str], ...]:
+    # The models cannot change within a process; dumping the CRDs is the slow part (pure-Python YAML).
     import yaml
 
     from kaiwo_ray.api.crd import CRDS, crd_for
 
-    return {
-        info.file_name: HEADER
-        + yaml.safe_dump(crd_for(info), sort_keys=False, width=1000, allow_unicode=False)
+    return tuple(
+        (
+            info.file_name,
+            HEADER + yaml.safe_dump(crd_for(info), sort_keys=False, width=1000, allow_unicode=False),
+        )
         for info in CRDS
-    }
+    )
 
 
 def stale_files(out: Path) -> list[str]:
@@ -64,12 +73,13 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"CRD manifests in {out} are up to date")
         return 0
+    files = rendered_files()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, text in rendered_files().items():
+        for name, text in files.items():
             (out / name).write_text(text, encoding="utf-8")
     except OSError as exc:
         print(f"kaiwo-ray crds: cannot write to {out}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    print(f"wrote {len(rendered_files())} CRDs to {out}")
+    print(f"wrote {len(files)} CRDs to {out}")
     return 0
