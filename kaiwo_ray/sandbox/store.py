@@ -395,7 +395,13 @@ class ObjectStore:
         if meta is None:
             meta = obj["metadata"] = {}
         if not isinstance(meta, dict):
-            raise ApiError.bad_request("metadata must be an object")
+            raise ApiError.bad_request(f'{info.kind} in version "{gvr.version}" cannot be handled as a {info.kind}: '
+                                       "json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
+        refs = meta.get("ownerReferences")
+        if isinstance(refs, list) and not all(isinstance(ref, dict) for ref in refs):
+            raise ApiError.bad_request(f'{info.kind} in version "{gvr.version}" cannot be handled as a {info.kind}: '
+                                       "json: cannot unmarshal into Go struct field ObjectMeta.metadata."
+                                       "ownerReferences of type v1.OwnerReference")
         kind = obj.get("kind")
         if kind and kind != info.kind:
             raise ApiError.bad_request(
@@ -584,11 +590,11 @@ class ObjectStore:
         patched = self._apply_patch(info, current, patch, patch_type)
         if not isinstance(patched, dict):
             raise ApiError.bad_request("the patched object is not a JSON object")
-        patched_meta = patched.get("metadata") or {}
+        patched = self._check_body(info, gvr, patched)
+        patched_meta = patched["metadata"]
         if patched_meta.get("name", name) != name:
             raise ApiError.bad_request(f"the name of the object ({patched_meta.get('name')}) does not match "
                                        f"the name on the URL ({name})")
-        patched = self._check_body(info, gvr, patched)
         if info.namespaced:
             patched["metadata"]["namespace"] = ns  # a patch cannot move an object
         else:
@@ -864,8 +870,8 @@ class ObjectStore:
         self._index_owners(info, key, old, obj)
 
     def _index_owners(self, info: ResourceInfo, key: ObjKey, old: JsonObj | None, new: JsonObj | None) -> None:
-        before = {r.get("uid") for r in (old or {}).get("metadata", {}).get("ownerReferences") or ()}
-        after = {r.get("uid") for r in (new or {}).get("metadata", {}).get("ownerReferences") or ()}
+        before = _owner_uids(old)
+        after = _owner_uids(new)
         if before == after:
             return
         ref = (info.storage, key)
@@ -1016,6 +1022,11 @@ class ObjectStore:
             if info.group == group and info.kind == kind and info.storage_group is None:
                 return info
         return None
+
+
+def _owner_uids(obj: JsonObj | None) -> set[str]:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or ()
+    return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
 
 
 def _dropped_fields(before: Any, after: Any, path: str) -> list[str]:

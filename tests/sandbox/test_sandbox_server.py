@@ -201,6 +201,7 @@ def test_watches_are_audited_once(sandbox: RunningSandbox) -> None:
     ("/api/v1/namespaces/default/configmaps", {"metadata": {"name": 5}}),
     ("/api/v1/namespaces/default/configmaps", {"metadata": "x"}),
     ("/api/v1/namespaces/default/configmaps", ["not", "an", "object"]),
+    ("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "o", "ownerReferences": [1]}}),
     ("/apis/ray.io/v1/namespaces/default/rayjobs", {"metadata": {"name": "r"}, "spec": []}),
 ])
 def test_malformed_bodies_never_crash_the_store(sandbox: RunningSandbox, path: str, body: Any) -> None:
@@ -213,3 +214,10 @@ def test_watch_with_a_malformed_resource_version_is_400(sandbox: RunningSandbox)
     status, _, raw = sandbox.http("GET", "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=abc")
     assert status == 400
     assert json.loads(raw)["reason"] == "BadRequest"
+
+
+def test_malformed_patch_results_are_400(sandbox: RunningSandbox, core: Any) -> None:
+    core.create_namespaced_config_map("default", {"metadata": {"name": "ok"}})
+    status, _, raw = sandbox.http("PATCH", "/api/v1/namespaces/default/configmaps/ok", '{"metadata": "x"}',
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    assert status == 400, raw
