@@ -267,3 +267,33 @@ def test_events_field_selector_on_involved_object(core: Any) -> None:
             "reason": "Started", "message": "m", "type": "Normal"})
     selected = core.list_namespaced_event("default", field_selector="involvedObject.name=b,involvedObject.kind=Pod")
     assert [e.metadata.name for e in selected.items] == ["e2"]
+
+
+def test_list_at_an_exact_past_resource_version(core: Any) -> None:
+    core.create_namespaced_config_map("default", {"metadata": {"name": "a"}, "data": {"v": "1"}})
+    past = core.list_namespaced_config_map("default").metadata.resource_version
+    core.patch_namespaced_config_map("a", "default", {"data": {"v": "2"}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
+    then = core.list_namespaced_config_map("default", resource_version=past, resource_version_match="Exact")
+    assert [(c.metadata.name, c.data) for c in then.items] == [("a", {"v": "1"})]
+    assert then.metadata.resource_version == past
+    now = core.list_namespaced_config_map("default")
+    assert [c.metadata.name for c in now.items] == ["a", "b"]
+
+
+def test_dry_run_patch_changes_nothing(core: Any) -> None:
+    created = core.create_namespaced_config_map("default", {"metadata": {"name": "d"}, "data": {"v": "1"}})
+    preview = core.patch_namespaced_config_map("d", "default", {"data": {"v": "2"}}, dry_run="All")
+    assert preview.data == {"v": "2"}
+    stored = core.read_namespaced_config_map("d", "default")
+    assert (stored.data, stored.metadata.resource_version) == ({"v": "1"}, created.metadata.resource_version)
+
+
+def test_builtin_validation_answers_422_naming_the_field(api: Any) -> None:
+    job = _job("bad")
+    job["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    with pytest.raises(ApiException) as exc:
+        kubernetes.client.BatchV1Api(api).create_namespaced_job("default", job)
+    body = _error(exc)
+    assert (exc.value.status, body["reason"]) == (422, "Invalid")
+    assert [c["field"] for c in body["details"]["causes"]] == ["spec.template.spec.restartPolicy"]

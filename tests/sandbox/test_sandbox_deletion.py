@@ -32,6 +32,7 @@ def test_finalizers_hold_an_object_until_removed(core: Any) -> None:
     core.delete_namespaced_config_map("f", "default")
     held = core.read_namespaced_config_map("f", "default")
     assert held.metadata.deletion_timestamp is not None
+    assert held.metadata.deletion_grace_period_seconds == 0
     assert held.metadata.finalizers == ["example.com/x"]
     with pytest.raises(ApiException) as exc:  # no new finalizers while deleting
         core.patch_namespaced_config_map("f", "default", {"metadata": {"finalizers": ["example.com/x", "b/c"]}})
