@@ -357,6 +357,21 @@ def test_real_subprocess() -> None:
     assert bad_err == "kaiwo-ray: <stdin>: spec.gpus: must be >= 0 (got -1)\n"
 
 
+def test_rendering_stays_light() -> None:
+    """The render path never imports the operator's runtime (Ray, HTTP clients, the sandbox)."""
+    code = (
+        "import sys; from kaiwo_ray.cli.render import render_file, render_default_queue_config; "
+        "render_file('examples/gpu-job.yaml'); render_file('examples/ray-service.yaml'); "
+        "render_file('examples/queue-config.yaml'); render_default_queue_config(); "
+        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_ray.sandbox', 'kaiwo_ray.operator_runtime'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "[]"
+
+
 def test_closed_pipe_is_not_an_error() -> None:
     """`kaiwo-ray render ... | head`: no BrokenPipeError traceback when the reader stops early.
     `true` exits before reading anything, so the write always hits a pipe without a reader."""
