@@ -74,6 +74,21 @@ def kubeconfig(url: str, token: str, ca_pem: bytes | None = None, namespace: str
     }
 
 
+def check_kubeconfig_target(path: Path) -> None:
+    """Refuse to overwrite a kubeconfig that holds other clusters (someone's ~/.kube/config)."""
+    if not path.exists():
+        return
+    try:
+        existing = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        existing = {"clusters": [{"name": "?"}]}
+    names = {c.get("name") for c in existing.get("clusters") or [] if isinstance(c, dict)} \
+        if isinstance(existing, dict) else {"?"}
+    if names - {CONTEXT}:
+        raise ValueError(f"{path} holds other clusters ({', '.join(sorted(str(n) for n in names - {CONTEXT}))}); "
+                         "refusing to overwrite it: pass another --kubeconfig path")
+
+
 def write_kubeconfig(path: Path, url: str, token: str, ca_pem: bytes | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -103,6 +118,8 @@ class Sandbox:
 
     async def start(self) -> None:
         cfg = self.config
+        if cfg.kubeconfig_path is not None:
+            check_kubeconfig_target(cfg.kubeconfig_path)
         if cfg.state_dir is not None:
             state = load_state(cfg.state_dir)
             if state is not None:

@@ -96,3 +96,13 @@ def test_cli_rejects_a_bad_nodes_file(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "expected Node" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_cli_refuses_to_overwrite_a_foreign_kubeconfig(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters:\n- name: production\n  cluster: {server: x}\n")
+    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
+                             "--no-cluster"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "refusing to overwrite" in result.stderr and "production" in result.stderr
+    assert "production" in kubeconfig.read_text()
