@@ -3,15 +3,15 @@ effective resource requests, QoS class, ownership, and pod lifecycle predicates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
-from typing import Any, cast
+from decimal import Decimal
+from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
+# One quantity parser for the whole simulated cluster, so the scheduler's fit and Kueue's quota
+# count requests identically (and the sandbox never imports the heavy `kubernetes` package).
+from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, parse_quantity
 from kaiwo_ray.sandbox.types import JsonObj
 
-_parse_quantity = cast(Callable[[Any], Decimal], parse_quantity)
+_MILLI = Decimal(1000)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
@@ -21,8 +21,8 @@ def quantity(value: Any) -> Decimal:
     """Parse a Kubernetes quantity ("500m", "16Gi", 8); unparseable values count as zero so one
     malformed object cannot stall the whole simulated cluster (validation is the store's job)."""
     try:
-        return _parse_quantity(value)
-    except (ValueError, TypeError, InvalidOperation):
+        return Decimal(parse_quantity(value)) / _MILLI
+    except (QuantityError, ValueError, TypeError):
         return Decimal(0)
 
 
