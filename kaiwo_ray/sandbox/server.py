@@ -577,6 +577,7 @@ class WatchStream:
         self.table = table
         self.pending: list[WatchEvent | object] = []
         self.wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
         self.cut_after: int | None = None
 
     def encode(self, kind: str, obj: JsonObj) -> bytes:
@@ -620,6 +621,10 @@ class WatchStream:
         self.wake.set()
 
     def _cut(self, after_events: int) -> None:
+        # Fault injection may call this from a test thread: hop onto the stream's loop.
+        self._loop.call_soon_threadsafe(self._cut_on_loop, after_events)
+
+    def _cut_on_loop(self, after_events: int) -> None:
         if after_events <= 0:
             self.pending.append(_CUT)
             self.wake.set()

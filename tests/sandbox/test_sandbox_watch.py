@@ -191,3 +191,11 @@ def test_stop_ends_open_watches_promptly() -> None:
     eventually(lambda: sandbox.open_watches == 1)
     sandbox.stop()
     assert watch.ended.wait(5)
+
+
+def test_cut_now_from_the_test_thread(sandbox: RunningSandbox) -> None:
+    watch = Collector(sandbox.stream(f"{CMS}?watch=1&resourceVersion=1&timeoutSeconds=30", timeout=30))
+    eventually(lambda: sandbox.open_watches == 1)
+    assert sandbox.faults.cut_watches() == 1
+    assert watch.ended.wait(5)
+    eventually(lambda: sandbox.open_watches == 0)
