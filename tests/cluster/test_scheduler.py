@@ -169,3 +169,17 @@ def test_pending_pod_is_placed_when_a_running_pod_frees_its_gpus(sandbox_factory
     assert "1 Insufficient amd.com/gpu" in condition.message
     wait_for(lambda: c.core.read_namespaced_pod("first", "default").status.phase == "Succeeded")
     wait_for(lambda: node_of(c.core, "second") == "gpu", message="second pod placed after first finished")
+
+
+def test_freed_room_goes_to_the_higher_priority_pod_first(sandbox_factory: Any, clients_factory: Any,
+                                                          make_node: Any, wait_for: Any) -> None:
+    sb = sandbox_factory(nodes=[make_node("gpu", gpus=8)], cluster=["scheduler"])
+    c = clients_factory(sb)
+    c.core.create_namespaced_pod("default", pod("blocker", gpus=8))
+    wait_for(lambda: node_of(c.core, "blocker") == "gpu")
+    c.core.create_namespaced_pod("default", pod("low", gpus=8, extra_spec={"priority": 0}))
+    c.core.create_namespaced_pod("default", pod("high", gpus=8, extra_spec={"priority": 1000}))
+    wait_for(lambda: scheduled_condition(c.core, "low") and scheduled_condition(c.core, "high"))
+    c.core.delete_namespaced_pod("blocker", "default")
+    wait_for(lambda: node_of(c.core, "high") == "gpu", message="the higher-priority pod is placed")
+    assert node_of(c.core, "low") is None
