@@ -42,6 +42,7 @@ class ResourceInfo:
     printer_columns: dict[str, list[JsonObj]] = field(default_factory=dict)
     scale_paths: JsonObj | None = None
     storage_version: str = ""  # CRD: the version marked storage; built-ins: the only version
+    deprecations: dict[str, str] = field(default_factory=dict)  # version -> Warning text (CRD `deprecated`)
 
     @property
     def stored_version(self) -> str:
@@ -143,8 +144,11 @@ def info_from_crd(crd: JsonObj) -> ResourceInfo:
     columns: dict[str, list[JsonObj]] = {}
     subresources: set[str] = set()
     scale: JsonObj | None = None
+    deprecations: dict[str, str] = {}
     for v in versions_spec:
         vname = str(v.get("name", ""))
+        if v.get("deprecated"):
+            deprecations[vname] = str(v.get("deprecationWarning") or f"{group}/{vname} {kind} is deprecated")
         schema = (v.get("schema") or {}).get("openAPIV3Schema")
         if isinstance(schema, dict):
             schemas[vname] = schema
@@ -163,6 +167,7 @@ def info_from_crd(crd: JsonObj) -> ResourceInfo:
         verbs=ALL_VERBS, subresources=frozenset(subresources), custom=True,
         schemas=schemas, printer_columns=columns, scale_paths=scale,
         storage_version=next(str(v["name"]) for v in versions_spec if v.get("storage")),
+        deprecations=deprecations,
     )
 
 

@@ -167,6 +167,9 @@ class ApiServer:
                 response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
             else:
                 response = await self._dispatch(request, info, api_path, verb, user)
+            deprecation = info.deprecations.get(api_path.version)
+            if deprecation:
+                response.headers.add("Warning", f'299 - "{deprecation}"')
             code = response.status
             return response
         except ApiError as err:

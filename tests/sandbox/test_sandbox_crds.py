@@ -171,3 +171,10 @@ def test_unknown_fields_are_pruned_with_a_warning_by_default(sandbox: RunningSan
     assert status == 201
     assert headers["warning"] == '299 - "unknown field \\"spec.gpu\\""'
     assert "gpu" not in json.loads(raw)["spec"]
+
+
+def test_deprecated_versions_warn(sandbox: RunningSandbox) -> None:
+    _, headers, _ = sandbox.http("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues")
+    assert headers["warning"] == '299 - "kueue.x-k8s.io/v1beta1 ClusterQueue is deprecated"'
+    _, headers, _ = sandbox.http("GET", "/apis/kueue.x-k8s.io/v1beta2/clusterqueues")
+    assert "warning" not in headers
