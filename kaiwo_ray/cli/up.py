@@ -3,20 +3,23 @@
 Ray is imported only inside `run` (the module is imported by `kaiwo-ray --help` and every other
 sub-command). Without `--ray-address` a private local Ray is started and shut down on exit; with
 one, the actors are detached so that they keep reconciling if this process dies, and a later `up`
-adopts them.
+adopts them. `--no-ray` runs the same controllers in this process instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
+import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
 from kaiwo_ray.operator_runtime import (
+    ActorHealth,
     StopSignal,
     adopted,
     format_health,
@@ -45,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the Leases")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the actors (and restart missing ones)")
+    parser.add_argument("--no-ray", action="store_true",
+                        help="run the controllers in this process instead of Ray actors (no restarts by Ray)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                         help="how long in-flight reconciles may take to finish on shutdown")
 
@@ -81,6 +86,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
         return 2
+    if args.no_ray:
+        if args.ray_address:
+            print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
+            return 2
+        return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
     from actors.supervisor import Supervisor, SupervisorError, init_ray
@@ -116,8 +126,7 @@ def run(args: argparse.Namespace) -> int:
                 ray.shutdown()
 
 
-def supervise(supervisor: Any, stop: StopSignal, interval: float,
-              out: TextIO | None = None, on_tick: Callable[[], None] | None = None) -> None:
+def supervise(supervisor: Any, stop: StopSignal, interval: float, out: TextIO | None = None) -> None:
     """Until a stop signal: recreate actors that are gone, print what changed in their health."""
     out = out or sys.stdout
     last = supervisor.health()
@@ -128,8 +137,6 @@ def supervise(supervisor: Any, stop: StopSignal, interval: float,
         for line in health_changes(last, rows):
             print(line, file=out, flush=True)
         last = rows
-        if on_tick is not None:
-            on_tick()
 
 
 def stop_supervisor(supervisor: Any, grace: float, out: TextIO) -> None:
@@ -139,3 +146,55 @@ def stop_supervisor(supervisor: Any, grace: float, out: TextIO) -> None:
     if stuck:
         print(f"not stopped cleanly: {', '.join(stuck)}", file=out, flush=True)
     print("Controllers stopped.", file=out, flush=True)
+
+
+async def run_in_process(names: list[str], settings: HostSettings, interval: float, grace: float) -> int:
+    """`--no-ray`: the same controllers and Leases on this process's event loop (the lead's
+    `Operator`), for machines without Ray or to take Ray out of the picture while debugging."""
+    import psutil
+
+    from kaiwo_ray.controllers.manager import Operator
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    process = psutil.Process()
+
+    def rows() -> list[ActorHealth]:
+        extra = {"pid": process.pid, "rss_bytes": process.memory_info().rss, "identity": settings.identity}
+        return [ActorHealth.from_report(host.name, {**host.health(), **extra}) for host in operator.hosts]
+
+    operator = Operator(names, settings)
+    print(f"kaiwo-ray up: {len(names)} controllers in this process (no Ray), identity {settings.identity!r}"
+          + ("" if settings.lease else ", no lease"), flush=True)
+    try:
+        starting = asyncio.create_task(operator.start())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not starting.done():  # a signal while the caches warm up (an API that does not answer)
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            return 0
+        if starting.exception() is not None:
+            err = starting.exception()
+            print(f"kaiwo-ray up: controllers failed to start: {type(err).__name__}: {err}", file=sys.stderr)
+            return 1
+        print(format_health(rows()), flush=True)
+        print("Running. Press Ctrl-C to stop.", flush=True)
+        last = rows()
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval)
+            current = rows()
+            for line in health_changes(last, current):
+                print(line, flush=True)
+            last = current
+        print(f"Stopping: in-flight reconciles get up to {grace:.0f}s to finish...", flush=True)
+    finally:
+        await asyncio.gather(*(host.stop(grace_seconds=grace) for host in operator.hosts), return_exceptions=True)
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    print("Controllers stopped.", flush=True)
+    return 0

@@ -211,3 +211,58 @@ def test_memory_line_puts_the_actors_first() -> None:
                           ProcessMemory(label="ray::ControllerActor", pid=3, rss_bytes=124 << 20),
                           ProcessMemory(label="gcs_server", pid=4, rss_bytes=70 << 20)])
     assert line == "RSS (MiB): controller actors 244 MiB in 2, gcs_server 70, raylet 50"
+
+
+# -- --no-ray ----------------------------------------------------------------------------------
+
+
+def test_no_ray_with_an_unusable_kubeconfig_fails_with_the_reason(capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    assert main(["up", "--no-ray", "--kubeconfig", str(kubeconfig), "--controllers", "kaiwoconfig"]) == 1
+    assert "controllers failed to start: " in capsys.readouterr().err
+
+
+def test_no_ray_and_a_ray_address_exclude_each_other(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("{}")
+    assert main(["up", "--no-ray", "--ray-address", "auto", "--kubeconfig", str(kubeconfig)]) == 2
+    assert "--no-ray and --ray-address exclude each other" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) -> None:
+    import kubernetes
+    import yaml
+
+    from kaiwo_ray.sandbox.testing import eventually, start_sandbox
+
+    with start_sandbox(cluster=True, time_factor=0.05) as sb:
+        log_path = tmp_path / "up.log"
+        command = [sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--no-ray", "--kubeconfig",
+                   str(sb.kubeconfig_path), "--controllers", "kaiwoqueueconfig,kaiwojob", "--health-interval", "0.5"]
+        with log_path.open("wb") as log:
+            up = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            eventually(lambda: "Running." in log_path.read_text() or up.poll() is not None, timeout=60)
+            assert up.poll() is None, log_path.read_text()
+            table = log_path.read_text()
+            assert "kaiwojob" in table and "kaiwoqueueconfig" in table and "kaiwoservice" not in table
+            custom = kubernetes.client.CustomObjectsApi(sb.api_client())
+            body = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cpu-job.yaml").read_text())
+            custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
+            eventually(lambda: (custom.get_namespaced_custom_object(
+                "kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", "cpu-job").get("status") or {}).get(
+                "status") == "COMPLETE", timeout=60)
+            up.send_signal(signal.SIGTERM)
+            assert up.wait(30) == 0, log_path.read_text()
+        finally:
+            if up.poll() is None:
+                up.kill()
+                up.wait(10)
+        assert "Controllers stopped." in log_path.read_text()
+        lease = kubernetes.client.CoordinationV1Api(sb.api_client()).read_namespaced_lease(
+            "kaiwo-ray-kaiwojob", "kube-system")
+        assert not lease.spec.holder_identity  # released on the way out
