@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes
+
 from kaiwo_ray.sandbox.types import JsonObj
 
 GPU = "amd.com/gpu"
@@ -177,8 +179,11 @@ def test_freed_room_goes_to_the_higher_priority_pod_first(sandbox_factory: Any, 
     c = clients_factory(sb)
     c.core.create_namespaced_pod("default", pod("blocker", gpus=8))
     wait_for(lambda: node_of(c.core, "blocker") == "gpu")
-    c.core.create_namespaced_pod("default", pod("low", gpus=8, extra_spec={"priority": 0}))
-    c.core.create_namespaced_pod("default", pod("high", gpus=8, extra_spec={"priority": 1000}))
+    kubernetes.client.SchedulingV1Api(c.api).create_priority_class({
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent"},
+        "value": 1000})
+    c.core.create_namespaced_pod("default", pod("low", gpus=8))
+    c.core.create_namespaced_pod("default", pod("high", gpus=8, extra_spec={"priorityClassName": "urgent"}))
     wait_for(lambda: scheduled_condition(c.core, "low") and scheduled_condition(c.core, "high"))
     c.core.delete_namespaced_pod("blocker", "default")
     wait_for(lambda: node_of(c.core, "high") == "gpu", message="the higher-priority pod is placed")

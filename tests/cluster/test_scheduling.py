@@ -16,6 +16,7 @@ from kaiwo_ray.sandbox.cluster.scheduling import (
     matches_affinity,
     node_state,
     place_pod,
+    pod_priority,
     queue_order,
     tolerates,
     volume_problem,
@@ -121,4 +122,12 @@ def test_volume_prefilter() -> None:
 def test_queue_order_is_priority_then_age() -> None:
     old = {"metadata": {"name": "old", "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {}}
     new_high = {"metadata": {"name": "new", "creationTimestamp": "2026-01-02T00:00:00Z"}, "spec": {"priority": 10}}
-    assert sorted([old, new_high], key=queue_order) == [new_high, old]
+    assert sorted([old, new_high], key=lambda p: queue_order(p, pod_priority(p, {}))) == [new_high, old]
+
+
+def test_priority_comes_from_the_pod_its_class_or_the_global_default() -> None:
+    classes = {"high": 1000}
+    assert pod_priority({"spec": {"priority": 5, "priorityClassName": "high"}}, classes) == 5
+    assert pod_priority({"spec": {"priorityClassName": "high"}}, classes) == 1000
+    assert pod_priority({"spec": {"priorityClassName": "unknown"}}, classes, global_default=7) == 7
+    assert pod_priority({"spec": {}}, classes) == 0

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.conditions import find_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podutil import is_terminal, pod_requests
+from kaiwo_ray.sandbox.cluster.podutil import as_int, is_terminal, pod_requests
 from kaiwo_ray.sandbox.cluster.scheduling import (
     DEFAULT_SCHEDULER,
     SCHEDULER_NAMES,
@@ -23,10 +23,22 @@ from kaiwo_ray.sandbox.cluster.scheduling import (
     claim_names,
     node_state,
     place_pod,
+    pod_priority,
     queue_order,
     volume_problem,
 )
-from kaiwo_ray.sandbox.types import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
+from kaiwo_ray.sandbox.types import (
+    NODES,
+    PODS,
+    PRIORITYCLASSES,
+    PVCS,
+    ApiError,
+    Clock,
+    JsonObj,
+    Store,
+    WatchEvent,
+    rfc3339,
+)
 
 PASS: Key = "scheduling-pass"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
@@ -99,12 +111,12 @@ class Scheduler(Controller):
 
     def reconcile(self, key: Key) -> float | None:
         pods = list(self._pods.values())
-        candidates = sorted(
-            (p for p in pods if _pending(p) and _scheduler_name(p) in SCHEDULER_NAMES
-             and str(p["metadata"].get("uid", "")) not in self._unschedulable),
-            key=queue_order)
+        candidates = [p for p in pods if _pending(p) and _scheduler_name(p) in SCHEDULER_NAMES
+                      and str(p["metadata"].get("uid", "")) not in self._unschedulable]
         if not candidates:
             return None
+        classes, global_default = self._priority_classes()
+        candidates.sort(key=lambda p: queue_order(p, pod_priority(p, classes, global_default)))
         node_list, _ = self.store.list(NODES)
         nodes = sorted((node_state(n) for n in node_list), key=lambda n: n.name)
         by_name = {n.name: n for n in nodes}
@@ -117,6 +129,17 @@ class Scheduler(Controller):
         for pod in candidates:
             self._schedule_one(pod, nodes, by_name, claims)
         return None
+
+    def _priority_classes(self) -> tuple[dict[str, int], int]:
+        """PriorityClass values by name, and the globalDefault class's value (0 without one)."""
+        values: dict[str, int] = {}
+        default = 0
+        for item in self.store.list(PRIORITYCLASSES)[0]:
+            value = as_int(item.get("value"), 0)
+            values[str(item["metadata"]["name"])] = value
+            if item.get("globalDefault"):
+                default = value
+        return values, default
 
     def _claim_phases(self, namespace: str, claims: dict[str, dict[str, str | None]]) -> dict[str, str | None]:
         if namespace not in claims:

@@ -285,9 +285,21 @@ def claim_names(pod: JsonObj) -> list[str]:
     ]
 
 
-def queue_order(pod: JsonObj) -> tuple[int, str, str]:
-    """PrioritySort: higher spec.priority first, then older first, then by name."""
+def pod_priority(pod: JsonObj, class_values: Mapping[str, int], global_default: int = 0) -> int:
+    """`spec.priority`, else the value of its `priorityClassName` (what the Priority admission
+    plugin would have written), else the cluster's globalDefault class."""
+    spec = pod.get("spec") or {}
+    priority = spec.get("priority")
+    if isinstance(priority, int) and not isinstance(priority, bool):
+        return priority
+    name = spec.get("priorityClassName")
+    if name and name in class_values:
+        return class_values[name]
+    return global_default
+
+
+def queue_order(pod: JsonObj, priority: int = 0) -> tuple[int, str, str]:
+    """PrioritySort: higher priority first, then older first, then by name."""
     meta = pod.get("metadata") or {}
-    priority = (pod.get("spec") or {}).get("priority") or 0
-    return (-int(priority), str(meta.get("creationTimestamp") or ""),
+    return (-priority, str(meta.get("creationTimestamp") or ""),
             f"{meta.get('namespace', '')}/{meta.get('name', '')}")
