@@ -294,7 +294,14 @@ def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: s
     """Preemptable and the two duration-preemption paths (§7.6)."""
     spec_duration = workload.spec.duration
     started = _parse_time(status.get("startTime"))
-    if not spec_duration or stored != ph.RUNNING or started is None:
+    if not spec_duration:
+        return phase
+    if stored != ph.RUNNING or started is None:
+        if phase == ph.RUNNING:
+            # This pass writes RUNNING and startTime; the controller ignores its own write's event,
+            # so ask for the pass that sets Preemptable and schedules the deadline (upstream's
+            # "requeue immediately" after a status change).
+            plan.requeue_after = 0.01
         return phase
     limit = parse_go_duration(spec_duration)
     deadline = started + limit
@@ -309,10 +316,12 @@ def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: s
     if world.active_gpu_demand:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceededWithActiveGpuDemand",
                                f"Duration {spec_duration} exceeded while GPU workloads wait in the queue"))
+        plan.requeue_after = 0.01  # the termination pass reads the TERMINATING this pass writes
         return ph.TERMINATING
     if world.any_pending_workload:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceeded",
                                f"Duration {spec_duration} exceeded and another workload is pending"))
+        plan.requeue_after = 0.01
         return ph.TERMINATING
     return phase
 
