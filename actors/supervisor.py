@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -42,6 +43,10 @@ START_ATTEMPTS = 3
 
 class SupervisorError(RuntimeError):
     """An actor could not be started (its start-up error, or no answer in time)."""
+
+
+class StartInterrupted(SupervisorError):
+    """`start` gave up because the caller asked to stop (Ctrl-C while caches were warming)."""
 
 
 def init_ray(address: str | None = None, *, namespace: str = RAY_NAMESPACE, num_cpus: int | None = None) -> bool:
@@ -99,15 +104,24 @@ class Supervisor:
         self.handles[name] = handle
         return handle
 
-    def start(self, timeout: float = 120.0, leader_wait: float = 3.0) -> list[ActorHealth]:
+    def start(self, timeout: float = 120.0, leader_wait: float = 3.0,
+              interrupted: Callable[[], bool] = lambda: False) -> list[ActorHealth]:
         """Create (or adopt) every actor and wait until each has warm caches, then up to
         `leader_wait` seconds for its Lease.
 
-        Raises SupervisorError naming the actors that failed, after stopping the ones we started."""
+        Raises SupervisorError naming the actors that failed (StartInterrupted when `interrupted()`
+        turned true meanwhile), after stopping the actors."""
         for name in self.names:
             self._create(name)
         refs = {name: self.handles[name].ready.remote(leader_wait) for name in self.names}
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
+        deadline = time.monotonic() + timeout
+        ready: list[Any] = []
+        while len(ready) < len(refs) and time.monotonic() < deadline:
+            if interrupted():
+                self.stop(grace_seconds=1.0)
+                raise StartInterrupted("interrupted while the controllers were starting")
+            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs),
+                                timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         failures: list[str] = []
         rows: list[ActorHealth] = []
         for name, ref in refs.items():

@@ -144,7 +144,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             return 1
         print(f"Sandbox cluster is up (log: {log_path}); starting Ray...", flush=True)
 
-        from actors.supervisor import Supervisor, SupervisorError, init_ray
+        from actors.supervisor import StartInterrupted, Supervisor, SupervisorError, init_ray
 
         started_ray = init_ray(None, namespace="kaiwo", num_cpus=2)
         stop.install()
@@ -152,7 +152,10 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             return 0
         supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig)), namespace="kaiwo")
         try:
-            rows = supervisor.start()
+            rows = supervisor.start(interrupted=stop.event.is_set)
+        except StartInterrupted:
+            supervisor = None
+            return 0
         except SupervisorError as err:
             supervisor = None
             print(f"kaiwo-ray dev: controllers failed to start: {err}", file=sys.stderr)

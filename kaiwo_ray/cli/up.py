@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
-    from actors.supervisor import Supervisor, SupervisorError, init_ray
+    from actors.supervisor import StartInterrupted, Supervisor, SupervisorError, init_ray
 
     with StopSignal() as stop:
         started_ray = False
@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
                   f"identity {settings.identity!r}" + ("" if settings.lease else ", no lease"), flush=True)
             supervisor = Supervisor(settings, names, namespace=args.ray_namespace, detached=not started_ray)
             try:
-                rows = supervisor.start()
+                rows = supervisor.start(interrupted=stop.event.is_set)
+            except StartInterrupted:
+                return 0
             except SupervisorError as err:
                 print(f"kaiwo-ray up: controllers failed to start: {err}", file=sys.stderr)
                 return 1

@@ -175,3 +175,23 @@ def test_graceful_stop_lets_the_in_flight_reconcile_finish(instances: Any) -> No
     lease = kubernetes.client.CoordinationV1Api(instances.sb.api_client()).read_namespaced_lease(
         "kaiwo-ray-kaiwojob", "kube-system")
     assert not lease.spec.holder_identity  # given back on the way out
+
+
+def test_an_interrupted_start_stops_the_actors_it_created(instances: Any) -> None:
+    import ray
+
+    from actors.supervisor import StartInterrupted
+
+    sup = instances.supervisor("operator-i", ["kaiwoconfig"])
+    with pytest.raises(StartInterrupted):
+        sup.start(interrupted=lambda: True)
+    assert sup.handles == {}
+
+    def gone() -> bool:
+        try:
+            ray.get_actor("kaiwoconfig", namespace=sup.namespace)
+        except ValueError:
+            return True
+        return False
+
+    wait_for(gone, 15, "the named actor is gone")
