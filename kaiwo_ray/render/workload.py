@@ -8,6 +8,7 @@ Pure: no I/O, no clock, no randomness; the same input gives byte-identical outpu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,13 +27,24 @@ from kaiwo_ray.render.storage import validate_storage
 
 Nodes = Sequence[Mapping[str, Any]]
 
+# The CR name is also the value of the `kaiwo.silogen.ai/name` label (and a Deployment's `app` label),
+# so it must be a DNS subdomain that is a valid label value too: at most 63 characters.
+_CHILD_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
+
 
 def prepare(
     workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
 ) -> RenderContext:
     """Validate what the models cannot (cross-field rules) and derive the shared render facts."""
-    if not workload.metadata.name:
+    name = workload.metadata.name
+    if not name:
         raise RenderError("metadata.name", "required")
+    if not _CHILD_NAME.fullmatch(name) or ".." in name or ".-" in name or "-." in name:
+        raise RenderError(
+            "metadata.name",
+            f'invalid name "{name}": lower-case letters, digits, "-" and "." (starting and ending with a '
+            "letter or digit), at most 63 characters: it names the children and labels their pods",
+        )
     validate_storage(workload.spec.storage)
     check_resources(workload.spec.resources, "spec.resources")
     return render_context(workload, config, nodes, numbers=numbers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -47,6 +48,17 @@ def test_deployment_errors() -> None:
 def test_missing_name_is_an_error() -> None:
     with pytest.raises(RenderError, match=r"^metadata.name: required"):
         main(job({"image": "i"}, name=None))
+
+
+@pytest.mark.parametrize("name", ["Bad_Name", "UPPER", "-lead", "trail.", "a..b", "a.-b", "x" * 64])
+def test_names_the_api_server_would_refuse_for_the_children_are_errors(name: str) -> None:
+    with pytest.raises(RenderError, match=rf'^metadata.name: invalid name "{re.escape(name)}"'):
+        main(job({"image": "i"}, name=name))
+
+
+@pytest.mark.parametrize("name", ["a", "train-1", "v1.2", "x" * 63])
+def test_valid_names_render(name: str) -> None:
+    assert main(job({"image": "i"}, name=name))["metadata"]["name"] == name
 
 
 def test_render_error_is_a_value_error_with_field() -> None:
