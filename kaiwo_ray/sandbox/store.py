@@ -822,7 +822,7 @@ class ObjectStore:
                 obj = pruned
             return obj
         defaults = pure("builtin_defaults")
-        if defaults is not None:
+        if defaults is not None and defaults.has_builtin_defaults(info.group, info.kind):
             result: JsonObj = defaults.apply_builtin_defaults(info.group, info.kind, obj)
             return result
         return obj
