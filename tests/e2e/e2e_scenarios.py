@@ -129,49 +129,55 @@ def apply_singleton(target: Target, obj: JsonObj) -> JsonObj:
 
 
 def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str]:
-    """Apply every example (singletons first, then the rest) and wait for each expected final phase.
-    Returns the phase each reached. On a real cluster the workloads go to a fresh namespace."""
+    """Apply every example (singletons first, then the rest) and wait for each expected final phase;
+    returns the phase each reached ("" for kinds without one). On a real cluster the workloads go to
+    a fresh namespace and the cluster's own singletons are put back afterwards."""
     table = expected_examples()
     namespace = "default" if target.sandbox else target.namespace("e2e-examples")
     for secret, data in EXAMPLE_SECRETS.items():
         target.kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret},
                             "stringData": data}, namespace)
-    ordered = sorted(table, key=lambda f: (table[f]["kind"] not in SINGLETON_KINDS, f))
-    reached: dict[str, str] = {}
-    applied: list[tuple[str, JsonObj]] = []
-    for filename in ordered:
+    manifests: list[tuple[str, JsonObj]] = []
+    for filename in sorted(table, key=lambda f: (table[f]["kind"] not in SINGLETON_KINDS, f)):
         entry = table[filename]
-        if entry["kind"] == "Node":
-            continue  # input for `render --nodes`, not something to apply
+        if entry["kind"] == "Node" or (entry["kind"] in SINGLETON_KINDS and not include_singletons):
+            continue  # nodes.yaml is input for `render --nodes`, not something to apply
         obj = load_example(filename)
         assert obj["kind"] == entry["kind"] and obj["metadata"]["name"] == entry["name"], filename
-        if entry["kind"] in SINGLETON_KINDS:
-            if include_singletons:
-                apply_singleton(target, obj)
-                applied.append((filename, obj))
-            continue
         if entry["namespace"] is not None:
             obj["metadata"]["namespace"] = namespace
-        target.kube.create(obj)
-        applied.append((filename, obj))
-    for filename, obj in applied:
-        wanted = table[filename]["phase"]
-        if wanted is None:
-            live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"],
-                                   obj["metadata"].get("namespace"))
-            assert live is not None, f"{filename} was not stored"
-            reached[filename] = ""
-            continue
-        ns = obj["metadata"].get("namespace")
+        manifests.append((filename, obj))
+    singletons = [obj for _, obj in manifests if obj["kind"] in SINGLETON_KINDS]
+    originals = [o for o in (target.kube.get(s["apiVersion"], s["kind"], s["metadata"]["name"]) for s in singletons)
+                 if o is not None]
+    try:
+        for _, obj in manifests:
+            if obj["kind"] in SINGLETON_KINDS:
+                apply_singleton(target, obj)
+            else:
+                target.kube.create(obj)
+        return {filename: wait_example(target, filename, obj, table[filename]["phase"])
+                for filename, obj in manifests}
+    finally:
+        if not target.sandbox:
+            for original in originals:
+                apply_singleton(target, original)
 
-        def at_phase(obj: JsonObj = obj, ns: str | None = ns, wanted: str = wanted, filename: str = filename) -> str:
-            live = target.kube.get(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], ns)
-            seen = phase(live)
-            if seen in TERMINAL_PHASES | {"ERROR"} and seen != wanted:
-                pytest.fail(f"{filename}: {obj['kind']} ended {seen}, expected {wanted}: {live!r}")
-            return seen if seen == wanted else ""
 
-        reached[filename] = wait_for(at_phase, target.timeout, f"{filename} to reach {wanted}")
+def wait_example(target: Target, filename: str, obj: JsonObj, wanted: str | None) -> str:
+    meta = obj["metadata"]
+    if wanted is None:
+        assert target.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")), filename
+        return ""
+
+    def at_phase() -> str:
+        live = target.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        seen = phase(live)
+        if seen in TERMINAL_PHASES | {"ERROR"} and seen != wanted:
+            pytest.fail(f"{filename}: {obj['kind']} ended {seen}, expected {wanted}: {live!r}")
+        return seen if seen == wanted else ""
+
+    reached: str = wait_for(at_phase, target.timeout, f"{filename} to reach {wanted}")
     return reached
 
 
@@ -179,21 +185,14 @@ def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str
 
 
 def _gpu_quota(target: Target, queue: str, resource: str) -> int:
-    for api_version in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"):
-        try:
-            cq = target.kube.get(api_version, "ClusterQueue", queue)
-        except Exception:  # that Kueue version is not served
-            continue
-        if cq is None:
-            continue
-        total = 0
-        for group in (cq.get("spec") or {}).get("resourceGroups") or ():
-            for flavor in group.get("flavors") or ():
-                for res in flavor.get("resources") or ():
-                    if res.get("name") == resource:
-                        total += int(str(res.get("nominalQuota", 0)))
-        return total
-    return 0
+    cq = target.kube.get(target.kube.kueue_api, "ClusterQueue", queue)
+    total = 0
+    for group in ((cq or {}).get("spec") or {}).get("resourceGroups") or ():
+        for flavor in group.get("flavors") or ():
+            for res in flavor.get("resources") or ():
+                if res.get("name") == resource:
+                    total += int(str(res.get("nominalQuota", 0)))
+    return total
 
 
 def gpu_job_size(target: Target, queue: str = "kaiwo") -> tuple[str, int]:
@@ -319,9 +318,9 @@ def scenario_deletion(target: Target) -> None:
         wait_gone(target, kind, name, namespace)
     for name, uid in uids.items():
         wait_no_children(target, namespace, uid, name)
-    workloads = [w["metadata"]["name"] for w in target.kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)
+    workloads = [w["metadata"]["name"] for w in target.kube.items(target.kube.kueue_api, "Workload", namespace)
                  if not (w["metadata"].get("deletionTimestamp"))]
-    wait_for(lambda: not [w for w in target.kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)],
+    wait_for(lambda: not [w for w in target.kube.items(target.kube.kueue_api, "Workload", namespace)],
              target.timeout, f"no Kueue Workloads left (had {workloads})")
 
 

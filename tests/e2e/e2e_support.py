@@ -9,6 +9,7 @@ with: a scenario must fail because the operator misbehaved, not because one GET 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -29,7 +30,6 @@ JsonObj = dict[str, Any]
 
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
 CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 TRANSIENT = frozenset({409, 429, 500, 502, 503, 504})
 TERMINAL_PHASES = frozenset({"COMPLETE", "FAILED", "TERMINATED"})
 
@@ -101,6 +101,14 @@ class Kube:
         self.api_client = api_client
         self.dyn = retrying(lambda: DynamicClient(api_client))  # type: ignore[no-untyped-call]
         self.core = kubernetes.client.CoreV1Api(api_client)
+
+    @functools.cached_property
+    def kueue_api(self) -> str:
+        """The newest Kueue API version the cluster serves (a real cluster may have only v1beta1)."""
+        served = {r.group_version for r in retrying(
+            lambda: self.dyn.resources.search(group="kueue.x-k8s.io", kind="Workload"))}
+        return next((v for v in ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1") if v in served),
+                    "kueue.x-k8s.io/v1beta2")
 
     def resource(self, api_version: str, kind: str) -> Any:
         return retrying(lambda: self.dyn.resources.get(api_version=api_version, kind=kind))

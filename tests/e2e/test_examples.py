@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from conftest import OperatorSandbox, operator_sandbox
+from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_scenarios import expected_examples, scenario_examples
 from e2e_support import Target, condition, wait_for
 
@@ -30,9 +30,9 @@ def test_every_example_reaches_its_expected_phase(examples_sandbox: OperatorSand
     assert reached == {f: e["phase"] or "" for f, e in table.items() if e["kind"] != "Node"}
     # The applied queue config is the one Kueue serves: the `research` queue and its LocalQueue.
     kube = target.kube
-    wait_for(lambda: kube.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "research"), target.timeout,
+    wait_for(lambda: kube.get(kube.kueue_api, "ClusterQueue", "research"), target.timeout,
              "ClusterQueue research")
-    wait_for(lambda: kube.get("kueue.x-k8s.io/v1beta2", "LocalQueue", "research", "default"), target.timeout,
+    wait_for(lambda: kube.get(kube.kueue_api, "LocalQueue", "research", "default"), target.timeout,
              "LocalQueue research in default")
     # The GPU job went through its download Job first.
     finetune = kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "llama-finetune", "default")

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from conftest import OperatorSandbox, operator_sandbox
+from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_scenarios import kaiwo_job, kaiwo_service, wait_gone, wait_no_children, wait_phase
 from e2e_support import KAIWO_API, JsonObj, Kube, Target, owned_by, phase, wait_for
 
@@ -141,7 +141,7 @@ def test_workloads_converge_through_errors_watch_cuts_and_expired_versions(fault
     ray_owner = kube.get(KAIWO_API, "KaiwoJob", "ray-job", namespace)
     assert ray_owner is not None and children_per_owner(kube, namespace, ray_owner) == Counter({"RayJob": 1})
     assert orphans(kube, namespace) == []
-    workloads = kube.items("kueue.x-k8s.io/v1beta2", "Workload", namespace)
+    workloads = kube.items(kube.kueue_api, "Workload", namespace)
     owners = Counter((r["kind"], r["name"]) for w in workloads for r in w["metadata"].get("ownerReferences") or ()
                      if r.get("controller"))
     assert all(n == 1 for n in owners.values()), owners
