@@ -18,6 +18,7 @@ from aiohttp import web
 
 from kaiwo_ray.sandbox.audit import AuditLog
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings
+from kaiwo_ray.sandbox.event_ttl import EventExpiry
 from kaiwo_ray.sandbox.faults import FaultInjector
 from kaiwo_ray.sandbox.persistence import Persister, load_or_create_token, load_state
 from kaiwo_ray.sandbox.server import ApiServer
@@ -48,6 +49,7 @@ class SandboxConfig:
     fault_seed: int = 0
     extra_crds: list[JsonObj] = field(default_factory=list)
     tls: bool = True  # kubectl sends credentials only over TLS; plain HTTP is for special cases
+    event_ttl: float = 3600.0  # seconds, like kube-apiserver --event-ttl; 0 keeps events forever
 
 
 def default_nodes() -> list[JsonObj]:
@@ -115,6 +117,7 @@ class Sandbox:
         self.cluster: Any = None
         self._runner: web.AppRunner | None = None
         self._persister: Persister | None = None
+        self._event_expiry: EventExpiry | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -146,6 +149,9 @@ class Sandbox:
 
             enabled = None if cfg.cluster is True else list(cfg.cluster)
             self.cluster = start_cluster(self.store, self.clock, cfg.cluster_settings, enabled)
+        if cfg.event_ttl > 0:
+            self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
+            self._event_expiry.start()
         if cfg.state_dir is not None:
             self._persister = Persister(self.store, cfg.state_dir)
             self._persister.start()
@@ -167,6 +173,9 @@ class Sandbox:
                 raise ValueError(f"node {name!r} is not valid: {err.message}") from err
 
     async def stop(self) -> None:
+        if self._event_expiry is not None:
+            await self._event_expiry.stop()
+            self._event_expiry = None
         if self.cluster is not None:
             await self.cluster.stop()
             self.cluster = None

@@ -169,3 +169,21 @@ def test_preinstalled_crds_are_upgraded_in_place(store: ObjectStore) -> None:
     assert store.install_crds(newer) == 1
     info = store.registry.find("kueue.x-k8s.io", "topologies")
     assert info is not None and info.short_names == ("topo",)
+
+
+def test_events_expire_after_their_ttl(store: ObjectStore) -> None:
+    from datetime import timedelta
+
+    from kaiwo_ray.sandbox.event_ttl import expire_events
+    from kaiwo_ray.sandbox.types import EVENTS, rfc3339
+
+    now = store.clock.now()
+    for name, age in (("old", 7200), ("fresh", 60)):
+        store.create(EVENTS, {"metadata": {"name": name}, "involvedObject": {"kind": "Pod", "name": "p"},
+                              "reason": "R", "message": "m", "type": "Normal",
+                              "lastTimestamp": rfc3339(now - timedelta(seconds=age))}, namespace="default")
+    deleted: list[str] = []
+    store.subscribe(lambda e: deleted.append(e.object["metadata"]["name"]) if e.type == "DELETED" else None)
+    assert expire_events(store, ttl_seconds=3600) == 1
+    assert deleted == ["old"]
+    assert [e["metadata"]["name"] for e in store.list(EVENTS)[0]] == ["fresh"]
