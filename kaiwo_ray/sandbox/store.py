@@ -1,8 +1,9 @@
 """The object store: what a real apiserver does between decoding a request and answering it.
 
 Every write runs the same pipeline, whoever calls (HTTP clients or in-process controllers):
-decode -> (patch) -> defaulting -> prune -> mutating admission -> validation -> managedFields ->
-resourceVersion/generation -> commit -> notify subscribers and watchers.
+decode (+ uid, creationTimestamp) -> PrepareForCreate -> (patch) -> defaulting -> prune -> mutating
+admission -> validation -> managedFields -> resourceVersion/generation -> commit -> notify
+subscribers and watchers; then garbage collection reacts (gc.py).
 
 Stored objects are never mutated after commit: a write builds a new dict and swaps it in. That
 lets history, watch events and HTTP serialisation share snapshots without copying; the public
@@ -22,6 +23,7 @@ from typing import Any
 import orjson
 
 from kaiwo_ray.sandbox import event_conversion, scale, strategies
+from kaiwo_ray.sandbox.gc import GarbageCollector
 from kaiwo_ray.sandbox.pure_modules import pure
 from kaiwo_ray.sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
 from kaiwo_ray.sandbox.selection import ListResult, Selection, decode_continue, encode_continue
@@ -99,8 +101,6 @@ class ObjectStore:
         self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
         self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
         self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
-        from kaiwo_ray.sandbox.gc import GarbageCollector
-
         self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ identity
