@@ -210,6 +210,11 @@ class Store(Protocol):
         or Foreground propagation keep it)."""
         ...
 
+    def bind(self, namespace: str, name: str, node_name: str, *, dry_run: bool = False,
+             user: str = "system:sandbox") -> JsonObj:
+        """POST pods/binding: set spec.nodeName (once) and PodScheduled=True in one write."""
+        ...
+
     def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
         """Call `callback` synchronously after every committed write (never for dry runs).
         The callback must not write to the store; it should only record work. Returns unsubscribe."""

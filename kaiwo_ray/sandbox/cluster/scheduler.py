@@ -173,19 +173,8 @@ class Scheduler(Controller):
         self._set_unschedulable_condition(pod, "Unschedulable", decision.message, emit=True)
 
     def _bind(self, namespace: str, name: str, node: str) -> None:
-        """POST pods/binding when the store offers it (sets nodeName and PodScheduled in one write)."""
-        bind = getattr(self.store, "bind", None)
-        if callable(bind):
-            bind(namespace, name, node, user="system:kube-scheduler")
-            return
-        self.store.patch(PODS, namespace, name, {"spec": {"nodeName": node}}, "merge", user="system:kube-scheduler")
-        now = rfc3339(self.clock.now())
-        pod = self.store.get(PODS, namespace, name)
-        conditions = [c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                           "lastTransitionTime": now})
-        self.store.patch(PODS, namespace, name, {"status": {"conditions": conditions}}, "merge",
-                         subresource="status", user="system:kube-scheduler")
+        """POST pods/binding: sets nodeName and PodScheduled in one write, as the real scheduler does."""
+        self.store.bind(namespace, name, node, user="system:kube-scheduler")
 
     def _set_unschedulable_condition(self, pod: JsonObj, reason: str, message: str, *, emit: bool) -> None:
         conditions = list((pod.get("status") or {}).get("conditions") or [])
