@@ -3,8 +3,8 @@
 Created before the main object (the reconciler gates the main object on the download Job), all
 owned by the CR. Differences from upstream (docs/compatibility.md): the HF PVC exists whenever
 `huggingFace.storageSize` is set (upstream only with preCacheRepos, leaving pods Pending on a missing
-claim); downloads without the volume they write to are rejected instead of silently dropped; an
-unset `storageClassName` falls back to KaiwoConfig `storage.defaultStorageClass`, then to the
+claim); Hugging Face repositories to pre-cache without an HF volume are rejected (upstream creates a
+PVC without a size, which the API server refuses); an unset `storageClassName` falls back to KaiwoConfig `storage.defaultStorageClass`, then to the
 cluster's default class, instead of becoming `""` (which disables dynamic provisioning).
 """
 
@@ -44,19 +44,13 @@ class SecretMount:
 
 
 def validate_storage(storage: StorageSpec | None) -> None:
-    """Reject storage blocks that would yield a broken PVC or a download with nowhere to write."""
+    """Reject storage blocks that would yield a PVC the API server refuses.
+
+    Object downloads without `data.storageSize` stay valid and are ignored, like upstream (spec §1.3).
+    """
     if storage is None or not storage.storage_enabled:
         return
-    data, hf = storage.data, storage.hugging_face
-    if (
-        data is not None
-        and data.download is not None
-        and not data.download.is_empty
-        and not data.storage_size
-    ):
-        raise RenderError(
-            "spec.storage.data.storageSize", "required when data.download lists sources (they need a volume)"
-        )
+    hf = storage.hugging_face
     if hf is not None and hf.pre_cache_repos and not hf.storage_size:
         raise RenderError(
             "spec.storage.huggingFace.storageSize",

@@ -209,10 +209,14 @@ def test_pre_cache_repos_without_hf_size_is_rejected() -> None:
         main(job(storage(huggingFace={"preCacheRepos": [{"repoId": "o/m"}]})))
 
 
-def test_downloads_without_data_size_are_rejected() -> None:
+def test_downloads_without_data_size_are_ignored_like_upstream() -> None:
+    # spec §1.3: object downloads are only honoured with a data volume; such manifests run upstream
     download = {"git": [{"repository": "r", "targetPath": "t"}]}
-    with pytest.raises(RenderError, match=r"^spec.storage.data.storageSize: required when data.download"):
-        children(job(storage(data={"download": download})))
+    assert [obj["kind"] for obj in children(job(storage(data={"download": download})))] == ["Job"]
+    hf = {"storageSize": "1Gi", "preCacheRepos": [{"repoId": "o/m"}]}
+    rendered = children(job(storage(data={"download": download}, huggingFace=hf)))
+    config_map = next(obj for obj in rendered if obj["kind"] == "ConfigMap")
+    assert "git" not in config_map["data"]["config.yaml"]
 
 
 def test_secret_name_without_key_is_rejected_with_the_field_path() -> None:
