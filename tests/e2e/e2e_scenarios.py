@@ -9,6 +9,7 @@ entrypoints: the sandbox scales them by its time factor, a real cluster runs the
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from e2e_support import (
     recording,
     wait_for,
 )
+
+from kaiwo_ray.api.quantity import parse_quantity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAME_LABEL = "kaiwo.silogen.ai/name"
@@ -162,6 +165,25 @@ def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str
         if not target.sandbox:
             for original in originals:
                 apply_singleton(target, original)
+                if original["kind"] == "KaiwoQueueConfig":
+                    spec: JsonObj = original.get("spec") or {}
+                    wait_for(lambda: kueue_serves(target, spec), target.timeout,  # noqa: B023 (used at once)
+                             "Kueue to serve the restored KaiwoQueueConfig again")
+
+
+def _quotas(cq_spec: JsonObj) -> dict[tuple[str, str], Decimal]:
+    return {(flavor["name"], res["name"]): parse_quantity(res.get("nominalQuota", 0))
+            for group in cq_spec.get("resourceGroups") or () for flavor in group.get("flavors") or ()
+            for res in flavor.get("resources") or ()}
+
+
+def kueue_serves(target: Target, queue_config_spec: JsonObj) -> bool:
+    """Every ClusterQueue of a KaiwoQueueConfig spec exists with its quotas (and no other one does)."""
+    wanted = {q["name"]: _quotas(q.get("spec") or {}) for q in queue_config_spec.get("clusterQueues") or ()}
+    live = {cq["metadata"]["name"]: _quotas(cq.get("spec") or {})
+            for cq in target.kube.items(target.kube.kueue_api, "ClusterQueue")
+            if not cq["metadata"].get("deletionTimestamp")}
+    return live == wanted
 
 
 def wait_example(target: Target, filename: str, obj: JsonObj, wanted: str | None) -> str:
