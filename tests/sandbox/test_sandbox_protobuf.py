@@ -49,7 +49,7 @@ def test_secret_bytes_become_base64_and_priority_class_ints() -> None:
 
 def test_unsupported_kinds_are_415() -> None:
     with pytest.raises(ApiError) as exc:
-        decode(_envelope("apps/v1", "Deployment", b""))
+        decode(_envelope("batch/v1", "CronJob", b""))
     assert exc.value.code == 415
     with pytest.raises(ApiError) as exc:
         decode(b"not protobuf")
