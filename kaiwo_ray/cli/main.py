@@ -21,10 +21,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser. Only the module of `command` is imported (to add its arguments): the
+    others are listed by name and help text alone, so `kaiwo-ray render` never imports Ray, the
+    Kubernetes clients or the sandbox."""
     parser = argparse.ArgumentParser(prog="kaiwo-ray", description="Kaiwo on Ray: queue and run AI workloads.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
+        if name != command:
+            sub.add_parser(name, help=help_text, description=help_text, add_help=False)
+            continue
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -37,9 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The sub-command named in argv: the first word that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command_of(words))
+    args = parser.parse_args(words)
     run = getattr(args, "_run", None)
     if run is None:
         parser.print_help(sys.stderr)
