@@ -29,7 +29,7 @@ from kaiwo_ray.operator_runtime import (
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["up", *argv])
+    return build_parser("up").parse_args(["up", *argv])
 
 
 # -- --controllers -----------------------------------------------------------------------------
