@@ -146,7 +146,11 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
 
         from actors.supervisor import StartInterrupted, Supervisor, SupervisorError, init_ray
 
-        started_ray = init_ray(None, namespace="kaiwo", num_cpus=2)
+        try:
+            started_ray = init_ray(None, namespace="kaiwo", num_cpus=2)
+        except Exception as err:  # Ray raises a plain Exception when its node does not come up
+            print(f"kaiwo-ray dev: cannot start Ray: {err}", file=sys.stderr)
+            return 1
         stop.install()
         if stop.event.is_set():
             return 0

@@ -98,12 +98,17 @@ def run(args: argparse.Namespace) -> int:
     with StopSignal() as stop:
         started_ray = False
         try:
-            started_ray = init_ray(address, namespace=args.ray_namespace)
+            try:
+                started_ray = init_ray(address, namespace=args.ray_namespace)
+            except Exception as err:  # Ray raises plain Exception/ConnectionError: name it, don't crash
+                print(f"kaiwo-ray up: cannot {'join Ray at ' + address if address else 'start Ray'}: {err}",
+                      file=sys.stderr)
+                return 1
             stop.install()
             if stop.event.is_set():
                 return 0
             where = "a local Ray (started)" if started_ray else f"Ray at {address}"
-            print(f"kaiwo-ray up: {len(names)} controllers on {where}, namespace {args.ray_namespace!r}, "
+            print(f"kaiwo-ray up: {', '.join(names)} on {where}, Ray namespace {args.ray_namespace!r}, "
                   f"identity {settings.identity!r}" + ("" if settings.lease else ", no lease"), flush=True)
             supervisor = Supervisor(settings, names, namespace=args.ray_namespace, detached=not started_ray)
             try:
@@ -168,7 +173,7 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
         return [ActorHealth.from_report(host.name, {**host.health(), **extra}) for host in operator.hosts]
 
     operator = Operator(names, settings)
-    print(f"kaiwo-ray up: {len(names)} controllers in this process (no Ray), identity {settings.identity!r}"
+    print(f"kaiwo-ray up: {', '.join(names)} in this process (no Ray), identity {settings.identity!r}"
           + ("" if settings.lease else ", no lease"), flush=True)
     try:
         starting = asyncio.create_task(operator.start())
