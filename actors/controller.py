@@ -25,19 +25,19 @@ import psutil
 
 from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
 
-log = logging.getLogger(__name__)
-
 # Options for `ray.remote`: the actor reserves no CPU (it is I/O bound and must never wait for a
 # slot behind user tasks), Ray restarts it forever and replays interrupted calls (all idempotent).
 ACTOR_OPTIONS: dict[str, Any] = {
     "num_cpus": 0,
     "max_restarts": -1,
     "max_task_retries": -1,
-    "max_concurrency": 64,
+    "max_concurrency": 64,  # only health/ready/stop calls arrive, a few at a time
 }
 
 
 class ControllerActor:
+    """Wrapped by `ray.remote(**ACTOR_OPTIONS)` in the supervisor; a plain class, testable without Ray."""
+
     def __init__(self, name: str, settings: HostSettings, log_level: int = logging.WARNING) -> None:
         logging.basicConfig(level=log_level, format="%(levelname)s %(name)s: %(message)s")
         self.name = name

@@ -78,6 +78,8 @@ def init_ray(address: str | None = None, *, namespace: str = RAY_NAMESPACE, num_
 
 
 class Supervisor:
+    """The controller actors of one kaiwo-ray instance (one Ray namespace, one Lease identity)."""
+
     def __init__(self, settings: HostSettings, names: Sequence[str] | None = None, *,
                  namespace: str = RAY_NAMESPACE, detached: bool = False,
                  log_level: int = logging.WARNING) -> None:
