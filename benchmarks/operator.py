@@ -1,0 +1,523 @@
+"""Benchmark: the KaiwoJob controller against the sandbox, beside the sandbox's own floor and a kopf
+peer doing the same rendering (benchmarks/peers/kopf_operator.py).
+
+Every party runs in a process of its own so none shares a GIL: the sandbox, the operator (an
+in-process `Operator` hosting only the KaiwoJob controller, lease off), the Job watcher, and the
+load client (this process). Writes are counted from the sandbox's audit log by user: the operator,
+kopf and the load client each get their own token.
+
+Phases (each on a fresh sandbox, API server only unless said):
+1. sandbox floor (kaiwo_ray.sandbox.bench, small counts);
+2. kaiwo-ray: N KaiwoJobs created while no operator runs; start the operator and time the drain
+   (throughput); restart it and time the quiet resync of the N up-to-date CRs (zero writes); RSS;
+   then create->child-Job latency at 20/s and 100/s with the N CRs live;
+3. kopf: the same drain and latencies on its own sandbox;
+4. API writes per KaiwoJob from create to RUNNING and on a no-op resync, on a sandbox with the
+   simulated cluster (Kueue, Job controller, scheduler, kubelet);
+5. (phase ray) the KaiwoJob controller hosted in a Ray actor: its RSS and Ray's daemons'.
+
+Targets are for a 2-core machine; a missed target is printed, never raised.
+
+    .venv/bin/python benchmarks/operator.py [--crs N] [--seconds S] [--phases floor,ours,kopf,running,ray]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    CONTEXT,
+    Latency,
+    Loader,
+    SandboxProcess,
+    job_watcher,
+    k8s,
+    latencies,
+    machine_load,
+    process_cpu_s,
+    sandbox_process,
+    setup_cluster_objects,
+    wait_for,
+)
+
+TARGET_P50_20_MS = 15.0
+TARGET_P99_20_MS = 100.0
+TARGET_P99_100_MS = 250.0
+TARGET_WRITES_TO_RUNNING = 4
+TARGET_RSS_MB = 250.0
+TARGET_RESYNC_S = 10.0
+TARGET_THROUGHPUT_RATIO = 2.0
+TARGET_P99_RATIO = 0.5
+NAMESPACE = "bench"
+
+
+def out(line: str) -> None:
+    print(line, flush=True)
+
+
+# -- the operator under test, in its own process --------------------------------------------------
+
+
+def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> None:
+    imported = time.monotonic()
+    import logging
+
+    import kubernetes.aio.client  # noqa: F401  (imported by the client on first use; timed apart)
+    import psutil
+
+    from kaiwo_ray.controllers import workloads  # noqa: F401
+    from kaiwo_ray.controllers.manager import HostSettings, Operator
+
+    imports_s = time.monotonic() - imported
+
+    logging.basicConfig(level=logging.WARNING)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def recv() -> Any:
+            return await loop.run_in_executor(None, conn.recv)
+
+        conn.send("imported")
+        await recv()  # "start"
+        began_wall, began = time.time(), time.monotonic()
+        settings = HostSettings(kubeconfig=kubeconfig, lease=False)
+        if workers is not None:
+            settings.workers = workers
+        operator = Operator(["kaiwojob"], settings)
+        await operator.start()
+        controller = operator.host("kaiwojob").controller
+        assert controller is not None
+        conn.send({"began_wall": began_wall, "synced_s": time.monotonic() - began, "imports_s": imports_s})
+
+        async def drained(stable: float = 0.3, timeout: float = 120.0) -> float:
+            """Seconds since start at which the queue went (and stayed `stable` s) empty."""
+            deadline = time.monotonic() + timeout
+            idle_since: float | None = None
+            while time.monotonic() < deadline:
+                idle = len(controller.queue) == 0 and controller._in_flight == 0
+                now = time.monotonic()
+                if idle and idle_since is None:
+                    idle_since = now
+                elif not idle:
+                    idle_since = None
+                if idle_since is not None and now - idle_since >= stable:
+                    return idle_since
+                await asyncio.sleep(0.002)
+            return float("nan")
+
+        while True:
+            command, *_args = await recv()
+            if command == "drain":
+                conn.send({"drained_s": await drained() - began, "reconciles": controller.stats.reconciles,
+                           "errors": controller.stats.errors})
+            elif command == "resync":
+                started = time.monotonic()
+                before = controller.stats.reconciles
+                controller.enqueue_all()
+                conn.send({"seconds": await drained() - started, "reconciles": controller.stats.reconciles - before})
+            elif command == "health":
+                report = controller.health()
+                report["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+                conn.send(report)
+            elif command == "stop":
+                await operator.stop()
+                conn.send("stopped")
+                return
+
+    asyncio.run(main())
+
+
+class OperatorProcess:
+    """An operator (ours or kopf) in a child process, spawned ahead so that its imports overlap the
+    set-up; `start()` waits for them, then starts it and returns once its caches are synced."""
+
+    def __init__(self, conn: Connection, process: Any) -> None:
+        self.conn = conn
+        self.process = process
+        self.began_wall = 0.0
+        self.synced_s = 0.0
+        self.imports_s = float("nan")
+        self._imported = False
+        self._stopped = False
+
+    def ask(self, *command: Any, timeout: float = 150.0) -> Any:
+        self.conn.send(command)
+        if not self.conn.poll(timeout):
+            raise RuntimeError(f"{self.process.name} did not answer {command[0]!r} within {timeout:.0f} s")
+        return self.conn.recv()
+
+    def wait_imported(self, timeout: float = 120.0) -> None:
+        if not self._imported:
+            if not self.conn.poll(timeout):
+                raise RuntimeError(f"{self.process.name} did not finish its imports within {timeout:.0f} s")
+            self.conn.recv()
+            self._imported = True
+
+    def start(self) -> None:
+        self.wait_imported()
+        report = self.ask("start")
+        self.began_wall, self.synced_s = report["began_wall"], report["synced_s"]
+        self.imports_s = float(report.get("imports_s", float("nan")))
+
+    def stop(self) -> None:
+        if self._imported and not self._stopped and self.process.is_alive():
+            self._stopped = True
+            with suppress(RuntimeError, BrokenPipeError, OSError):
+                self.ask("stop", timeout=20)
+
+
+@contextmanager
+def child_process(target: Any, args: tuple[Any, ...], name: str) -> Iterator[OperatorProcess]:
+    parent, child = CONTEXT.Pipe()
+    process = CONTEXT.Process(target=target, args=(child, *args), daemon=True, name=name)
+    process.start()
+    handle = OperatorProcess(parent, process)
+    try:
+        yield handle
+    finally:
+        handle.stop()
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+
+
+def operator_process(kubeconfig: Path, workers: int | None = None) -> Any:
+    return child_process(_operator_main, (str(kubeconfig), workers), "kaiwo-ray operator")
+
+
+def kopf_process(kubeconfig: Path, namespace: str) -> Any:
+    return child_process(_kopf_main, (str(kubeconfig), namespace), "kopf operator")
+
+
+# -- the kopf peer, in its own process ------------------------------------------------------------
+
+
+def _kopf_main(conn: Connection, kubeconfig: str, namespace: str) -> None:
+    os.environ["KUBECONFIG"] = kubeconfig
+    import psutil
+    from peers import kopf_operator
+
+    conn.send("imported")
+    conn.recv()  # "start"
+    stop_flag, ready_flag = threading.Event(), threading.Event()
+    began_wall = time.time()
+    runner = threading.Thread(target=kopf_operator.run, args=(namespace, stop_flag, ready_flag), daemon=True)
+    runner.start()
+    ready_flag.wait(60)
+    conn.send({"began_wall": began_wall, "synced_s": time.time() - began_wall})
+    while True:
+        command, *_args = conn.recv()
+        if command == "health":
+            conn.send({"rss_mb": psutil.Process().memory_info().rss / 2**20})
+        elif command == "stop":
+            stop_flag.set()
+            runner.join(15)
+            conn.send("stopped")
+            return
+        else:
+            conn.send(None)
+
+
+# -- measurements ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Result:
+    """What one operator achieved; kopf fills the subset it can."""
+
+    name: str
+    drain_s: float = float("nan")  # start -> last of N backlog Jobs observed
+    drain_crs: int = 0
+    lat20: Latency | None = None
+    lat100: Latency | None = None
+    rss_mb: float = float("nan")
+    cpu_ms_per_cr: float = float("nan")
+    sandbox_cpu_ms_per_cr: float = float("nan")
+
+    @property
+    def throughput(self) -> float:
+        return self.drain_crs / self.drain_s if self.drain_s > 0 else float("nan")
+
+
+def _drain(sandbox: SandboxProcess, handle: OperatorProcess, seen: Any, names: list[str], timeout: float,
+           result: Result) -> None:
+    """Start the operator with `names` already created; time until the last of their Jobs is seen, and
+    the CPU the operator and the sandbox spent per CR meanwhile (what load-independent cost means)."""
+    cpu_op, cpu_sb = process_cpu_s(handle.process.pid), sandbox.cpu_s()
+    handle.start()
+    wanted = set(names)
+    if not wait_for(lambda: wanted <= seen().keys(), timeout, interval=0.1):
+        out(f"  warning: only {len(wanted & seen().keys())} of {len(wanted)} Jobs appeared within {timeout:.0f} s")
+    observed = seen()
+    result.drain_s = max(observed.get(n, float("nan")) for n in names) - handle.began_wall
+    result.drain_crs = len(names)
+    result.cpu_ms_per_cr = (process_cpu_s(handle.process.pid) - cpu_op) / len(names) * 1000
+    result.sandbox_cpu_ms_per_cr = (sandbox.cpu_s() - cpu_sb) / len(names) * 1000
+
+
+def _latency(loader: Loader, seen: Any, prefix: str, rate: float, seconds: float) -> Latency:
+    names = [f"{prefix}-{i}" for i in range(int(rate * seconds))]
+    sent = loader.paced(names, rate)
+    wait_for(lambda: set(names) <= seen().keys(), 20.0, interval=0.1)
+    return latencies(sent, seen())
+
+
+def _lat_line(label: str, lat: Latency, rate: int, q: float, target: float | None, floor: str) -> str:
+    value = lat.p(q)
+    verdict = "" if target is None else (" MISSED" if value > target else "")
+    target_text = f"target <= {target:.0f} ms; " if target is not None else ""
+    return (f"{label}_p{q:.0f}_{rate}cps: {value:.1f} ms ({target_text}n={lat.observed}/{lat.sent}{floor})"
+            f"{verdict}")
+
+
+def _writes_by_resource(sandbox: SandboxProcess, user: str, since: float) -> Counter[str]:
+    return Counter(f"{verb} {resource}{'/' + sub if sub else ''}"
+                   for verb, resource, sub, _ns, _name in sandbox.writes(user, since))
+
+
+def bench_kaiwo(crs: int, seconds: float, floor_watch: str, workers: int | None) -> Result:
+    result = Result("kaiwo-ray")
+    with sandbox_process(users=("kaiwo-ray", "loader")) as sandbox, \
+            operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as first, \
+            operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as second:
+        setup_cluster_objects(sandbox.kubeconfigs["admin"], [NAMESPACE])
+        loader = Loader(sandbox.kubeconfigs["loader"], NAMESPACE)
+        backlog = [f"live-{i}" for i in range(crs)]
+        created_in = loader.create_many(backlog)
+        out(f"  ({crs} KaiwoJobs created in {created_in:.1f} s by the load client, no operator running)")
+        with job_watcher(sandbox.kubeconfigs["admin"], NAMESPACE) as seen:
+            first.wait_imported()
+            second.wait_imported()
+            since = time.time()
+            _drain(sandbox, first, seen, backlog, 110.0, result)
+            drained = first.ask("drain")
+            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
+            first.stop()
+            out(f"kaiwojob_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
+                f"(start -> last child Job observed; CPU per CR: operator {result.cpu_ms_per_cr:.2f} ms, sandbox "
+                f"{result.sandbox_cpu_ms_per_cr:.2f} ms; caches synced in {first.synced_s:.2f} s; queue idle at "
+                f"{drained['drained_s']:.2f} s after {drained['reconciles']} reconciles, "
+                f"{drained['errors']} errors)")
+            out(f"kaiwojob_writes_per_cr_to_pending: {sum(writes.values()) / crs:.2f} writes "
+                f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))})")
+            since = time.time()
+            second.start()
+            drained = second.ask("drain")
+            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
+            health = second.ask("health")
+            verdict = " MISSED" if drained["drained_s"] > TARGET_RESYNC_S else ""
+            out(f"kaiwojob_quiet_resync_{crs}: {drained['drained_s']:.2f} s (target <= {TARGET_RESYNC_S:.0f} s; "
+                f"caches synced {second.synced_s:.2f} s, {drained['reconciles']} reconciles, "
+                f"{sum(writes.values())} writes{': ' + str(dict(writes)) if writes else ''}; the process's "
+                f"imports before that: {second.imports_s:.1f} s){verdict}")
+            result.rss_mb = health["rss_mb"]
+            verdict = " MISSED" if result.rss_mb > TARGET_RSS_MB else ""
+            cached = {k: v for k, v in health["cached"].items() if v}
+            out(f"kaiwojob_controller_rss_{crs}_crs: {result.rss_mb:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB; "
+                f"whole operator process, cached: {cached}){verdict}")
+            result.lat20 = _latency(loader, seen, "l20", 20, seconds)
+            result.lat100 = _latency(loader, seen, "l100", 100, seconds)
+            second.ask("drain")
+            health = second.ask("health")
+            out(f"  (after the latency runs: {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
+                f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, sandbox RSS "
+                f"{sandbox.rss_mb():.0f} MB)")
+        floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
+        out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
+        out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
+        out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
+        out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
+    return result
+
+
+def bench_kopf(crs: int, seconds: float) -> Result:
+    result = Result("kopf")
+    with sandbox_process(users=("kopf", "loader")) as sandbox, \
+            kopf_process(sandbox.kubeconfigs["kopf"], NAMESPACE) as peer:
+        setup_cluster_objects(sandbox.kubeconfigs["admin"], [NAMESPACE])
+        loader = Loader(sandbox.kubeconfigs["loader"], NAMESPACE)
+        backlog = [f"live-{i}" for i in range(crs)]
+        loader.create_many(backlog)
+        with job_watcher(sandbox.kubeconfigs["admin"], NAMESPACE) as seen:
+            peer.wait_imported()
+            since = time.time()
+            _drain(sandbox, peer, seen, backlog, 110.0, result)
+            time.sleep(1.0)  # let kopf's last annotation patches land before counting (pacing, not sync)
+            writes = _writes_by_resource(sandbox, "kopf", since)
+            out(f"kopf_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
+                f"(CPU per CR: kopf {result.cpu_ms_per_cr:.2f} ms, sandbox {result.sandbox_cpu_ms_per_cr:.2f} ms; "
+                f"writes per CR: {', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))})")
+            result.lat20 = _latency(loader, seen, "l20", 20, seconds)
+            result.lat100 = _latency(loader, seen, "l100", 100, seconds)
+            result.rss_mb = peer.ask("health")["rss_mb"]
+        for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
+            out(_lat_line("kopf_create_to_child", lat, rate, 50, None, ""))
+            out(_lat_line("kopf_create_to_child", lat, rate, 99, None, ""))
+        out(f"kopf_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole kopf process)")
+    return result
+
+
+def compare(ours: Result, peer: Result) -> None:
+    ratio = ours.throughput / peer.throughput
+    out(f"throughput_vs_kopf: {ratio:.2f}x ({ours.throughput:.0f} vs {peer.throughput:.0f} CR/s backlog drain; "
+        f"target >= {TARGET_THROUGHPUT_RATIO:.0f}x){' MISSED' if ratio < TARGET_THROUGHPUT_RATIO else ''}")
+    ours_cpu = ours.cpu_ms_per_cr + ours.sandbox_cpu_ms_per_cr
+    peer_cpu = peer.cpu_ms_per_cr + peer.sandbox_cpu_ms_per_cr
+    out(f"  (CPU-bound throughput ratio, operator + sandbox CPU per CR: {peer_cpu / ours_cpu:.2f}x "
+        f"({ours_cpu:.2f} vs {peer_cpu:.2f} ms); operator CPU alone: {peer.cpu_ms_per_cr / ours.cpu_ms_per_cr:.2f}x)")
+    for rate, mine, theirs in ((20, ours.lat20, peer.lat20), (100, ours.lat100, peer.lat100)):
+        if mine is None or theirs is None:
+            continue
+        ratio = mine.p(99) / theirs.p(99)
+        out(f"p99_vs_kopf_{rate}cps: {ratio:.2f}x ({mine.p(99):.1f} vs {theirs.p(99):.1f} ms; target <= "
+            f"{TARGET_P99_RATIO}x){' MISSED' if ratio > TARGET_P99_RATIO else ''}")
+
+
+def bench_to_running(count: int) -> None:
+    """Writes per KaiwoJob from create to RUNNING, and on a no-op resync, with the simulated cluster."""
+    namespace = "run"
+    with sandbox_process(cluster=True, time_factor=0.05, users=("kaiwo-ray", "loader")) as sandbox:
+        setup_cluster_objects(sandbox.kubeconfigs["admin"], [namespace])
+        loader = Loader(sandbox.kubeconfigs["loader"], namespace)
+        custom = k8s().client.CustomObjectsApi(k8s().config.new_client_from_config(
+            config_file=str(sandbox.kubeconfigs["admin"])))
+
+        def phases() -> Counter[str]:
+            items = custom.list_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", namespace, "kaiwojobs")
+            return Counter((i.get("status") or {}).get("status", "") for i in items["items"])
+
+        with operator_process(sandbox.kubeconfigs["kaiwo-ray"]) as op:
+            op.start()
+            since = time.time()
+            # sleep 600 at time factor 0.05 = 30 s of running: long enough to resync while RUNNING
+            loader.create_many([f"run-{i}" for i in range(count)], threads=2)
+            ok = wait_for(lambda: phases().get("RUNNING", 0) == count, 60.0, interval=0.2)
+            op.ask("drain")
+            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
+            non_event = sum(v for k, v in writes.items() if not k.endswith(" events"))
+            verdict = " MISSED" if non_event / count > TARGET_WRITES_TO_RUNNING else ""
+            out(f"kaiwojob_writes_per_cr_to_running: {non_event / count:.2f} writes + "
+                f"{(sum(writes.values()) - non_event) / count:.2f} Events (target <= {TARGET_WRITES_TO_RUNNING}; "
+                f"{count} KaiwoJobs{'' if ok else ', NOT all RUNNING: ' + str(dict(phases()))}; "
+                f"{', '.join(f'{k}: {v / count:.2f}' for k, v in sorted(writes.items()))}){verdict}")
+            since = time.time()
+            resync = op.ask("resync")
+            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
+            out(f"kaiwojob_writes_noop_resync: {sum(writes.values())} writes for {resync['reconciles']} reconciles "
+                f"of RUNNING KaiwoJobs (target 0){' MISSED ' + str(dict(writes)) if writes else ''}")
+
+
+def _ray_processes() -> list[tuple[str, int, float]]:
+    """(name, pid, RSS MB) of the Ray processes this driver started (its descendants): daemons and
+    workers, never another user's Ray on the same machine."""
+    import psutil
+
+    rows: list[tuple[str, int, float]] = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            name, cmdline, rss = proc.name(), " ".join(proc.cmdline()), proc.memory_info().rss
+        except psutil.Error:
+            continue
+        if not (name.startswith("ray::") or "ray" in cmdline or "raylet" in name or "gcs_server" in name):
+            continue
+        script = next((part.rsplit("/", 1)[-1] for part in proc.cmdline() if part.endswith(".py")), "")
+        rows.append((name if name.startswith("ray::") or not script else script, proc.pid, rss / 2**20))
+    return sorted(rows)
+
+
+def bench_ray(crs: int) -> None:
+    """The KaiwoJob controller in its Ray actor (actors/), against N live CRs: the actor's RSS once its
+    caches hold them all and the queue drained, beside Ray's own processes."""
+    import ray
+
+    from actors.supervisor import Supervisor, init_ray
+    from kaiwo_ray.controllers.manager import HostSettings
+
+    with sandbox_process(users=("kaiwo-ray", "loader")) as sandbox:
+        setup_cluster_objects(sandbox.kubeconfigs["admin"], [NAMESPACE])
+        Loader(sandbox.kubeconfigs["loader"], NAMESPACE).create_many([f"live-{i}" for i in range(crs)])
+        began = time.monotonic()
+        started_ray = init_ray(num_cpus=2)
+        supervisor = Supervisor(HostSettings(kubeconfig=str(sandbox.kubeconfigs["kaiwo-ray"]), lease=False),
+                                ["kaiwojob"])
+        try:
+            supervisor.start(timeout=180.0, leader_wait=0.0)
+            out(f"  (Ray and the actor up in {time.monotonic() - began:.1f} s)")
+            handle = supervisor.handle("kaiwojob")
+
+            def drained() -> bool:
+                report = ray.get(handle.health.remote())
+                return bool(report.get("reconciles", 0) >= crs and report.get("queue") == 0
+                            and report.get("in_flight") == 0)
+
+            wait_for(drained, 120.0, interval=0.5)
+            report = ray.get(handle.health.remote())
+            rss = report["rss_bytes"] / 2**20
+            out(f"kaiwojob_actor_rss_{crs}_crs: {rss:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB; Ray actor pid "
+                f"{report['pid']}, cached {report['cached'].get('kaiwojobs')} KaiwoJobs and "
+                f"{report['cached'].get('jobs')} Jobs){' MISSED' if rss > TARGET_RSS_MB else ''}")
+            rows = _ray_processes()
+            for label, pid, mb in rows:
+                out(f"  ray process {label} (pid {pid}): {mb:.0f} MB")
+            out(f"ray_total_rss: {sum(mb for _l, _p, mb in rows):.0f} MB over {len(rows)} processes "
+                "(the actor included)")
+        finally:
+            supervisor.stop(grace_seconds=5.0)
+            if started_ray:
+                ray.shutdown()
+
+
+def floor_figures() -> tuple[str, list[str]]:
+    from kaiwo_ray.sandbox.bench import percentile, sandbox_floor
+
+    figures = sandbox_floor(creates=300, gets=200, watch_seconds=1.5)
+    watch = f"p50 {percentile(figures.watch_ms, 50):.1f} ms, p99 {percentile(figures.watch_ms, 99):.1f} ms"
+    return watch, figures.lines()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--crs", type=int, default=1000, help="live KaiwoJobs (default 1000)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds of paced load per rate")
+    parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="reconcile workers of the KaiwoJob controller (default: HostSettings' default)")
+    parser.add_argument("--phases", default="floor,ours,kopf,running",
+                        help="comma-separated subset of floor,ours,kopf,running,ray (ray is slow: off by default)")
+    args = parser.parse_args()
+    phases = set(args.phases.split(","))
+    started = time.monotonic()
+    floor_watch = ""
+    if "floor" in phases:
+        floor_watch, lines = floor_figures()
+        for line in lines:
+            out(line)
+    ours = bench_kaiwo(args.crs, args.seconds, floor_watch, args.workers) if "ours" in phases else None
+    if "kopf" in phases:
+        peer = bench_kopf(args.crs, args.seconds)
+        if ours is not None:
+            compare(ours, peer)
+    if "running" in phases:
+        bench_to_running(args.running)
+    if "ray" in phases:
+        bench_ray(args.crs)
+    out(f"machine load average: {machine_load()}")
+    out(f"benchmark wall time: {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
