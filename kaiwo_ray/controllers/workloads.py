@@ -32,6 +32,7 @@ JsonObj = dict[str, Any]
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
+NAME_LABEL = "kaiwo.silogen.ai/name"
 
 _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
     "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
@@ -92,7 +93,8 @@ class WorkloadController(Controller):
         if self.kind == "KaiwoService":
             watches += [
                 Watch(R.RAYSERVICES, self._same_name),
-                Watch(R.PODS, None, label_selector="kaiwo.silogen.ai/type=service", index_labels=(RUN_ID_LABEL,)),
+                Watch(R.PODS, self._pod_keys, label_selector="kaiwo.silogen.ai/type=service",
+                      index_labels=(RUN_ID_LABEL,)),
             ]
         return watches
 
@@ -119,6 +121,15 @@ class WorkloadController(Controller):
     def _same_name(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         return own_key(event_type, obj, old)
 
+    def _pod_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        """A Deployment's pod appeared or went. Its Kueue Workload is found through the pod, so a
+        Workload event that arrived before the pod was cached mapped to nothing; this is its retry."""
+        if event_type == "MODIFIED":
+            return []
+        meta = obj.get("metadata") or {}
+        cr_name = (meta.get("labels") or {}).get(NAME_LABEL)
+        return [(meta.get("namespace") or "", cr_name)] if cr_name else []
+
     def _workload_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         """A Kueue Workload belongs to our main child (named like the CR) or, for Deployments, to a
         pod carrying the CR's name label."""
@@ -132,7 +143,7 @@ class WorkloadController(Controller):
             elif kind == "Pod" and R.PODS in self.caches:
                 pod = self.caches[R.PODS].get(namespace, name)
                 if pod is not None:
-                    cr_name = ((pod.get("metadata") or {}).get("labels") or {}).get("kaiwo.silogen.ai/name")
+                    cr_name = ((pod.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
                     if cr_name:
                         keys.append((namespace, cr_name))
         return keys
@@ -255,6 +266,12 @@ class WorkloadController(Controller):
             result.setdefault("kind", self.kind)
             self.caches[self.primary].upsert_if_newer(result)
             obj = result
+            if plan.phase == ph.PENDING:
+                # Our own write raises no event here (the informer skips write-through versions),
+                # yet a workload turning PENDING is what RUNNING ones past their duration wait for
+                # (spec §7.6); the other kind's controller does see it through its watch.
+                for key in self._duration_keys("SYNC", obj, None):
+                    self.queue.add(key)
         if plan.remove_finalizer:
             finalizers = [f for f in (obj["metadata"].get("finalizers") or []) if f != FINALIZER]
             await self._patch_meta(obj, {"finalizers": finalizers})

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import pytest
 from e2e_harness import OperatorSandbox
 from e2e_scenarios import kaiwo_job, kaiwo_service, wait_phase
 from e2e_support import KAIWO_API, Kube, Target, condition, phase, recording, wait_for
@@ -127,10 +126,6 @@ def test_error_recovers_when_the_spec_is_fixed(operator_env: OperatorSandbox) ->
     assert fixed["status"].get("observedGeneration") == fixed["metadata"]["generation"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "controllers/workloads.py: a workload's own status write to PENDING raises no event in its own "
-    "controller (the informer skips write-through versions), so the RUNNING job past its duration is "
-    "never reconciled again (spec 7.6 sweep); fix: enqueue _duration_keys after writing PENDING"))
 def test_running_job_past_its_duration_yields_to_a_pending_one(operator_env: OperatorSandbox) -> None:
     """Duration preemption (spec §7.6, chainsaw `preemption`): a RUNNING job past its `duration`
     is terminated once another workload waits, its children go, and the waiting one runs."""
