@@ -76,6 +76,10 @@ class WorkloadController(Controller):
         self.other = R.KAIWOSERVICES if kind == "KaiwoJob" else R.KAIWOJOBS
         self.recorder = EventRecorder(client, self.name)
         self.writes = 0
+        # Keys of our CRs that are RUNNING with a duration, kept up to date from every primary event
+        # and our own status writes, so that mapping an event to them does not scan every CR (which
+        # made each event O(number of CRs), and a burst of creates quadratic).
+        self._timed_running: set[Key] = set()
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
@@ -102,16 +106,19 @@ class WorkloadController(Controller):
 
     def _primary_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         # Our own kind changed: that object, plus RUNNING workloads whose duration rules read the rest.
+        self._track_timed(obj, deleted=event_type == "DELETED")
         return own_key(event_type, obj, old) + self._duration_keys(event_type, obj, old)
 
+    def _track_timed(self, obj: JsonObj, *, deleted: bool = False) -> None:
+        key = own_key("SYNC", obj, None)[0]
+        if (not deleted and (obj.get("status") or {}).get("status") == ph.RUNNING
+                and (obj.get("spec") or {}).get("duration")):
+            self._timed_running.add(key)
+        else:
+            self._timed_running.discard(key)
+
     def _duration_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
-        if self.primary not in self.caches:
-            return []
-        keys: list[Key] = []
-        for cr in self.caches[self.primary]:
-            if (cr.get("status") or {}).get("status") == ph.RUNNING and (cr.get("spec") or {}).get("duration"):
-                keys.append(own_key("SYNC", cr, None)[0])
-        return keys
+        return list(self._timed_running)
 
     def _everything(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         if self.primary not in self.caches:
@@ -265,6 +272,7 @@ class WorkloadController(Controller):
             self.writes += 1
             result.setdefault("kind", self.kind)
             self.caches[self.primary].upsert_if_newer(result)
+            self._track_timed(self.caches[self.primary].get(namespace, name) or result)
             obj = result
             if plan.phase == ph.PENDING:
                 # Our own write raises no event here (the informer skips write-through versions),
