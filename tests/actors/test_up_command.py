@@ -64,7 +64,7 @@ def test_up_joins_ray_runs_the_operator_and_stops_on_sigint(ray_session: Any, sa
         assert named_actor_exists(ray, "kaiwojob") and named_actor_exists(ray, "kaiwoqueueconfig")
         assert not named_actor_exists(ray, "kaiwoservice")  # --controllers is honoured
 
-        custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
+        custom: Any = kubernetes.client.CustomObjectsApi(sandbox.api_client())
         body = yaml.safe_load((REPO / "examples" / "cpu-job.yaml").read_text())
         custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
         wait_for(lambda: (custom.get_namespaced_custom_object(

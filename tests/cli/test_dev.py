@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import kubernetes
 import psutil
@@ -85,8 +85,8 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
         assert {"raylet", "gcs_server"} <= names, names  # a Ray of its own ...
         assert sum("ControllerActor" in n for n in names) >= 1, names  # ... hosting the controllers
 
-        api = kubernetes.config.new_client_from_config(config_file=str(kubeconfig))
-        custom = kubernetes.client.CustomObjectsApi(api)
+        new_client: Any = kubernetes.config.new_client_from_config  # untyped upstream
+        custom: Any = kubernetes.client.CustomObjectsApi(new_client(config_file=str(kubeconfig)))
         body = yaml.safe_load((REPO / "examples" / "cpu-job.yaml").read_text())
         custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
         wait_for(lambda: (custom.get_namespaced_custom_object(

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -250,7 +251,7 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
             assert up.poll() is None, log_path.read_text()
             table = log_path.read_text()
             assert "kaiwojob" in table and "kaiwoqueueconfig" in table and "kaiwoservice" not in table
-            custom = kubernetes.client.CustomObjectsApi(sb.api_client())
+            custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
             body = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cpu-job.yaml").read_text())
             custom.create_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", body)
             eventually(lambda: (custom.get_namespaced_custom_object(
@@ -263,6 +264,6 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
                 up.kill()
                 up.wait(10)
         assert "Controllers stopped." in log_path.read_text()
-        lease = kubernetes.client.CoordinationV1Api(sb.api_client()).read_namespaced_lease(
+        lease: Any = kubernetes.client.CoordinationV1Api(sb.api_client()).read_namespaced_lease(
             "kaiwo-ray-kaiwojob", "kube-system")
         assert not lease.spec.holder_identity  # released on the way out
