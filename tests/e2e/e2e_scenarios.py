@@ -131,9 +131,9 @@ def apply_singleton(target: Target, obj: JsonObj) -> JsonObj:
     return replaced
 
 
-def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str]:
+def scenario_examples(target: Target, include_singletons: bool) -> tuple[str, dict[str, str]]:
     """Apply every example (singletons first, then the rest) and wait for each expected final phase;
-    returns the phase each reached ("" for kinds without one). On a real cluster the workloads go to
+    returns the namespace used and the phase each reached ("" for kinds without one). On a real cluster the workloads go to
     a fresh namespace and the cluster's own singletons are put back afterwards."""
     table = expected_examples()
     namespace = "default" if target.sandbox else target.namespace("e2e-examples")
@@ -159,8 +159,8 @@ def scenario_examples(target: Target, include_singletons: bool) -> dict[str, str
                 apply_singleton(target, obj)
             else:
                 target.kube.create(obj)
-        return {filename: wait_example(target, filename, obj, table[filename]["phase"])
-                for filename, obj in manifests}
+        return namespace, {filename: wait_example(target, filename, obj, table[filename]["phase"])
+                           for filename, obj in manifests}
     finally:
         if not target.sandbox:
             for original in originals:
@@ -184,6 +184,27 @@ def kueue_serves(target: Target, queue_config_spec: JsonObj) -> bool:
             for cq in target.kube.items(target.kube.kueue_api, "ClusterQueue")
             if not cq["metadata"].get("deletionTimestamp")}
     return live == wanted
+
+
+def scenario_delete_examples(target: Target, namespace: str) -> None:
+    """Delete every Kaiwo workload in `namespace` (the examples) and wait until they and everything
+    they made — storage, download Jobs, Ray clusters, pods, Kueue Workloads — are gone."""
+    owners = [o for kind in ("KaiwoJob", "KaiwoService") for o in target.kube.items(KAIWO_API, kind, namespace)]
+    for obj in owners:
+        target.kube.delete(KAIWO_API, obj["kind"], obj["metadata"]["name"], namespace)
+    for obj in owners:
+        wait_gone(target, obj["kind"], obj["metadata"]["name"], namespace)
+        wait_no_children(target, namespace, obj["metadata"]["uid"], obj["metadata"]["name"])
+
+    def leftovers() -> list[str]:
+        left = [f"{kind}/{o['metadata']['name']}"
+                for api_version, kind in (("ray.io/v1", "RayCluster"), ("ray.io/v1", "RayService"),
+                                          (target.kube.kueue_api, "Workload"))
+                for o in target.kube.items(api_version, kind, namespace)]
+        return left + [f"Pod/{o['metadata']['name']}"
+                       for o in target.kube.items("v1", "Pod", namespace, label_selector=NAME_LABEL)]
+
+    wait_for(lambda: not leftovers(), target.timeout, f"nothing left in {namespace} (had {leftovers()})")
 
 
 def wait_example(target: Target, filename: str, obj: JsonObj, wanted: str | None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from e2e_harness import OperatorSandbox, operator_sandbox
-from e2e_scenarios import expected_examples, scenario_examples
+from e2e_scenarios import expected_examples, scenario_delete_examples, scenario_examples
 from e2e_support import Target, condition, wait_for
 
 
@@ -25,7 +25,8 @@ def examples_sandbox() -> Iterator[OperatorSandbox]:
 
 def test_every_example_reaches_its_expected_phase(examples_sandbox: OperatorSandbox) -> None:
     target = examples_sandbox.target
-    reached = scenario_examples(target, include_singletons=True)
+    namespace, reached = scenario_examples(target, include_singletons=True)
+    assert namespace == "default"  # the sandbox runs the files as they are
     table = expected_examples()
     assert reached == {f: e["phase"] or "" for f, e in table.items() if e["kind"] != "Node"}
     # The applied queue config is the one Kueue serves: the `research` queue and its LocalQueue.
@@ -43,13 +44,15 @@ def test_every_example_reaches_its_expected_phase(examples_sandbox: OperatorSand
     assert rayjob is not None
     head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     assert head["resources"]["limits"]["memory"] == "8Gi"
+    scenario_delete_examples(target, namespace)
 
 
 @pytest.mark.cluster
 def test_every_example_on_a_real_cluster(real_cluster: Target) -> None:
     singletons = os.environ.get("KAIWO_E2E_APPLY_SINGLETONS") == "1"
-    reached = scenario_examples(real_cluster, include_singletons=singletons)
+    namespace, reached = scenario_examples(real_cluster, include_singletons=singletons)
     table = expected_examples()
     expected = {f: e["phase"] or "" for f, e in table.items()
                 if e["kind"] != "Node" and (singletons or e["kind"] not in ("KaiwoConfig", "KaiwoQueueConfig"))}
     assert reached == expected
+    scenario_delete_examples(real_cluster, namespace)
