@@ -35,15 +35,23 @@ class OperatorSandbox:
     def controller(self, name: str) -> Any:
         return self.operator.host(name).controller
 
+    def second_operator(self, **settings: Any) -> Operator:
+        """Another operator instance against the same sandbox, on the same loop (started)."""
+        operator = Operator(None, HostSettings(kubeconfig=str(self.sb.kubeconfig_path), **settings))
+        self.run(operator.start())
+        return operator
+
 
 @contextmanager
-def operator_sandbox(**sandbox_kwargs: Any) -> Iterator[OperatorSandbox]:
+def operator_sandbox(host_settings: dict[str, Any] | None = None, **sandbox_kwargs: Any) -> Iterator[OperatorSandbox]:
+    """`host_settings` override the operator's HostSettings (default: no leader election)."""
     sandbox_kwargs.setdefault("time_factor", TIME_FACTOR)
     sb = start_sandbox(cluster=True, **sandbox_kwargs)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-operator", daemon=True)
     thread.start()
-    operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
+    operator = Operator(None, HostSettings(**{"kubeconfig": str(sb.kubeconfig_path), "lease": False,
+                                              **(host_settings or {})}))
     try:
         asyncio.run_coroutine_threadsafe(operator.start(), loop).result(30)
         kube = Kube(sb.api_client())
