@@ -10,6 +10,8 @@ import signal
 import sys
 from pathlib import Path
 
+from kaiwo_ray.sandbox.cluster import CONTROLLERS
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig", required=True, type=Path,
@@ -20,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", type=Path, metavar="DIR", help="persist objects in DIR across restarts")
     parser.add_argument("--no-cluster", action="store_true",
                         help="API server only: no simulated scheduler, kubelet, Job controller, Kueue, KubeRay")
+    parser.add_argument("--without", action="append", default=[], metavar="CONTROLLER", choices=list(CONTROLLERS),
+                        help="leave this simulated controller off (repeatable; one of: "
+                             + ", ".join(CONTROLLERS) + ")")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
 
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         except (ManifestReadError, OSError) as exc:
             print(f"kaiwo-ray sandbox: --nodes {args.nodes}: {exc}", file=sys.stderr)
             return 2
-    config = SandboxConfig(port=args.port, nodes=nodes, cluster=not args.no_cluster, time_factor=args.time_factor,
+    config = SandboxConfig(port=args.port, nodes=nodes, cluster=_cluster(args), time_factor=args.time_factor,
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve())
     try:
         asyncio.run(_serve(Sandbox(config)))
@@ -49,6 +54,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"kaiwo-ray sandbox: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> bool | list[str]:
+    """`SandboxConfig.cluster`: off, every controller, or every one but those named by --without."""
+    if args.no_cluster:
+        return False
+    if not args.without:
+        return True
+    return [name for name in CONTROLLERS if name not in args.without]
 
 
 async def _serve(sandbox: object) -> None:

@@ -33,11 +33,24 @@ def load_controller(name: str) -> type[Controller]:
     return cls
 
 
+def select_controllers(names: Iterable[str]) -> list[str]:
+    """`names` in start order; ValueError naming the known controllers if one is unknown."""
+    wanted = set(names)
+    unknown = sorted(wanted - CONTROLLERS.keys())
+    if unknown:
+        raise ValueError(f"unknown simulated controller(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(CONTROLLERS)}")
+    return [n for n in CONTROLLERS if n in wanted]
+
+
 def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None = None,
                   enabled: Iterable[str] | None = None) -> ControllerRunner:
-    """Start the named controllers (all known ones by default) on the running event loop."""
+    """Start the named controllers (all known ones by default) on the running event loop.
+
+    An unknown name is an error rather than ignored: a typo would otherwise silently leave a
+    controller off and the cluster would just look stuck."""
     settings = settings or ClusterSettings()
-    names = list(CONTROLLERS) if enabled is None else [n for n in CONTROLLERS if n in set(enabled)]
+    names = list(CONTROLLERS) if enabled is None else select_controllers(enabled)
     runner = ControllerRunner(store, clock)
     for name in names:
         runner.add(load_controller(name)(store, clock, settings))
@@ -45,4 +58,4 @@ def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None =
     return runner
 
 
-__all__ = ["CONTROLLERS", "ClusterSettings", "Controller", "ControllerRunner", "start_cluster"]
+__all__ = ["CONTROLLERS", "ClusterSettings", "Controller", "ControllerRunner", "select_controllers", "start_cluster"]

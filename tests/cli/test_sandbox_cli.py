@@ -1,0 +1,36 @@
+"""`kaiwo-ray sandbox` arguments: which simulated controllers run."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from kaiwo_ray.cli import sandbox as sandbox_cli
+from kaiwo_ray.sandbox.cluster import CONTROLLERS
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    sandbox_cli.add_arguments(parser)
+    return parser.parse_args(["--kubeconfig", "kc", *argv])
+
+
+def test_all_controllers_by_default() -> None:
+    assert sandbox_cli._cluster(parse()) is True
+
+
+def test_no_cluster_is_api_server_only() -> None:
+    assert sandbox_cli._cluster(parse("--no-cluster")) is False
+
+
+def test_without_leaves_the_named_controllers_off() -> None:
+    assert sandbox_cli._cluster(parse("--without", "kuberay", "--without", "appwrapper")) == [
+        n for n in CONTROLLERS if n not in {"kuberay", "appwrapper"}]
+
+
+def test_without_an_unknown_controller_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse("--without", "schedular")
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'schedular'" in capsys.readouterr().err
