@@ -86,17 +86,20 @@ def wait_no_children(target: Target, namespace: str, uid: str, owner: str) -> No
     wait_for(lambda: not children_of(target, namespace, uid), target.timeout, f"no children of {owner} left")
 
 
+def owned_children(target: Target, namespace: str, uid: str) -> list[str]:
+    """The objects in `namespace` whose controller owner is `uid`."""
+    return [f"{kind}/{o['metadata']['name']}"
+            for api_version, kind in (("batch/v1", "Job"), ("apps/v1", "Deployment"), ("ray.io/v1", "RayJob"),
+                                      ("workload.codeflare.dev/v1beta2", "AppWrapper"),
+                                      ("v1", "PersistentVolumeClaim"), ("v1", "ConfigMap"))
+            for o in target.kube.items(api_version, kind, namespace) if owned_by(o, uid)]
+
+
 def children_of(target: Target, namespace: str, uid: str) -> list[str]:
-    """Every object in `namespace` still owned by `uid` or labelled with it (pods, Kueue Workloads)."""
-    left: list[str] = []
-    for api_version, kind in (("batch/v1", "Job"), ("apps/v1", "Deployment"), ("ray.io/v1", "RayJob"),
-                              ("workload.codeflare.dev/v1beta2", "AppWrapper"), ("v1", "PersistentVolumeClaim"),
-                              ("v1", "ConfigMap")):
-        left += [f"{kind}/{o['metadata']['name']}" for o in target.kube.items(api_version, kind, namespace)
-                 if owned_by(o, uid)]
-    left += [f"Pod/{o['metadata']['name']}"
-             for o in target.kube.items("v1", "Pod", namespace, label_selector=f"{RUN_ID_LABEL}={uid}")]
-    return left
+    """Every object in `namespace` still owned by `uid` or labelled with it (pods)."""
+    return owned_children(target, namespace, uid) + [
+        f"Pod/{o['metadata']['name']}"
+        for o in target.kube.items("v1", "Pod", namespace, label_selector=f"{RUN_ID_LABEL}={uid}")]
 
 
 # -- examples ------------------------------------------------------------------------------------
@@ -359,6 +362,8 @@ def scenario_deletion(target: Target) -> None:
     target.kube.delete(KAIWO_API, "KaiwoService", "doomed-svc", namespace)
     for kind, name in (("KaiwoJob", "doomed-job"), ("KaiwoService", "doomed-svc")):
         wait_gone(target, kind, name, namespace)
+        # The finalizer went only after the children: none may outlive the CR, even for a moment.
+        assert owned_children(target, namespace, uids[name]) == [], f"{name} went before its children"
     for name, uid in uids.items():
         wait_no_children(target, namespace, uid, name)
     workloads = [w["metadata"]["name"] for w in target.kube.items(target.kube.kueue_api, "Workload", namespace)
