@@ -87,7 +87,10 @@ class KubeClient:
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         response = await self._send(method, path, **kwargs)
-        data = await response.read()
+        try:
+            data = await response.read()
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # the body can fail after the headers
+            raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
         return orjson.loads(data) if data else None
 
     # -- verbs ---------------------------------------------------------------------------------

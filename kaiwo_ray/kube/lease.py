@@ -99,7 +99,7 @@ class LeaseElector:
             errored = False
             try:
                 held = await self.try_acquire_or_renew()
-            except KubeError as err:
+            except Exception as err:  # any failure (not only API errors) must not end the campaign
                 log.warning("lease %s/%s: %s", s.namespace, s.name, err)
                 held, errored = False, True
             now = self.clock()
