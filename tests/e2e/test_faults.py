@@ -22,6 +22,9 @@ CHILD_KINDS = (("batch/v1", "Job"), ("ray.io/v1", "RayJob"), ("apps/v1", "Deploy
                ("workload.codeflare.dev/v1beta2", "AppWrapper"), ("v1", "PersistentVolumeClaim"),
                ("v1", "ConfigMap"))
 WRITES = ("create", "update", "patch", "delete")
+# A Hugging Face pre-cache: a PVC, a download ConfigMap and Job, then the main Job.
+STORAGE = {"storageEnabled": True, "storageClassName": "standard",
+           "huggingFace": {"storageSize": "1Gi", "preCacheRepos": [{"repoId": "org/model", "files": ["config.json"]}]}}
 
 
 class Chaos:
@@ -101,9 +104,10 @@ def test_workloads_converge_through_errors_watch_cuts_and_expired_versions(fault
                 kube.create(kaiwo_job(name, namespace, entrypoint="sleep 20"))
             for name in RAY_JOBS:
                 kube.create(kaiwo_job(name, namespace, **ray_spec))
+            kube.create(kaiwo_job("stored", namespace, entrypoint="sleep 5", storage=STORAGE))
             for name in SERVICES:
                 kube.create(kaiwo_service(name, namespace, replicas=1))
-            for name in JOBS + RAY_JOBS:
+            for name in [*JOBS, *RAY_JOBS, "stored"]:
                 wait_phase(target, "KaiwoJob", name, namespace, "COMPLETE")
             for name in SERVICES:
                 wait_phase(target, "KaiwoService", name, namespace, "RUNNING")
@@ -138,6 +142,10 @@ def test_workloads_converge_through_errors_watch_cuts_and_expired_versions(fault
             assert owner is not None
             assert children_per_owner(kube, namespace, owner) == expected[kind], name
             assert phase(owner) == ("COMPLETE" if kind == "KaiwoJob" else "RUNNING"), owner["status"]
+    stored = kube.get(KAIWO_API, "KaiwoJob", "stored", namespace)
+    assert stored is not None  # main Job + download Job, the HF cache PVC, the download ConfigMap
+    assert children_per_owner(kube, namespace, stored) == Counter(
+        {"Job": 2, "PersistentVolumeClaim": 1, "ConfigMap": 1})
     ray_owner = kube.get(KAIWO_API, "KaiwoJob", "ray-job", namespace)
     assert ray_owner is not None and children_per_owner(kube, namespace, ray_owner) == Counter({"RayJob": 1})
     assert orphans(kube, namespace) == []
