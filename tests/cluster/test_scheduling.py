@@ -82,6 +82,17 @@ def test_requests_use_limits_and_the_init_container_max_rule() -> None:
     assert pod_requests({"spec": spec}) == {"cpu": Decimal(4), "memory": Decimal(2**30)}
 
 
+def test_native_sidecars_run_alongside_the_main_containers() -> None:
+    # A restartable init container keeps running, so it adds to the main containers' requests.
+    spec = {"containers": [{"resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}]}
+    assert pod_requests({"spec": spec}) == {"cpu": Decimal("1.5")}
+
+
+def test_a_malformed_quantity_charges_nothing_instead_of_failing() -> None:
+    assert pod_requests({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}) == {}
+
+
 def test_qos_classes() -> None:
     guaranteed = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}
     burstable = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}}

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, format_quantity, parse_quantity
-from kaiwo_ray.sandbox.cluster.scheduling import tolerates
+from kaiwo_ray.sandbox.cluster.scheduling import expression_matches, tolerates
 from kaiwo_ray.sandbox.types import JsonObj
 
 FlavorResource = tuple[str, str]  # (flavor, resource)
@@ -285,23 +285,8 @@ def _selector_matches(podset: PodSetRequest, flavor: FlavorInfo) -> bool:
         relevant = [e for e in term.get("matchExpressions") or [] if e.get("key") in keys]
         if not relevant:
             return True  # a term with no relevant expression matches any flavor
-        if all(_expression_matches(flavor.node_labels, e) for e in relevant):
+        if all(expression_matches(flavor.node_labels, e) for e in relevant):
             return True
-    return False
-
-
-def _expression_matches(labels: Mapping[str, str], expr: JsonObj) -> bool:
-    key = str(expr.get("key", ""))
-    values = [str(v) for v in expr.get("values") or []]
-    operator = expr.get("operator")
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
     return False
 
 

@@ -9,6 +9,7 @@ from typing import Any
 # One quantity parser for the whole simulated cluster, so the scheduler's fit and Kueue's quota
 # count requests identically (and the sandbox never imports the heavy `kubernetes` package).
 from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, parse_quantity
+from kaiwo_ray.sandbox.cluster.kueue_resources import pod_requests as spec_requests
 from kaiwo_ray.sandbox.types import JsonObj
 
 _MILLI = Decimal(1000)
@@ -37,30 +38,17 @@ def as_int(value: Any, default: int) -> int:
         return default
 
 
-def container_requests(container: JsonObj) -> dict[str, Decimal]:
-    """Requests of one container; a resource with only a limit requests its limit (apiserver defaulting)."""
-    resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
-    merged: dict[str, Decimal] = {name: quantity(value) for name, value in limits.items()}
-    merged.update({name: quantity(value) for name, value in requests.items()})
-    return merged
-
-
 def pod_requests(pod: JsonObj) -> dict[str, Decimal]:
-    """What the scheduler charges a node for: sum over containers, at least the largest init
-    container (init containers run one at a time), plus pod overhead."""
-    spec = pod.get("spec") or {}
-    total: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        for name, value in container_requests(container).items():
-            total[name] = total.get(name, Decimal(0)) + value
-    for container in spec.get("initContainers") or []:
-        for name, value in container_requests(container).items():
-            total[name] = max(total.get(name, Decimal(0)), value)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[name] = total.get(name, Decimal(0)) + quantity(value)
-    return {name: value for name, value in total.items() if value > 0}
+    """What the scheduler charges a node for, in units: the same total Kueue charges quota for
+    (`kueue_resources.pod_requests`: containers, init containers by the max rule, native sidecars,
+    overhead), since both real components use the same Kubernetes helper. A pod with a quantity
+    that does not parse (the store refuses those; this is only a guard) is charged nothing rather
+    than stalling the scheduler."""
+    try:
+        milli = spec_requests(pod.get("spec") or {})
+    except QuantityError:
+        return {}
+    return {name: Decimal(amount) / _MILLI for name, amount in milli.items()}
 
 
 def qos_class(pod: JsonObj) -> str:

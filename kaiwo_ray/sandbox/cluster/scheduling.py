@@ -108,7 +108,9 @@ def tolerates(tolerations: Iterable[JsonObj], taint: JsonObj) -> bool:
     return False
 
 
-def _expression_matches(labels: Mapping[str, str], expr: JsonObj) -> bool:
+def expression_matches(labels: Mapping[str, str], expr: JsonObj) -> bool:
+    """One NodeSelectorRequirement against a label set (shared with Kueue's flavor matching, as
+    both real components use the same Kubernetes helper)."""
     key = expr.get("key", "")
     operator = expr.get("operator", "")
     values = [str(v) for v in expr.get("values") or []]
@@ -133,7 +135,7 @@ def _expression_matches(labels: Mapping[str, str], expr: JsonObj) -> bool:
 def _field_matches(node_name: str, expr: JsonObj) -> bool:
     if expr.get("key") != "metadata.name":
         return False
-    return _expression_matches({"metadata.name": node_name}, expr)
+    return expression_matches({"metadata.name": node_name}, expr)
 
 
 def matches_node_selector_term(node: NodeState, term: JsonObj) -> bool:
@@ -141,7 +143,7 @@ def matches_node_selector_term(node: NodeState, term: JsonObj) -> bool:
     fields = term.get("matchFields") or []
     if not expressions and not fields:
         return False  # an empty term selects nothing, as in the real scheduler
-    return all(_expression_matches(node.labels, e) for e in expressions) and all(
+    return all(expression_matches(node.labels, e) for e in expressions) and all(
         _field_matches(node.name, f) for f in fields)
 
 
