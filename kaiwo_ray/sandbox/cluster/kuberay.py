@@ -37,7 +37,7 @@ from kaiwo_ray.sandbox.cluster.kuberay_objects import (
     submitter_job,
 )
 from kaiwo_ray.sandbox.cluster.kueue_resources import QuantityError, format_quantity, pod_requests
-from kaiwo_ray.sandbox.cluster.podutil import controller_of, is_ready, is_terminal
+from kaiwo_ray.sandbox.cluster.podutil import as_int, controller_of, is_ready, is_terminal
 from kaiwo_ray.sandbox.types import (
     JOBS,
     PODS,
@@ -71,20 +71,16 @@ def _meta(obj: JsonObj) -> JsonObj:
     return meta
 
 
-def _int(value: object, default: int = 0) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
 def desired_workers(group: JsonObj) -> int:
     """Replicas clamped to [minReplicas, maxReplicas], times hosts per replica; 0 when suspended."""
     if group.get("suspend"):
         return 0
-    replicas = _int(group.get("replicas"), _int(group.get("minReplicas")))
-    replicas = max(replicas, _int(group.get("minReplicas")))
+    replicas = as_int(group.get("replicas"), as_int(group.get("minReplicas"), 0))
+    replicas = max(replicas, as_int(group.get("minReplicas"), 0))
     maximum = group.get("maxReplicas")
     if isinstance(maximum, int) and not isinstance(maximum, bool):
         replicas = min(replicas, maximum)
-    return replicas * max(1, _int(group.get("numOfHosts"), 1))
+    return replicas * max(1, as_int(group.get("numOfHosts"), 1))
 
 
 def _running(pod: JsonObj) -> bool:
@@ -315,10 +311,10 @@ class KubeRayController(Controller):
         name = str(meta.get("name", ""))
         status: JsonObj = {
             "desiredWorkerReplicas": desired,
-            "minWorkerReplicas": sum(_int(g.get("minReplicas")) * max(1, _int(g.get("numOfHosts"), 1))
+            "minWorkerReplicas": sum(as_int(g.get("minReplicas"), 0) * max(1, as_int(g.get("numOfHosts"), 1))
                                      for g in groups),
-            "maxWorkerReplicas": sum(_int(g.get("maxReplicas"), desired_workers(g)) *
-                                     max(1, _int(g.get("numOfHosts"), 1)) for g in groups),
+            "maxWorkerReplicas": sum(as_int(g.get("maxReplicas"), desired_workers(g)) *
+                                     max(1, as_int(g.get("numOfHosts"), 1)) for g in groups),
             "readyWorkerReplicas": ready_workers,
             "availableWorkerReplicas": available,
             **desired_resources(cluster),
@@ -479,7 +475,7 @@ class KubeRayController(Controller):
             status.update({"jobStatus": "FAILED", "jobDeploymentStatus": "Failed", "endTime": now,
                            "succeeded": 0, "failed": 1, "reason": "AppFailed",
                            "message": self._failure_message(ns, name, conditions)})
-        elif status.get("jobStatus") != "RUNNING" and _int((job.get("status") or {}).get("active")) > 0 \
+        elif status.get("jobStatus") != "RUNNING" and as_int((job.get("status") or {}).get("active"), 0) > 0 \
                 and self._submitter_running(ns, name):
             # `ray job submit` needs a moment before the dashboard reports the job RUNNING.
             started = self._submitted_at.setdefault((ns, name), self.clock.monotonic())
@@ -521,7 +517,7 @@ class KubeRayController(Controller):
             return None
         if self._find(RAYCLUSTERS, ns, cluster_name) is None:
             return None
-        ttl = max(0, _int(spec.get("ttlSecondsAfterFinished"))) * self.clock.time_factor
+        ttl = max(0, as_int(spec.get("ttlSecondsAfterFinished"), 0)) * self.clock.time_factor
         finished = self._finished_at.setdefault((ns, name), self.clock.monotonic())
         remaining = finished + ttl - self.clock.monotonic()
         if remaining > 0:

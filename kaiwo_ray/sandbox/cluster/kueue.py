@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable
 import orjson
 
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller
-from kaiwo_ray.sandbox.cluster.conditions import find_condition, set_condition
+from kaiwo_ray.sandbox.cluster.conditions import condition_true, find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
 from kaiwo_ray.sandbox.cluster.kueue_admission import (
     FIT,
@@ -37,7 +37,6 @@ from kaiwo_ray.sandbox.cluster.kueue_cache import (
     PendingQueue,
     WorkloadInfo,
     WorkloadKey,
-    condition_is_true,
     status_condition,
 )
 from kaiwo_ray.sandbox.cluster.kueue_jobs import (
@@ -345,7 +344,7 @@ class KueueController(Controller):
             if obj is not None and not fw.active(obj):
                 self._clear_admission(info, evicted)
             return None
-        admitted = info.reserved_cq is not None and condition_is_true(info.obj, "Admitted")
+        admitted = info.reserved_cq is not None and condition_true(info.obj, "Admitted")
         if fw.suspended(obj):
             if admitted:
                 self._start(fw, obj, info)

@@ -14,7 +14,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from kaiwo_ray.sandbox.cluster.conditions import find_condition
+from kaiwo_ray.sandbox.cluster.conditions import condition_true, find_condition
 from kaiwo_ray.sandbox.cluster.kueue_admission import (
     ClusterQueueSpec,
     ClusterQueueSpecError,
@@ -56,11 +56,6 @@ def _timestamp(text: object) -> float:
 
 def status_condition(obj: JsonObj, ctype: str) -> JsonObj | None:
     return find_condition((obj.get("status") or {}).get("conditions"), ctype)
-
-
-def condition_is_true(obj: JsonObj, ctype: str) -> bool:
-    cond = status_condition(obj, ctype)
-    return cond is not None and cond.get("status") == "True"
 
 
 def _podset_requests(podsets: list[JsonObj]) -> list[PodSetRequest]:
@@ -316,9 +311,9 @@ class KueueCache:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         info.active = spec.get("active", True) is not False
-        info.finished = condition_is_true(obj, "Finished")
-        reserved = bool(status.get("admission")) and condition_is_true(obj, "QuotaReserved") and not info.finished
-        info.evicted = reserved and condition_is_true(obj, "Evicted")
+        info.finished = condition_true(obj, "Finished")
+        reserved = bool(status.get("admission")) and condition_true(obj, "QuotaReserved") and not info.finished
+        info.evicted = reserved and condition_true(obj, "Evicted")
         if reserved and not info.active and not info.evicted:
             self.deactivated.add(key)
             keys.append(SCHEDULE)
