@@ -483,7 +483,7 @@ def bench_ray(crs: int) -> None:
 def floor_figures() -> tuple[str, list[str]]:
     from kaiwo_ray.sandbox.bench import percentile, sandbox_floor
 
-    figures = sandbox_floor(creates=300, gets=200, watch_seconds=1.5)
+    figures = sandbox_floor(creates=200, gets=100, watch_seconds=1.0)
     watch = f"p50 {percentile(figures.watch_ms, 50):.1f} ms, p99 {percentile(figures.watch_ms, 99):.1f} ms"
     return watch, figures.lines()
 
