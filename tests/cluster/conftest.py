@@ -84,8 +84,12 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
         return running
 
     yield make
+    # A controller exception is logged and retried, which can hide a bug behind a slow recovery
+    # (or a test that just waits longer): every reconcile in a scenario must succeed.
+    errors = {id(r): r.cluster.errors for r in started if r.cluster is not None}
     for running in started:
         running.stop()
+    assert not any(errors.values()), f"simulated controllers raised {sum(errors.values())} time(s); see the log"
 
 
 class Clients:
