@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from kaiwo_ray.sandbox import event_conversion, scale, strategies
+from kaiwo_ray.sandbox.builtin_decoding import check_builtin_types
 from kaiwo_ray.sandbox.gc import GarbageCollector
 from kaiwo_ray.sandbox.pure_modules import pure
 from kaiwo_ray.sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
@@ -410,6 +411,8 @@ class ObjectStore:
         if api_version and api_version not in {info.api_version(v) for v in info.versions}:
             raise ApiError.bad_request(f"the API version in the data ({api_version}) does not match the "
                                        f"expected API version ({gvr.api_version})")
+        if not info.custom:
+            check_builtin_types(info.group, info.kind, gvr.version, obj)
         obj["apiVersion"] = gvr.api_version
         obj["kind"] = info.kind
         return obj
