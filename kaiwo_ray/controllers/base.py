@@ -183,6 +183,9 @@ class Controller:
         if delay is not None:
             self.queue.add_after(key, delay)
 
+    async def drain(self) -> None:
+        """Finish background side effects (e.g. Events being sent) during a graceful stop."""
+
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
@@ -193,6 +196,10 @@ class Controller:
             await asyncio.wait_for(self._idle.wait(), timeout=grace_seconds)
         except TimeoutError:
             log.warning("%s: %d reconciles still running after %.0fs", self.name, self._in_flight, grace_seconds)
+        try:
+            await asyncio.wait_for(self.drain(), timeout=grace_seconds)
+        except TimeoutError:
+            log.warning("%s: background writes still pending after %.0fs", self.name, grace_seconds)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -283,8 +283,12 @@ class WorkloadController(Controller):
         if plan.remove_finalizer:
             finalizers = [f for f in (obj["metadata"].get("finalizers") or []) if f != FINALIZER]
             await self._patch_meta(obj, {"finalizers": finalizers})
-        if plan.events:  # independent of each other: one round trip for all of them
-            await asyncio.gather(*(self.recorder.record(obj, e.type, e.reason, e.message) for e in plan.events))
+        if plan.events:  # in the background, as client-go's broadcaster does
+            for event in plan.events:
+                self.recorder.emit(obj, event.type, event.reason, event.message)
+
+    async def drain(self) -> None:
+        await self.recorder.flush()
 
     async def _apply_children(self, bodies: list[JsonObj]) -> None:
         """Server-side apply in order (storage before the main object), written through to the cache."""

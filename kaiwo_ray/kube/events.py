@@ -1,7 +1,10 @@
-"""Record core/v1 Events about objects, as controller-runtime's recorder does (best-effort)."""
+"""Record core/v1 Events about objects, as controller-runtime's recorder does: best-effort and in the
+background (client-go's broadcaster), so a reconcile never waits on, or fails because of, an Event.
+`flush()` waits for what is pending (graceful shutdown, tests)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from datetime import UTC, datetime
@@ -20,6 +23,17 @@ class EventRecorder:
         self.component = component
         self.instance = instance
         self.recorded = 0
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def emit(self, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+        """Send the Event in the background (needs a running loop)."""
+        task = asyncio.get_running_loop().create_task(self.record(involved, event_type, reason, message))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def flush(self) -> None:
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
 
     async def record(self, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
         meta = involved.get("metadata") or {}

@@ -68,7 +68,9 @@ def test_a_job_lifecycle_writes_its_children_and_finalizer_once(operator_env: Op
         target.kube.create(kaiwo_job("counted", namespace, entrypoint="sleep 5"))
         wait_phase(target, "KaiwoJob", "counted", namespace, "COMPLETE")
         settle(operator_env, "kaiwojob-controller")
-        phases = history.of("counted")
+        # The recording watch may trail the GET that saw COMPLETE: wait for it to catch up.
+        phases = wait_for(lambda: (h := history.of("counted")) and h[-1] == "COMPLETE" and h,
+                          target.timeout, "the watch sees COMPLETE")
     writes = operator_writes(operator_env, namespace)
     assert writes[("patch", "jobs")] == 1, writes  # one server-side apply: no drift afterwards
     assert writes[("patch", "kaiwojobs")] == 1, writes  # the finalizer
