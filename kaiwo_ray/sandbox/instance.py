@@ -10,6 +10,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,12 @@ from kaiwo_ray.sandbox.server import ApiServer
 from kaiwo_ray.sandbox.store import ObjectStore, clone
 from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
 from kaiwo_ray.sandbox.tls import ServingCert, serving_cert
-from kaiwo_ray.sandbox.types import NAMESPACES, NODES, ApiError, JsonObj, RealClock
+from kaiwo_ray.sandbox.types import LEASES, NAMESPACES, NODES, ApiError, JsonObj, RealClock, rfc3339_micro
 
 log = logging.getLogger(__name__)
 
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE)
 ADMIN_USER = "kaiwo-admin"
 CONTEXT = "kaiwo-sandbox"
 
@@ -59,6 +61,15 @@ def default_nodes() -> list[JsonObj]:
         log.info("sandbox: no default nodes (%s)", exc)
         return []
     return list(make())
+
+
+def node_lease(node: JsonObj, now: datetime) -> JsonObj:
+    """The Lease a kubelet keeps in kube-node-lease for its node (`kubectl describe node` reads it, and
+    fails with "Failed to get lease" without one); owned by the node, so deleting the node removes it."""
+    meta = node["metadata"]
+    return {"metadata": {"name": meta["name"], "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [
+        {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"]}]},
+            "spec": {"holderIdentity": meta["name"], "leaseDurationSeconds": 40, "renewTime": rfc3339_micro(now)}}
 
 
 def kubeconfig(url: str, token: str, ca_pem: bytes | None = None, namespace: str = "default") -> JsonObj:
@@ -168,9 +179,11 @@ class Sandbox:
             if self.store.find_ref(NODES, None, name) is not None:
                 continue
             try:
-                self.store.create_owned(NODES, clone(node), managed=False, admit=False)
+                created = self.store.create_owned(NODES, clone(node), managed=False, admit=False)
             except ApiError as err:
                 raise ValueError(f"node {name!r} is not valid: {err.message}") from err
+            if self.store.find_ref(LEASES, NODE_LEASE_NAMESPACE, name) is None:
+                self.store.create_owned(LEASES, node_lease(created, self.clock.now()), managed=False, admit=False)
 
     async def stop(self) -> None:
         if self._event_expiry is not None:

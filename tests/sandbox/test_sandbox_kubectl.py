@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually
+from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_ray.sandbox.types import LEASES, NODES
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -169,6 +170,21 @@ def test_cordon_uncordon_and_label(kubectl: Kubectl) -> None:
     assert kubectl("get", "node", "node-a", "-o", "jsonpath={.spec.unschedulable}").stdout == ""
     kubectl("label", "node", "node-a", "kaiwo/nodepool=pool-1")
     assert kubectl("get", "nodes", "-l", "kaiwo/nodepool=pool-1", "-o", "name").stdout.strip() == "node/node-a"
+
+
+def test_seeded_nodes_have_the_lease_kubectl_describe_shows(kubectl_bin: str, tmp_path: Path) -> None:
+    with start_sandbox(nodes=[{"metadata": {"name": "node-a"}}]) as sandbox:
+        described = subprocess.run([kubectl_bin, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir",
+                                    str(tmp_path / "cache"), "describe", "node", "node-a"],
+                                   capture_output=True, text=True, timeout=30, check=True).stdout
+        assert "Failed to get lease" not in described
+        assert "HolderIdentity:  node-a" in described
+        store = sandbox.store
+        lease = sandbox.call(store.get, LEASES, "kube-node-lease", "node-a")
+        node = sandbox.call(store.get, NODES, None, "node-a")
+        assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        sandbox.call(store.delete, NODES, None, "node-a")
+        eventually(lambda: sandbox.call(store.find_ref, LEASES, "kube-node-lease", "node-a") is None)
 
 
 def test_api_resources(kubectl: Kubectl) -> None:
