@@ -5,11 +5,16 @@ PATCH operation of a kind (tagged `x-kubernetes-group-version-kind`) carrying a 
 parameter; when it finds one it leaves validation to the server instead of downloading schemas.
 Operations have no request-body schemas, so client-side `kubectl apply` computes strategic merge
 patches from its compiled-in types (its documented fallback) — which is exactly the real patch.
+Custom kinds do carry their CRD's schema as a component, which is what `kubectl explain` reads
+(client-side apply of a custom kind is a JSON merge patch whatever the schema). Built-in kinds have no
+schema here, so `kubectl explain pod` says "not found in OpenAPI schema".
 """
 
 from __future__ import annotations
 
 import hashlib
+
+import orjson
 
 from kaiwo_ray.sandbox.registry import Registry, ResourceInfo
 from kaiwo_ray.sandbox.types import JsonObj
@@ -25,8 +30,12 @@ def _gv_key(group: str, version: str) -> str:
 
 
 def _gv_hash(registry: Registry, group: str, version: str) -> str:
-    names = ",".join(f"{i.resource}:{i.kind}:{i.namespaced}" for i in registry.in_group_version(group, version))
-    return hashlib.sha256(names.encode()).hexdigest()[:32].upper()
+    # kubectl caches a document under its hash: a CRD whose schema changes must change it.
+    digest = hashlib.sha256()
+    for info in registry.in_group_version(group, version):
+        digest.update(f"{info.resource}:{info.kind}:{info.namespaced};".encode())
+        digest.update(orjson.dumps(info.schemas.get(version), option=orjson.OPT_SORT_KEYS))
+    return digest.hexdigest()[:32].upper()
 
 
 def root(registry: Registry) -> JsonObj:
@@ -59,13 +68,20 @@ def group_version(registry: Registry, group: str, version: str) -> JsonObj | Non
     if not infos:
         return None
     paths: JsonObj = {}
+    schemas: JsonObj = {}
     for info in infos:
         collection, item, collection_ops, item_ops = _operations(info, version)
         paths[collection] = collection_ops
         paths[item] = item_ops
+        schema = info.schemas.get(version) if info.custom else None
+        if schema is not None:
+            # Named like the apiserver names CR schemas: reversed group, version, kind.
+            name = ".".join([*reversed(info.group.split(".")), version, info.kind])
+            gvk = {"group": info.group, "version": version, "kind": info.kind}
+            schemas[name] = {**schema, "x-kubernetes-group-version-kind": [gvk]}
     title = group if group else "Kubernetes"
     return {"openapi": "3.0.0", "info": {"title": title, "version": "unversioned"}, "paths": paths,
-            "components": {"schemas": {}}}
+            "components": {"schemas": schemas}}
 
 
 def for_path(registry: Registry, path: str) -> JsonObj | None:

@@ -187,6 +187,12 @@ def test_seeded_nodes_have_the_lease_kubectl_describe_shows(kubectl_bin: str, tm
         eventually(lambda: sandbox.call(store.find_ref, LEASES, "kube-node-lease", "node-a") is None)
 
 
+def test_explain_reads_a_custom_kinds_schema(kubectl: Kubectl) -> None:
+    explained = kubectl("explain", "kaiwojob.spec.replicas").stdout
+    assert "KIND:       KaiwoJob" in explained
+    assert "FIELD: replicas <integer>" in explained
+
+
 def test_api_resources(kubectl: Kubectl) -> None:
     lines = kubectl("api-resources").stdout.splitlines()
     rows = {line.split()[0]: line.split() for line in lines[1:]}
