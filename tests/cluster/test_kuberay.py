@@ -127,10 +127,15 @@ def test_rayjob_runs_to_complete_without_kueue(ray_factory: Callable[..., Ray], 
     submitter = ray.batch.read_namespaced_job("train", "default")
     assert submitter.metadata.owner_references[0].kind == "RayJob"
     assert submitter.spec.template.spec.containers[0].command[:3] == ["ray", "job", "submit"]
-    reasons = {r for r, _, _ in ray.events("train")}
-    assert {"CreatedRayCluster", "CreatedRayJobSubmitter"} <= reasons
-    assert ("CreatedHeadPod", f"Created head Pod default/{head[0].metadata.name}", "raycluster-controller") in \
-        ray.events(cluster_name)
+    # KubeRay's reasons and wording (rayjob_controller.go / raycluster_controller.go).
+    assert {("CreatedRayCluster", f"Created RayCluster default/{cluster_name}", "rayjob-controller"),
+            ("CreatedRayJobSubmitter", "Created Kubernetes Job default/train", "rayjob-controller"),
+            } <= set(ray.events("train"))
+    cluster_events = set(ray.events(cluster_name))
+    assert {("CreatedHeadPod", f"Created head Pod default/{head[0].metadata.name}", "raycluster-controller"),
+            ("CreatedService", f"Created service default/{cluster_name}-head-svc", "raycluster-controller"),
+            *{("CreatedWorkerPod", f"Created worker Pod default/{w.metadata.name}", "raycluster-controller")
+              for w in workers}} <= cluster_events
 
 
 def test_shutdown_after_finish_deletes_the_cluster(ray_factory: Callable[..., Ray], wait_for: WaitFor) -> None:
@@ -139,7 +144,8 @@ def test_shutdown_after_finish_deletes_the_cluster(ray_factory: Callable[..., Ra
     wait_for(lambda: ray.status("rayjobs", "quick").get("jobDeploymentStatus") == "Complete", timeout=10)
     cluster_name = ray.status("rayjobs", "quick")["rayClusterName"]
     wait_for(lambda: ray.get("rayclusters", cluster_name) is None, message="RayCluster deleted after the job")
-    assert any(r == "DeletedRayCluster" for r, _, _ in ray.events("quick"))
+    assert ("DeletedRayCluster", f"Deleted RayCluster default/{cluster_name}", "rayjob-controller") in \
+        ray.events("quick")
 
 
 def test_failing_entrypoint_fails_the_rayjob(ray_factory: Callable[..., Ray], wait_for: WaitFor) -> None:
@@ -234,7 +240,11 @@ def test_rayservice_becomes_ready(ray_factory: Callable[..., Ray], wait_for: Wai
     assert ray.core.read_namespaced_service("chat-head-svc", "default") is not None
     cluster = ray.get("rayclusters", active["rayClusterName"])
     assert cluster is not None and cluster["metadata"]["labels"]["ray.io/originated-from-crd"] == "RayService"
-    assert {"CreatedRayCluster", "CreatedService"} <= {r for r, _, _ in ray.events("chat")}
+    assert {("CreatedRayCluster", f"Created the RayCluster default/{active['rayClusterName']}",
+             "rayservice-controller"),
+            ("CreatedService", "Created the service default/chat-head-svc", "rayservice-controller"),
+            ("CreatedService", "Created the service default/chat-serve-svc", "rayservice-controller"),
+            } <= set(ray.events("chat"))
 
 
 def test_standalone_raycluster_scales_its_workers(ray_factory: Callable[..., Ray], wait_for: WaitFor) -> None:

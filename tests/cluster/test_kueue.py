@@ -197,9 +197,11 @@ def test_higher_priority_workload_preempts_a_lower_one(world: tuple[Clients, Kue
     requeued = wait_for(lambda: (c := condition(kueue.workload_of("low"), "QuotaReserved")) and
                         c["status"] == "False" and c, message="victim back in the queue")
     assert requeued["reason"] == "Pending"
-    reasons = {e.reason for e in clients.events(name=victim["metadata"]["name"])}
-    assert "Preempted" in reasons
-    assert "Stopped" in {e.reason for e in clients.events(name="low")}
+    # Kueue records the eviction message on the victim (preemptor and workload controller) and
+    # the job reconciler repeats it when it stops the job.
+    victim_events = {(e.reason, e.message) for e in clients.events(name=victim["metadata"]["name"])}
+    assert {("Preempted", evicted["message"]), ("EvictedDueToPreempted", evicted["message"])} <= victim_events
+    assert ("Stopped", evicted["message"]) in {(e.reason, e.message) for e in clients.events(name="low")}
 
 
 def test_strict_fifo_blocks_behind_the_head(world: tuple[Clients, Kueue], wait_for: WaitFor) -> None:
