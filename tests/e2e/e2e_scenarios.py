@@ -223,7 +223,12 @@ def wait_example(target: Target, filename: str, obj: JsonObj, wanted: str | None
             pytest.fail(f"{filename}: {obj['kind']} ended {seen}, expected {wanted}: {live!r}")
         return seen if seen == wanted else ""
 
-    reached: str = wait_for(at_phase, target.timeout, f"{filename} to reach {wanted}")
+    try:
+        reached: str = wait_for(at_phase, target.timeout, f"{filename} to reach {wanted}")
+    except pytest.fail.Exception:
+        live = target.kube.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+        pytest.fail(f"{filename} did not reach {wanted} within {target.timeout:.0f}s; "
+                    f"status now: {(live or {}).get('status')!r}")
     return reached
 
 
