@@ -68,7 +68,11 @@ def wait_phase(target: Target, kind: str, name: str, namespace: str, wanted: str
             pytest.fail(f"{kind} {namespace}/{name} ended {seen}, expected {sorted(accepted)}: {obj!r}")
         return None
 
-    found = wait_for(reached, timeout or target.timeout, f"{kind} {namespace}/{name} to be {accepted}")
+    try:
+        found = wait_for(reached, timeout or target.timeout, f"{kind} {namespace}/{name} to be {sorted(accepted)}")
+    except pytest.fail.Exception as err:
+        live = target.kube.get(KAIWO_API, kind, name, namespace)
+        pytest.fail(f"{err}; status now: {(live or {}).get('status')!r}")
     return found
 
 
