@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig
+    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.time_factor <= 0:
@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     config = SandboxConfig(port=args.port, nodes=nodes, cluster=_cluster(args), time_factor=args.time_factor,
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve())
     try:
-        asyncio.run(_serve(Sandbox(config)))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(_serve(Sandbox(config)))
     except (OSError, ValueError) as exc:
         print(f"kaiwo-ray sandbox: {exc}", file=sys.stderr)
         return 1

