@@ -64,3 +64,38 @@ def test_standby_takes_over_when_the_leader_stops(elected: OperatorSandbox) -> N
             assert len(jobs) == 1, (name, jobs)
     finally:
         env.run(second.stop())
+
+
+def test_restarted_operator_finishes_what_came_in_while_it_was_down(elected: OperatorSandbox) -> None:
+    """A new instance after a full stop: a KaiwoJob created while no operator ran completes, and the
+    workloads that had settled before cost it no writes."""
+    env = elected
+    target = env.target
+    namespace = target.namespace("e2e-restart")
+    env.run(env.operator.stop())  # whatever led before (stopping twice is harmless)
+    before = env.second_operator(**ELECTION, identity="before-restart")
+    try:
+        target.kube.create(kaiwo_job("settled", namespace, entrypoint="sleep 5"))
+        target.kube.create(kaiwo_service("steady", namespace))
+        wait_phase(target, "KaiwoJob", "settled", namespace, "COMPLETE")
+        wait_phase(target, "KaiwoService", "steady", namespace, "RUNNING")
+    finally:
+        env.run(before.stop())
+    target.kube.create(kaiwo_job("offline", namespace, entrypoint="sleep 5"))
+    settled_versions = {name: (target.kube.get(KAIWO_API, kind, name, namespace) or {})["metadata"]["resourceVersion"]
+                        for kind, name in (("KaiwoJob", "settled"), ("KaiwoService", "steady"))}
+    after = env.second_operator(**ELECTION, identity="after-restart")
+    try:
+        wait_phase(target, "KaiwoJob", "offline", namespace, "COMPLETE")
+        wait_for(lambda: all(h["queue"] == 0 and h["in_flight"] == 0 for h in after.health()), target.timeout,
+                 "the new instance idle")
+        reconciles = {h["name"]: h["reconciles"] for h in after.health()}
+        assert reconciles["kaiwojob-controller"] >= 2 and reconciles["kaiwoservice-controller"] >= 1, reconciles
+        for kind, name in (("KaiwoJob", "settled"), ("KaiwoService", "steady")):
+            live = target.kube.get(KAIWO_API, kind, name, namespace)
+            assert live is not None and live["metadata"]["resourceVersion"] == settled_versions[name], \
+                f"{kind} {name} was rewritten after the restart"
+        deployment = target.kube.get("apps/v1", "Deployment", "steady", namespace)
+        assert deployment is not None and deployment["metadata"]["generation"] == 1, "the Deployment was re-applied"
+    finally:
+        env.run(after.stop())
