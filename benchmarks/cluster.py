@@ -42,7 +42,10 @@ def _serve(conn: Connection, kubeconfig: str, time_factor: float) -> None:
     admitted: dict[str, float] = {}
     finished: dict[str, float] = {}
 
+    writes: dict[str, int] = {}  # committed writes (watch events) per resource, whoever made them
+
     def observe(event: WatchEvent) -> None:
+        writes[event.gvr.resource] = writes.get(event.gvr.resource, 0) + 1
         if event.gvr.resource != WORKLOADS.resource or event.type == "DELETED":
             return
         name = event.object["metadata"]["name"]
@@ -72,6 +75,7 @@ def _serve(conn: Connection, kubeconfig: str, time_factor: float) -> None:
                 "last_finish": max(finished.values(), default=0.0),
                 "rss_mb": psutil.Process().memory_info().rss / 2**20,
                 "controller_errors": sandbox.cluster.errors if sandbox.cluster else 0,
+                "writes": dict(writes),
             })
         await sandbox.stop()
 
@@ -164,6 +168,12 @@ def run(jobs: int, time_factor: float, run_seconds: float) -> int:
           f"reservation {span:.1f} s): {rate:.0f} admissions/s "
           f"(target >= {TARGET_ADMISSIONS_PER_S:.0f} admissions/s)")
     print(f"sandbox RSS after the run: {stats['rss_mb']:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB)")
+    writes: dict[str, int] = stats.get("writes") or {}
+    events = writes.get("events", 0)
+    busiest = ", ".join(f"{r} {n / jobs:.1f}" for r, n in sorted(writes.items(), key=lambda kv: -kv[1])
+                        if r != "events" and n >= jobs / 10)
+    print(f"store writes per Job: {sum(writes.values()) / jobs:.1f} writes/Job "
+          f"({events / jobs:.1f} Events; objects: {busiest})")
     print(f"controller reconcile errors: {stats.get('controller_errors', 0)}")
     return 0 if done else 1
 
