@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
-from datetime import datetime
 
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.conditions import condition_true, find_condition, set_condition
 from kaiwo_ray.sandbox.cluster.events import record_event
-from kaiwo_ray.sandbox.cluster.podutil import OwnerIndex, as_int, controller_of, is_ready, is_terminal
+from kaiwo_ray.sandbox.cluster.podutil import (
+    OwnerIndex,
+    as_int,
+    controller_of,
+    is_ready,
+    is_terminal,
+    parse_time,
+)
 from kaiwo_ray.sandbox.types import JOBS, PODS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
 COMPONENT = "job-controller"
@@ -84,15 +90,6 @@ def _optional_int(value: object) -> int | None:
 def _uncounted(succeeded: list[str], failed: list[str]) -> JsonObj:
     """A merge-patch value: empty lists are sent as null so the field really empties."""
     return {"succeeded": succeeded or None, "failed": failed or None}
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _same(current: object, patch: object) -> bool:
@@ -524,7 +521,7 @@ class JobController(Controller):
             finished_text = (job.get("status") or {}).get("completionTime") or next(
                 (c.get("lastTransitionTime") for c in (job.get("status") or {}).get("conditions") or []
                  if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"), None)
-            finished_at = _parse_time(finished_text)
+            finished_at = parse_time(finished_text)
             elapsed_real = (self.clock.now() - finished_at).total_seconds() if finished_at else 0.0
             self._finished[uid] = self.clock.monotonic() - max(elapsed_real, 0.0)
         left = float(ttl) - self._sim_since(self._finished[uid])

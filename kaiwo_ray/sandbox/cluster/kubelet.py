@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_ray.sandbox.cluster.events import record_event
 from kaiwo_ray.sandbox.cluster.podsim import ContainerRun, PodTimeline, Termination, plan_pod, restart_backoff
-from kaiwo_ray.sandbox.cluster.podutil import is_terminal, qos_class
+from kaiwo_ray.sandbox.cluster.podutil import is_terminal, parse_time, qos_class
 from kaiwo_ray.sandbox.types import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
 
 COMPONENT = "kubelet"
@@ -77,15 +77,6 @@ class PodRuntime:
     reported_events: int = 0
     last_written: JsonObj | None = None  # guards against write loops if the store normalises status
     pod_ref: str = ""  # "name_namespace(uid)", as the kubelet names a pod in messages
-
-
-def _parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,7 +322,7 @@ class Kubelet(Controller):
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
             bound_wall, bound_monotonic = self.clock.now(), self.clock.monotonic()
-            started = _parse_time((pod.get("status") or {}).get("startTime"))
+            started = parse_time((pod.get("status") or {}).get("startTime"))
             if started is not None and started <= bound_wall:
                 # A kubelet already ran this pod (sandbox restarted from saved state): resume its
                 # timeline from when it started instead of starting it over.

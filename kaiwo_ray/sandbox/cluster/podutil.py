@@ -3,6 +3,7 @@ effective resource requests, QoS class, ownership, and pod lifecycle predicates.
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -49,6 +50,17 @@ def pod_requests(pod: JsonObj) -> dict[str, Decimal]:
     except QuantityError:
         return {}
     return {name: Decimal(amount) / _MILLI for name, amount in milli.items()}
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 timestamp from an object; absent or malformed is None (a controller must not
+    crash on a bad timestamp, it just cannot resume from it)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def qos_class(pod: JsonObj) -> str:
