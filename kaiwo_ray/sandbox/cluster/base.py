@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kaiwo_ray.sandbox.types import GVR, ApiError, Clock, JsonObj, Store, WatchEvent
 
 log = logging.getLogger(__name__)
+MAX_ERROR_BACKOFF = 30.0  # seconds: the longest wait before retrying a key whose reconciles keep failing
 
 Key = Hashable
 
@@ -86,6 +87,7 @@ class ControllerRunner:
         self._unsubscribe: object = None
         self._removers: list[Callable[[], None]] = []
         self.errors = 0
+        self._failures: dict[tuple[str, Key], int] = {}  # consecutive failed reconciles per key
 
     def add(self, controller: Controller) -> None:
         self.controllers.append(controller)
@@ -142,6 +144,13 @@ class ControllerRunner:
 
         self._timers[timer_key] = asyncio.get_running_loop().call_later(max(delay, 0.0), fire)
 
+    def _backoff(self, controller: Controller, key: Key, first: float) -> float:
+        """Per-key exponential back-off after failed reconciles (like controller-runtime's rate
+        limiter): `first`, doubling per consecutive failure up to MAX_ERROR_BACKOFF seconds."""
+        failures = self._failures.get((controller.name, key), 0)
+        self._failures[(controller.name, key)] = failures + 1
+        return float(min(first * 2 ** min(failures, 20), MAX_ERROR_BACKOFF))
+
     def drain_once(self) -> int:
         """Reconcile every dirty key once; returns how many reconciles ran."""
         ran = 0
@@ -154,13 +163,17 @@ class ControllerRunner:
                 try:
                     delay = controller.reconcile(key)
                 except ApiError as err:
-                    # Conflicts and not-founds are normal races with clients: retry soon.
+                    # Conflicts and not-founds are normal races with clients: retry soon. A write
+                    # the store keeps refusing (400/422 on a malformed object) backs off instead
+                    # of failing twenty times a second forever.
                     log.debug("%s: %r -> %s %s", controller.name, key, err.code, err.message)
-                    delay = 0.05
+                    delay = self._backoff(controller, key, 0.05)
                 except Exception:
                     self.errors += 1
                     log.exception("%s: reconcile %r failed", controller.name, key)
-                    delay = 1.0
+                    delay = self._backoff(controller, key, 1.0)
+                else:
+                    self._failures.pop((controller.name, key), None)
                 if delay is not None:
                     self._schedule(controller, key, delay)
         return ran
