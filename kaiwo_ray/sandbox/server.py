@@ -255,6 +255,7 @@ class ApiServer:
                                       "code": 201}, status=201)
             if path.name:
                 raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+            self.store.decode_typed(info, gvr, body)
             created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),
                                               field_manager=manager, user=user)
             return self._object_response(request, info, gvr, created, status=201)
@@ -263,6 +264,7 @@ class ApiServer:
             if sub == "scale":
                 return json_response(self.store.update_scale(gvr, ns, path.name, body, dry_run=_dry_run(query),
                                                              field_manager=manager, user=user))
+            self.store.decode_typed(info, gvr, body)
             updated = self.store.update_owned(gvr, body, subresource=sub, dry_run=_dry_run(query),
                                               field_manager=manager, user=user, namespace=ns, name=path.name)
             return self._object_response(request, info, gvr, updated)

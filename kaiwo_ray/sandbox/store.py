@@ -411,11 +411,25 @@ class ObjectStore:
         if api_version and api_version not in {info.api_version(v) for v in info.versions}:
             raise ApiError.bad_request(f"the API version in the data ({api_version}) does not match the "
                                        f"expected API version ({gvr.api_version})")
-        if not info.custom:
-            check_builtin_types(info.group, info.kind, gvr.version, obj)
         obj["apiVersion"] = gvr.api_version
         obj["kind"] = info.kind
         return obj
+
+    @staticmethod
+    def decode_typed(info: ResourceInfo, gvr: GVR, obj: JsonObj) -> None:
+        """The HTTP layer's typed decoding of a built-in kind's body (400 on a wrongly typed field). Bodies
+        from clients and patch results pass it; in-process writers (simulated controllers, tests that plant
+        malformed objects on purpose) write decoded objects and skip it."""
+        if not info.custom:
+            check_builtin_types(info.group, info.kind, gvr.version, obj)
+
+    @classmethod
+    def _well_typed(cls, info: ResourceInfo, gvr: GVR, obj: JsonObj) -> bool:
+        try:
+            cls.decode_typed(info, gvr, obj)
+        except ApiError:
+            return False
+        return True
 
     def _namespace_for(self, info: ResourceInfo, meta: JsonObj, namespace: str | None) -> str:
         if not info.namespaced:
@@ -594,6 +608,8 @@ class ObjectStore:
         if not isinstance(patched, dict):
             raise ApiError.bad_request("the patched object is not a JSON object")
         patched = self._check_body(info, gvr, patched)
+        if self._well_typed(info, gvr, current):  # an object planted malformed in-process stays patchable
+            self.decode_typed(info, gvr, patched)
         patched_meta = patched["metadata"]
         if patched_meta.get("name", name) != name:
             raise ApiError.bad_request(f"the name of the object ({patched_meta.get('name')}) does not match "
@@ -638,6 +654,7 @@ class ObjectStore:
         if not applied.get("apiVersion") or not applied.get("kind"):
             raise ApiError.bad_request("invalid object type: apiVersion and kind must be set in an applied "
                                        "configuration")
+        self.decode_typed(info, gvr, applied)
         live = None if old is None else clone(self.view(info, gvr.version, old))
         merged = apply.server_side_apply(
             live, applied, manager=manager, force=force, api_version=gvr.api_version, group=info.group,

@@ -86,3 +86,19 @@ def test_the_server_refuses_a_pod_whose_limits_are_a_string(api: Any) -> None:
     status = _refused(api, "Pod", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bad"}, "spec": {
         "containers": [{"name": "c", "image": "i", "resources": {"limits": "x"}}]}})
     assert "resources.limits of type v1.ResourceList" in status["message"]
+
+
+def test_a_patch_whose_result_is_wrongly_typed_is_refused(api: Any) -> None:
+    configmaps = DynamicClient(api).resources.get(api_version="v1", kind="ConfigMap")
+    configmaps.create(body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}},
+                      namespace="default")
+    with pytest.raises(ApiException) as exc:
+        configmaps.patch(name="c", namespace="default", body={"data": {"a": 1}},
+                         content_type="application/merge-patch+json")
+    assert exc.value.status == 400
+    assert "Go struct field ConfigMap.data of type string" in orjson.loads(exc.value.body)["message"]
+    with pytest.raises(ApiException) as exc:
+        configmaps.server_side_apply(body={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                                           "data": ["a"]}, name="c", namespace="default", field_manager="t")
+    assert exc.value.status == 400
+    assert configmaps.get(name="c", namespace="default").data.a == "1"
