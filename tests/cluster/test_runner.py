@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import cast
+
+import pytest
 
 from kaiwo_ray.sandbox.cluster.base import (
     MAX_ERROR_BACKOFF,
@@ -74,3 +77,18 @@ def test_exceptions_count_as_errors_and_back_off_from_a_second() -> None:
     run(runner, controller, 3)
     assert runner.delays == [1.0, 2.0, 4.0]
     assert runner.errors == 3
+
+
+def test_a_lasting_refusal_is_warned_about_once_races_stay_quiet(caplog: pytest.LogCaptureFixture) -> None:
+    refused, racing = Flaky(ApiError.bad_request("cannot be handled as a Job")), Flaky(ApiError(409, "Conflict", "x"))
+    racing.name = "racing"
+    runner = RecordingRunner()
+    runner.add(refused)
+    runner.add(racing)
+    with caplog.at_level(logging.DEBUG, logger="kaiwo_ray.sandbox.cluster.base"):
+        for _ in range(3):
+            for controller in (refused, racing):
+                runner._dirty[controller.name][("ns", "x")] = None
+            runner.drain_once()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["flaky: ('ns', 'x') -> 400 cannot be handled as a Job"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kaiwo_ray.sandbox.types import GVR, ApiError, Clock, JsonObj, Store, WatchEvent
 
 log = logging.getLogger(__name__)
+TRANSIENT_API_CODES = frozenset({404, 409, 429, 500, 503, 504})  # races and overload: retried quietly
 MAX_ERROR_BACKOFF = 30.0  # seconds: the longest wait before retrying a key whose reconciles keep failing
 
 Key = Hashable
@@ -166,7 +167,11 @@ class ControllerRunner:
                     # Conflicts and not-founds are normal races with clients: retry soon. A write
                     # the store keeps refusing (400/422 on a malformed object) backs off instead
                     # of failing twenty times a second forever.
-                    log.debug("%s: %r -> %s %s", controller.name, key, err.code, err.message)
+                    refused = err.code not in TRANSIENT_API_CODES and (controller.name, key) not in self._failures
+                    # A refusal that will not go away by itself is worth one warning per episode:
+                    # it leaves objects stuck (e.g. a Job whose status can never be written).
+                    (log.warning if refused else log.debug)("%s: %r -> %s %s", controller.name, key, err.code,
+                                                            err.message)
                     delay = self._backoff(controller, key, 0.05)
                 except Exception:
                     self.errors += 1
