@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from kaiwo_ray.sandbox.audit import AuditLog
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings
 from kaiwo_ray.sandbox.faults import FaultInjector
-from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig
+from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 from kaiwo_ray.sandbox.store import ObjectStore
 from kaiwo_ray.sandbox.types import JsonObj, RealClock
 
@@ -202,7 +202,7 @@ def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterabl
                            cluster_settings=cluster_settings, state_dir=state_dir,
                            kubeconfig_path=Path(tmpdir.name) / "kubeconfig", bookmark_interval=bookmark_interval,
                            install_crds=install_crds, extra_crds=list(extra_crds or []), tls=tls)
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-sandbox", daemon=True)
     thread.start()
     sandbox_box: list[Sandbox] = []
