@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kaiwo_ray.sandbox.field_errors import go_json_kind
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 
@@ -74,19 +75,6 @@ _KINDS: dict[tuple[str, str], Struct] = {
         "replicas": "int32", "paused": "bool", "template": _TEMPLATE,
     })}),
 }
-
-
-def go_json_kind(value: Any) -> str:
-    """How Go's encoding/json names a JSON value in an UnmarshalTypeError."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def _go_name(go_type: GoType) -> str:
@@ -156,4 +144,4 @@ def check_builtin_types(group: str, kind: str, version: str, obj: JsonObj) -> No
     _check(obj, root, kind, "", fail)
 
 
-__all__ = ["GoType", "Slice", "Struct", "check_builtin_types", "go_json_kind"]
+__all__ = ["GoType", "Slice", "Struct", "check_builtin_types"]

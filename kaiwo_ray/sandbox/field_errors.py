@@ -98,6 +98,21 @@ def _go_sharp(value: Any) -> str:
     return go_value(value)
 
 
+def go_json_kind(value: Any) -> str:
+    """How Go's encoding/json names a JSON value in "json: cannot unmarshal <kind> into ..."."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
 def cause(reason: str, field: str, message: str) -> JsonObj:
     return {"reason": reason, "message": message, "field": field}
 

@@ -246,18 +246,6 @@ def _validate_owner_references(refs: Any, field: str) -> list[JsonObj]:
     return causes
 
 
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 # ObjectMeta fields whose JSON type typed decoding enforces, with their Go types.
 _META_TYPES: dict[str, tuple[type, str]] = {
     "name": (str, "string"), "generateName": (str, "string"), "namespace": (str, "string"),
@@ -276,17 +264,17 @@ def _check_meta_types(obj: JsonObj, meta: JsonObj, kind: str) -> None:
         if value is None:
             continue
         if not isinstance(value, py_type):
-            raise ApiError.bad_request(f"{prefix} {_json_kind(value)} into Go struct field "
+            raise ApiError.bad_request(f"{prefix} {fe.go_json_kind(value)} into Go struct field "
                                        f"ObjectMeta.metadata.{key} of type {go_type}")
         if isinstance(value, dict):
             for item in value.values():
                 if item is not None and not isinstance(item, str):
-                    raise ApiError.bad_request(f"{prefix} {_json_kind(item)} into Go struct field "
+                    raise ApiError.bad_request(f"{prefix} {fe.go_json_kind(item)} into Go struct field "
                                                f"ObjectMeta.metadata.{key} of type string")
         elif go_type == "[]string" and isinstance(value, list):
             for item in value:
                 if not isinstance(item, str):
-                    raise ApiError.bad_request(f"{prefix} {_json_kind(item)} into Go struct field "
+                    raise ApiError.bad_request(f"{prefix} {fe.go_json_kind(item)} into Go struct field "
                                                f"ObjectMeta.metadata.{key} of type string")
 
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from kaiwo_ray.sandbox.field_errors import go_json_kind
 from kaiwo_ray.sandbox.merge_keys import Schema, is_builtin, schema_for
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
@@ -59,20 +60,6 @@ def json_equal(a: Any, b: Any) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return a == b
     return type(a) is type(b) and a == b
-
-
-def _go_json_type(value: Any) -> str:
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    return "null"
 
 
 def _go_value(value: Any) -> str:
@@ -233,14 +220,14 @@ def apply_json_patch(doc: JsonObj, ops: Any) -> JsonObj:
         return clone_json(doc)  # Go decodes `null` into an empty patch
     if not isinstance(ops, list):
         raise ApiError.bad_request(
-            f"json: cannot unmarshal {_go_json_type(ops)} into Go value of type jsonpatch.Patch")
+            f"json: cannot unmarshal {go_json_kind(ops)} into Go value of type jsonpatch.Patch")
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: The allowed maximum operations "
                        f"in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}")
     for op in ops:
         if op is not None and not isinstance(op, dict):
             raise ApiError.bad_request(
-                f"json: cannot unmarshal {_go_json_type(op)} into Go value of type jsonpatch.Operation")
+                f"json: cannot unmarshal {go_json_kind(op)} into Go value of type jsonpatch.Operation")
     result = clone_json(doc)
     for op in ops:
         try:
@@ -327,7 +314,7 @@ def apply_strategic_merge_patch(doc: JsonObj, patch: Any, *, group: str, kind: s
     """Apply a strategic merge patch to a copy of `doc` of the given built-in kind."""
     if not isinstance(patch, dict):
         raise ApiError.bad_request(
-            f"json: cannot unmarshal {_go_json_type(patch)} into Go value of type map[string]interface {{}}")
+            f"json: cannot unmarshal {go_json_kind(patch)} into Go value of type map[string]interface {{}}")
     if not strategic_merge_supported(group, kind):
         raise ApiError.bad_request("strategic merge patch format is not supported")
     schema = schema_for(group, kind)
