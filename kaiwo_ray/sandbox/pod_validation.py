@@ -94,20 +94,8 @@ def _validate_resources(resources: Any, path: str, causes: Causes) -> None:
     resources = as_dict(resources)
     limits, requests = as_dict(resources.get("limits")), as_dict(resources.get("requests"))
     lim_path, req_path = f"{path}.limits", f"{path}.requests"
-    for name, raw in limits.items():
-        q = quantity(raw)
-        if q is None:
-            causes.append(fe.invalid(f"{lim_path}[{name}]", str(raw), "quantities must match the regular expression "
-                                     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
-            continue
-        _quantity_value_rules(name, q, raw, f"{lim_path}[{name}]", causes)
-    for name, raw in requests.items():
-        q = quantity(raw)
-        if q is None:
-            causes.append(fe.invalid(f"{req_path}[{name}]", str(raw), "quantities must match the regular expression "
-                                     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
-            continue
-        _quantity_value_rules(name, q, raw, f"{req_path}[{name}]", causes)
+    _validate_quantities(limits, lim_path, causes)
+    for name, raw, q in _validate_quantities(requests, req_path, causes):
         if name in limits:
             limit = quantity(limits[name])
             if limit is None:
@@ -121,6 +109,20 @@ def _validate_resources(resources: Any, path: str, causes: Causes) -> None:
                                          f"{quantity_text(limits[name])}"))
         elif not _native(name):
             causes.append(fe.required(lim_path, "Limit must be set for non overcommitable resources"))
+
+
+def _validate_quantities(resources: JsonObj, path: str, causes: Causes) -> list[tuple[str, Any, Decimal]]:
+    """Each quantity's own rules; returns (name, raw value, quantity) for those that parse."""
+    parsed: list[tuple[str, Any, Decimal]] = []
+    for name, raw in resources.items():
+        q = quantity(raw)
+        if q is None:
+            causes.append(fe.invalid(f"{path}[{name}]", str(raw), "quantities must match the regular expression "
+                                     "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"))
+            continue
+        _quantity_value_rules(name, q, raw, f"{path}[{name}]", causes)
+        parsed.append((name, raw, q))
+    return parsed
 
 
 def _quantity_value_rules(name: str, q: Any, raw: Any, field: str, causes: Causes) -> None:
