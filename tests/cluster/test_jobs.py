@@ -149,8 +149,8 @@ def test_malformed_numbers_fall_back_to_defaults_without_crashing(sandbox_factor
     body = job("odd", ["sleep", "1"], parallelism="two", backoffLimit="many", activeDeadlineSeconds="long")
     body["metadata"]["namespace"] = "default"
     # Straight into the store: the HTTP layer rejects such a body before any controller sees it,
-    # and the store's typed decoding refuses every later write of it (its status included), as
-    # an apiserver would. The controller must still read it with defaults and keep working.
+    # and the store's typed decoding may refuse later writes of it (its status included), as an
+    # apiserver would. Either way the controller must read it with defaults and keep working.
     sb.call(sb.store.create, JOBS, body, namespace="default")
     c.batch.create_namespaced_job("default", job("fine", ["sleep", "1"]))
 
