@@ -9,6 +9,7 @@ Everything here only fills what is absent, so applying the defaults twice change
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from decimal import ROUND_CEILING, Decimal
@@ -441,6 +442,15 @@ def _default_node(obj: JsonObj) -> None:
 
 def _default_secret(obj: JsonObj) -> None:
     obj.setdefault("type", "Opaque")
+    # Not defaulting but the v1 -> internal conversion, which runs on every write: stringData is
+    # write-only, its entries overwrite data's (base64, as data is served) and it is never stored.
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        current = obj.get("data")
+        data: JsonObj = current if isinstance(current, dict) else {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value if value is not None else "").encode()).decode()
+        obj["data"] = data
 
 
 def _default_priorityclass(obj: JsonObj) -> None:

@@ -280,3 +280,10 @@ def test_node_capacity_is_canonical_and_copied_to_allocatable() -> None:
     node = apply_builtin_defaults("", "Node", {"metadata": {"name": "n"},
                                                "status": {"capacity": {"cpu": 192, "memory": "2048Gi"}}})
     assert node["status"]["allocatable"] == {"cpu": "192", "memory": "2Ti"}
+
+
+def test_secret_string_data_is_folded_into_data_and_never_stored() -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": "b2xk", "b": "a2VlcA=="}, "stringData": {"a": "new"}}
+    defaulted = apply_builtin_defaults("", "Secret", secret)
+    assert defaulted["data"] == {"a": "bmV3", "b": "a2VlcA=="}, "stringData overwrites data's entry"
+    assert "stringData" not in defaulted and "stringData" in secret
