@@ -10,7 +10,8 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_ray.nodes import default_nodes
+from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
 
 # (discovery path, resource, its subresources) for every resource item 1 of the issue names.
 _SERVED = [
@@ -136,3 +137,21 @@ def test_strategic_merge_merges_env_ports_and_volumes_by_key(api: Any) -> None:
     assert sorted((e.name, e.value) for e in container.env) == [("A", "3"), ("B", "2")]
     assert sorted(p.container_port for p in container.ports) == [80, 443]
     assert sorted(v.name for v in spec.volumes) == ["a", "b"]
+
+
+def test_without_a_nodes_file_the_default_nodes_are_seeded() -> None:
+    with start_sandbox() as sandbox:
+        api = sandbox.api_client()
+        try:
+            core = kubernetes.client.CoreV1Api(api)
+            nodes = {n.metadata.name: n.metadata.labels for n in core.list_node().items}
+            leases = {lease.metadata.name for lease in
+                      kubernetes.client.CoordinationV1Api(api).list_namespaced_lease("kube-node-lease").items}
+        finally:
+            api.close()
+    assert sorted(nodes) == sorted(n["metadata"]["name"] for n in default_nodes())
+    gpus = sorted(labels.get("amd.com/gpu.product-name") or labels.get("nvidia.com/gpu.product") or "cpu"
+                  for labels in nodes.values())
+    assert len(gpus) == 4 and gpus.count("cpu") == 1
+    assert sum("MI300X" in g for g in gpus) == 2 and sum("H100" in g for g in gpus) == 1
+    assert leases == set(nodes)
