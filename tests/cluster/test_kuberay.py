@@ -189,6 +189,43 @@ def test_rayjob_through_kueue_waits_suspended_then_runs(ray_factory: Callable[..
     assert spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] == {"pool": "mi300x"}
 
 
+def test_preempted_rayjob_is_suspended_then_rerun_on_a_new_cluster(ray_factory: Callable[..., Ray],
+                                                                   wait_for: WaitFor) -> None:
+    ray = ray_factory(WITH_KUEUE)
+    kueue = kubernetes.client.CustomObjectsApi(ray.api)
+    kueue.create_cluster_custom_object(*KUEUE, "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "mi300x"}})
+    kueue.create_cluster_custom_object(*KUEUE, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                 "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [{
+                     "name": "mi300x", "resources": [{"name": "cpu", "nominalQuota": 64},
+                                                     {"name": "memory", "nominalQuota": "1Ti"},
+                                                     {"name": GPU, "nominalQuota": 2}]}]}]}})
+    kueue.create_namespaced_custom_object(*KUEUE, "default", "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "team"},
+        "spec": {"clusterQueue": "cq"}})
+    kueue.create_cluster_custom_object(*KUEUE, "workloadpriorityclasses", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "urgent"},
+        "value": 1000})
+    ray.create("rayjobs", rayjob("low", "sleep infinity", queue="team"))
+    first = wait_for(lambda: (s := ray.status("rayjobs", "low")).get("jobStatus") == "RUNNING" and s,
+                     timeout=10, message="low RayJob running")["rayClusterName"]
+
+    urgent = rayjob("urgent", "sleep 5", queue="team")
+    urgent["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    ray.create("rayjobs", urgent)
+    wait_for(lambda: ray.status("rayjobs", "low").get("jobDeploymentStatus") == "Suspended", timeout=10,
+             message="preempted RayJob suspended")
+    wait_for(lambda: ray.get("rayclusters", first) is None, message="preempted RayJob's cluster deleted")
+    wait_for(lambda: ray.status("rayjobs", "urgent").get("jobDeploymentStatus") == "Complete", timeout=10,
+             message="preemptor completes")
+    again = wait_for(lambda: (s := ray.status("rayjobs", "low")).get("jobStatus") == "RUNNING" and s,
+                     timeout=10, message="preempted RayJob re-admitted and running")
+    assert again["rayClusterName"] != first  # KubeRay starts over with a new cluster
+    assert ray.get("rayjobs", "low")["spec"]["suspend"] is False  # type: ignore[index]
+
+
 def test_queued_rayjob_must_shut_down_its_cluster(ray_factory: Callable[..., Ray]) -> None:
     ray = ray_factory(WITH_KUEUE)
     with pytest.raises(kubernetes.client.ApiException) as caught:
