@@ -5,29 +5,26 @@ from __future__ import annotations
 import base64
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import orjson
 
-from kaiwo_ray.sandbox.pure_modules import pure
+from kaiwo_ray.sandbox.selectors import (
+    FieldSelector,
+    LabelSelector,
+    parse_field_selector,
+    parse_label_selector,
+)
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 
-def _selectors() -> Any:
-    module = pure("selectors")
-    if module is None:
-        raise ApiError(500, "InternalError", "selectors are not available yet")
-    return module
+@lru_cache(maxsize=512)
+def _label_selector(text: str) -> LabelSelector:
+    return parse_label_selector(text)
 
 
 @lru_cache(maxsize=512)
-def _label_selector(text: str) -> Any:
-    return _selectors().parse_label_selector(text)
-
-
-@lru_cache(maxsize=512)
-def _field_selector(text: str, kind: str) -> Any:
-    return _selectors().parse_field_selector(text, kind=kind)
+def _field_selector(text: str, kind: str) -> FieldSelector:
+    return parse_field_selector(text, kind=kind)
 
 
 def _labels(obj: JsonObj) -> dict[str, str]:
@@ -39,8 +36,8 @@ def _labels(obj: JsonObj) -> dict[str, str]:
 class Selection:
     """Label and field selectors of a list or watch, parsed once."""
 
-    label: Any = None
-    field: Any = None
+    label: LabelSelector | None = None
+    field: FieldSelector | None = None
 
     @classmethod
     def parse(cls, label_selector: str | None, field_selector: str | None, kind: str) -> Selection:
@@ -54,7 +51,7 @@ class Selection:
     def matches(self, obj: JsonObj) -> bool:
         if self.label is not None and not self.label.matches(_labels(obj)):
             return False
-        return self.field is None or bool(self.field.matches(obj))
+        return self.field is None or self.field.matches(obj)
 
 
 @dataclass(slots=True)

@@ -23,11 +23,12 @@ from aiohttp import web
 from kaiwo_ray.sandbox import discovery
 from kaiwo_ray.sandbox.audit import AuditLog, AuditRecord
 from kaiwo_ray.sandbox.faults import FaultInjector
-from kaiwo_ray.sandbox.pure_modules import pure
+from kaiwo_ray.sandbox.patching import apply_json_patch, apply_merge_patch
 from kaiwo_ray.sandbox.registry import ResourceInfo
 from kaiwo_ray.sandbox.routes import ApiPath, parse_api_path
 from kaiwo_ray.sandbox.selection import Selection
 from kaiwo_ray.sandbox.store import ObjectStore
+from kaiwo_ray.sandbox.tables import to_table
 from kaiwo_ray.sandbox.types import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 
 log = logging.getLogger(__name__)
@@ -309,11 +310,10 @@ class ApiServer:
         dry_run = _dry_run(query)
         if path.subresource == "scale":
             scale = self.store.get_scale(gvr, ns, path.name)
-            patching = pure("patching")
-            if patch_type == "json" and patching is not None:
-                scale = patching.apply_json_patch(scale, patch)
-            elif patching is not None:
-                scale = patching.apply_merge_patch(scale, patch)
+            if patch_type == "json":
+                scale = apply_json_patch(scale, patch)
+            else:
+                scale = apply_merge_patch(scale, patch)
             return json_response(self.store.update_scale(gvr, ns, path.name, scale, dry_run=dry_run,
                                                          field_manager=manager, user=user))
         field_manager = query.get("fieldManager") if patch_type == "apply" else manager
@@ -425,7 +425,7 @@ class ApiServer:
     def _table_request(self, request: web.Request) -> str | None:
         """The includeObject policy when the client asked for a Table (and we can make one)."""
         accept = request.headers.get("Accept", "")
-        if "as=Table" not in accept or pure("tables") is None:
+        if "as=Table" not in accept:
             return None
         include = request.query.get("includeObject") or "Metadata"
         if include not in ("None", "Metadata", "Object"):
@@ -433,9 +433,8 @@ class ApiServer:
         return include
 
     def _table(self, info: ResourceInfo, version: str, objects: list[JsonObj], include: str) -> JsonObj:
-        tables = pure("tables")
         columns = info.printer_columns.get(version) if info.custom else None
-        table: JsonObj = tables.to_table(objects, kind=info.kind, group=info.group, printer_columns=columns,
+        table: JsonObj = to_table(objects, kind=info.kind, group=info.group, printer_columns=columns,
                                          now=self.store.clock.now(), include_object=include)
         return table
 

@@ -22,10 +22,12 @@ from typing import Any
 
 import orjson
 
-from kaiwo_ray.sandbox import event_conversion, scale, strategies
+from kaiwo_ray.sandbox import apply, builtin_defaults, event_conversion, patching, scale, strategies
+from kaiwo_ray.sandbox import schema as schema_module
 from kaiwo_ray.sandbox.builtin_decoding import check_builtin_types
+from kaiwo_ray.sandbox.builtin_validation import validate_builtin
 from kaiwo_ray.sandbox.gc import GarbageCollector
-from kaiwo_ray.sandbox.pure_modules import pure
+from kaiwo_ray.sandbox.metadata import validate_object_meta
 from kaiwo_ray.sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
 from kaiwo_ray.sandbox.selection import ListResult, Selection, decode_continue, encode_continue
 from kaiwo_ray.sandbox.types import (
@@ -622,9 +624,6 @@ class ObjectStore:
                                  manager=manager, user=user)
 
     def _apply_patch(self, info: ResourceInfo, doc: JsonObj, patch: Any, patch_type: PatchType) -> Any:
-        patching = pure("patching")
-        if patching is None:
-            raise ApiError(500, "InternalError", f"{patch_type} patches are not available yet")
         if patch_type == "merge":
             return patching.apply_merge_patch(doc, patch)
         if patch_type == "json":
@@ -642,9 +641,6 @@ class ObjectStore:
                field_manager: str | None) -> JsonObj:
         if not field_manager:
             raise ApiError.bad_request("PATCH requests with apply content type must have a fieldManager")
-        apply = pure("apply")
-        if apply is None:
-            raise ApiError(500, "InternalError", "server-side apply is not available yet")
         if not isinstance(applied, dict):
             raise ApiError.bad_request("the applied configuration must be an object")
         meta = applied.get("metadata") or {}
@@ -825,11 +821,10 @@ class ObjectStore:
     # ------------------------------------------------------------------ pipeline steps
     def _default(self, info: ResourceInfo, obj: JsonObj) -> JsonObj:
         if info.custom:
-            schema_module = pure("schema")
             schema = info.schemas.get(info.stored_version)
-            if schema_module is not None and schema is not None:
+            if schema is not None:
                 obj = schema_module.apply_defaults(schema, obj)
-                pruned: JsonObj = schema_module.prune(schema, obj)
+                pruned = schema_module.prune(schema, obj)
                 if self._field_validation != "Ignore":
                     unknown = _dropped_fields(obj, pruned, "")
                     if self._field_validation == "Warn":
@@ -841,10 +836,8 @@ class ObjectStore:
                             "decoding error: " + ", ".join(f'unknown field "{path}"' for path in unknown))
                 obj = pruned
             return obj
-        defaults = pure("builtin_defaults")
-        if defaults is not None and defaults.has_builtin_defaults(info.group, info.kind):
-            result: JsonObj = defaults.apply_builtin_defaults(info.group, info.kind, obj)
-            return result
+        if builtin_defaults.has_builtin_defaults(info.group, info.kind):
+            return builtin_defaults.apply_builtin_defaults(info.group, info.kind, obj)
         return obj
 
     def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
@@ -852,35 +845,22 @@ class ObjectStore:
             hook(operation, gvr, obj, None if old is None else clone(old), user)
 
     def _validate(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
-        causes: JsonList = []
-        metadata = pure("metadata")
-        if metadata is not None:
-            causes.extend(metadata.validate_object_meta(obj, namespaced=info.namespaced, kind=info.kind))
-        elif not (obj.get("metadata") or {}).get("name"):
-            causes.append({"reason": "FieldValueRequired", "field": "metadata.name",
-                           "message": "Required value: name or generateName is required"})
+        causes: JsonList = validate_object_meta(obj, namespaced=info.namespaced, kind=info.kind)
         if info.custom:
-            schema_module = pure("schema")
             schema = info.schemas.get(info.stored_version)
-            if schema_module is not None and schema is not None:
+            if schema is not None:
                 causes.extend(schema_module.validate(schema, obj))
         else:
-            builtin_validation = pure("builtin_validation")
-            if builtin_validation is not None:
-                causes.extend(builtin_validation.validate_builtin(info.group, info.kind, obj, old))
+            causes.extend(validate_builtin(info.group, info.kind, obj, old))
         if causes:
             raise ApiError.invalid(info.kind, info.group, str((obj.get("metadata") or {}).get("name", "")), causes)
 
     def _record_manager(self, info: ResourceInfo, gvr: GVR, old: JsonObj | None, new: JsonObj, manager: str,
                         subresource: str | None) -> JsonObj:
-        apply = pure("apply")
-        if apply is None:
-            return new
-        result: JsonObj = apply.record_update(old, new, manager=manager, api_version=gvr.api_version,
+        return apply.record_update(old, new, manager=manager, api_version=gvr.api_version,
                                               group=info.group, kind=info.kind, subresource=subresource,
                                               now=rfc3339(self.clock.now()), schema=info.schemas.get(gvr.version),
                                               status_subresource=info.has_status)
-        return result
 
     def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
         self._bucket(info)[key] = obj
