@@ -26,7 +26,16 @@ from kaiwo_ray.sandbox.server import ApiServer
 from kaiwo_ray.sandbox.store import ObjectStore, clone
 from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
 from kaiwo_ray.sandbox.tls import ServingCert, serving_cert
-from kaiwo_ray.sandbox.types import LEASES, NAMESPACES, NODES, ApiError, JsonObj, RealClock, rfc3339_micro
+from kaiwo_ray.sandbox.types import (
+    LEASES,
+    NAMESPACES,
+    NODES,
+    SERVICES,
+    ApiError,
+    JsonObj,
+    RealClock,
+    rfc3339_micro,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +70,15 @@ def default_nodes() -> list[JsonObj]:
         log.info("sandbox: no default nodes (%s)", exc)
         return []
     return list(make())
+
+
+# The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
+API_SERVICE: JsonObj = {
+    "metadata": {"name": "kubernetes", "namespace": "default",
+                 "labels": {"component": "apiserver", "provider": "kubernetes"}},
+    "spec": {"clusterIP": "10.96.0.1", "type": "ClusterIP", "sessionAffinity": "None",
+             "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+}
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -182,6 +200,8 @@ class Sandbox:
         for name in SYSTEM_NAMESPACES:
             if self.store.find_ref(NAMESPACES, None, name) is None:
                 self.store.create_owned(NAMESPACES, {"metadata": {"name": name}}, managed=False, admit=False)
+        if self.store.find_ref(SERVICES, "default", "kubernetes") is None:
+            self.store.create_owned(SERVICES, clone(API_SERVICE), managed=False, admit=False)
         if self.config.install_crds:
             self.store.install_crds(preinstalled_crds() + list(self.config.extra_crds))
         nodes = default_nodes() if self.config.nodes is None else self.config.nodes

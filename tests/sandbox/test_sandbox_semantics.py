@@ -155,3 +155,9 @@ def test_without_a_nodes_file_the_default_nodes_are_seeded() -> None:
     assert len(gpus) == 4 and gpus.count("cpu") == 1
     assert sum("MI300X" in g for g in gpus) == 2 and sum("H100" in g for g in gpus) == 1
     assert leases == set(nodes)
+
+
+def test_default_has_the_apiservers_own_service(core: Any) -> None:
+    service = core.read_namespaced_service("kubernetes", "default")
+    assert (service.spec.cluster_ip, service.spec.ports[0].port) == ("10.96.0.1", 443)
+    assert service.metadata.labels == {"component": "apiserver", "provider": "kubernetes"}

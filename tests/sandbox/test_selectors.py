@@ -97,7 +97,9 @@ def test_selector_prints_sorted_and_normalised() -> None:
     assert str(parse_label_selector("z=1, a in (c,b), !m, k")) == "a in (b,c),k,!m,z=1"
 
 
-_key = st.from_regex(r"\A[a-z]([a-z0-9.-]{0,8}[a-z0-9])?(/[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?)?\Z")
+# A label key: an optional DNS-1123 subdomain prefix (dot-separated labels: "a..b" is no prefix) and a name.
+_key = st.from_regex(r"\A([a-z0-9]([a-z0-9-]{0,3}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,3}[a-z0-9])?)?/)?"
+                     r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?\Z")
 _value = st.from_regex(r"\A([A-Za-z0-9]([A-Za-z0-9_.-]{0,6}[A-Za-z0-9])?)?\Z")
 
 
