@@ -207,14 +207,14 @@ class Sandbox:
         nodes = default_nodes() if self.config.nodes is None else self.config.nodes
         for node in nodes:
             name = (node.get("metadata") or {}).get("name", "")
-            if self.store.find_ref(NODES, None, name) is not None:
-                continue
-            try:
-                created = self.store.create_owned(NODES, clone(node), managed=False, admit=False)
-            except ApiError as err:
-                raise ValueError(f"node {name!r} is not valid: {err.message}") from err
+            seeded = self.store.find_ref(NODES, None, name)  # restored from --state
+            if seeded is None:
+                try:
+                    seeded = self.store.create_owned(NODES, clone(node), managed=False, admit=False)
+                except ApiError as err:
+                    raise ValueError(f"node {name!r} is not valid: {err.message}") from err
             if self.store.find_ref(LEASES, NODE_LEASE_NAMESPACE, name) is None:
-                self.store.create_owned(LEASES, node_lease(created, self.clock.now()), managed=False, admit=False)
+                self.store.create_owned(LEASES, node_lease(seeded, self.clock.now()), managed=False, admit=False)
 
     async def stop(self) -> None:
         if self._event_expiry is not None:
