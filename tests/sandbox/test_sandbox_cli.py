@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import pytest
 import yaml
 
 from kaiwo_ray.sandbox.persistence import load_state
@@ -106,3 +108,22 @@ def test_cli_refuses_to_overwrite_a_foreign_kubeconfig(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "refusing to overwrite" in result.stderr and "production" in result.stderr
     assert "production" in kubeconfig.read_text()
+
+
+def test_the_serving_loop_is_uvloop_when_installed_and_asyncio_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from kaiwo_ray.sandbox.instance import new_event_loop
+
+    loop = new_event_loop()
+    try:
+        expected = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+        assert type(loop).__module__.split(".")[0] == expected
+    finally:
+        loop.close()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # an environment without it
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
+    finally:
+        loop.close()
