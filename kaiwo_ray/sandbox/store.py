@@ -824,17 +824,16 @@ class ObjectStore:
             schema = info.schemas.get(info.stored_version)
             if schema is not None:
                 obj = schema_module.apply_defaults(schema, obj)
-                pruned = schema_module.prune(schema, obj)
                 if self._field_validation != "Ignore":
-                    unknown = _dropped_fields(obj, pruned, "")
+                    unknown = schema_module.unknown_fields(schema, obj)
                     if self._field_validation == "Warn":
                         self.unknown_fields.extend(unknown)
                     elif unknown:
                         version = info.stored_version
                         raise ApiError.bad_request(
-                            f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: strict '
-                            "decoding error: " + ", ".join(f'unknown field "{path}"' for path in unknown))
-                obj = pruned
+                            f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: '
+                            + schema_module.strict_decoding_message(unknown))
+                obj = schema_module.prune(schema, obj)
             return obj
         if builtin_defaults.has_builtin_defaults(info.group, info.kind):
             return builtin_defaults.apply_builtin_defaults(info.group, info.kind, obj)
@@ -1027,21 +1026,3 @@ class ObjectStore:
 def _owner_uids(obj: JsonObj | None) -> set[str]:
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or ()
     return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
-
-
-def _dropped_fields(before: Any, after: Any, path: str) -> list[str]:
-    """Paths present in `before` but pruned from `after` (what strict decoding calls unknown)."""
-    found: list[str] = []
-    if isinstance(before, dict) and isinstance(after, dict):
-        for key, value in before.items():
-            child = f"{path}.{key}" if path else str(key)
-            if key not in after:
-                found.append(child)
-            else:
-                found.extend(_dropped_fields(value, after[key], child))
-    elif isinstance(before, list) and isinstance(after, list):
-        for index, (old, new) in enumerate(zip(before, after, strict=False)):
-            found.extend(_dropped_fields(old, new, f"{path}[{index}]"))
-    return found
-
-
