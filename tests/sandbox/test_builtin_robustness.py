@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kaiwo_ray.sandbox.builtin_decoding import check_builtin_types
 from kaiwo_ray.sandbox.builtin_defaults import apply_builtin_defaults
 from kaiwo_ray.sandbox.builtin_validation import validate_builtin
 from kaiwo_ray.sandbox.metadata import validate_object_meta
@@ -38,6 +39,10 @@ _json = st.recursive(
                                                 _json, max_size=4))
 def test_builtin_modules_never_crash(kind: tuple[str, str], obj: dict[str, Any]) -> None:
     group, name = kind
+    try:
+        check_builtin_types(group, name, "v1", obj)
+    except ApiError as err:
+        assert err.code == 400 and "cannot unmarshal" in err.message
     defaulted = apply_builtin_defaults(group, name, obj)
     validate_builtin(group, name, defaulted, None)
     validate_builtin(group, name, defaulted, obj)
