@@ -43,12 +43,34 @@ def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
 
 
+# Parsed singletons by (uid, resourceVersion): every reconcile reads KaiwoConfig and the queue config,
+# but they change rarely, and validating them each time was a measurable share of a reconcile.
+_PARSED: dict[tuple[str, str, str], Any] = {}
+_PARSED_MAX = 16
+
+
+def _parsed_spec(obj: JsonObj, model: type[Any]) -> Any:
+    meta = obj.get("metadata") or {}
+    key = (model.__name__, str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
+    if not key[2]:  # no resourceVersion (e.g. a test double): nothing stable to key on
+        return model.model_validate(obj.get("spec") or {})
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = model.model_validate(obj.get("spec") or {})  # raises ValueError: not cached
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = parsed
+    return parsed
+
+
 def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
-    """KaiwoConfig `kaiwo`, read live from the cache; defaults when absent or invalid (never fail)."""
+    """KaiwoConfig `kaiwo`, read live from the cache; defaults when absent or invalid (never fail).
+    The returned model is shared between callers: treat it as read-only."""
     for obj in cache_objects:
         if (obj.get("metadata") or {}).get("name") == "kaiwo":
             try:
-                return KaiwoConfigSpec.model_validate(obj.get("spec") or {})
+                config: KaiwoConfigSpec = _parsed_spec(obj, KaiwoConfigSpec)
+                return config
             except ValueError as err:
                 log.warning("KaiwoConfig kaiwo is invalid, using defaults: %s", err)
     return KaiwoConfigSpec()
@@ -58,7 +80,8 @@ def load_queue_config(cache_objects: Iterable[JsonObj]) -> KaiwoQueueConfigSpec 
     for obj in cache_objects:
         if (obj.get("metadata") or {}).get("name") == "kaiwo":
             try:
-                return KaiwoQueueConfigSpec.model_validate(obj.get("spec") or {})
+                queue_config: KaiwoQueueConfigSpec = _parsed_spec(obj, KaiwoQueueConfigSpec)
+                return queue_config
             except ValueError as err:
                 log.warning("KaiwoQueueConfig kaiwo is invalid: %s", err)
                 return None
