@@ -6,14 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: dev test install lint typecheck pytest lock crds bench tools clean
 
-# Create the virtualenv from the lock file; re-run only when the inputs change.
+# Create the virtualenv from the lock file; re-run only when the inputs change. It is byte-compiled once:
+# with PYTHONDONTWRITEBYTECODE set (as on CI) every process would otherwise recompile Ray, kubernetes and
+# our modules from source (~1 s per subprocess the tests start).
 $(STAMP): pyproject.toml requirements.lock
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
-	# Byte-compile once: with PYTHONDONTWRITEBYTECODE set (as on CI) every process would otherwise
-	# recompile Ray, kubernetes and our modules from source (~1 s per subprocess the tests start).
 	$(PY) -m compileall -q -j 0 $(VENV)/lib kaiwo_ray actors serve >/dev/null || true
 	touch $(STAMP)
 
