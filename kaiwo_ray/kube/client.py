@@ -1,6 +1,6 @@
 """An async client for every resource in `resources.py`, over the official `kubernetes.aio` package.
 
-It uses the package's configuration, auth and connection pool, but parses responses with orjson
+It uses the package's configuration, auth and aiohttp session, but sends and parses with orjson
 into plain dicts instead of building the generated per-field model objects: that is the
 controllers' hot path, and the objects are fed to pydantic models and the renderer as dicts anyway.
 Every non-2xx answer raises a typed `KubeError` subclass.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -23,6 +24,7 @@ from kaiwo_ray.kube.resources import Resource
 JsonObj = dict[str, Any]
 
 FIELD_MANAGER = "kaiwo-ray"
+_AUTH_TTL_SECONDS = 60.0
 
 PATCH_TYPES = {
     "merge": "application/merge-patch+json",
@@ -38,7 +40,9 @@ class KubeClient:
     def __init__(self, api_client: Any, *, request_timeout: float = 30.0, user_agent: str = "kaiwo-ray") -> None:
         self._api = api_client
         self._timeout = request_timeout
-        self._api.user_agent = user_agent
+        self._user_agent = user_agent
+        self._auth: str | None = None
+        self._auth_expires = 0.0
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
@@ -65,25 +69,66 @@ class KubeClient:
 
     # -- transport ---------------------------------------------------------------------------
 
+    def _session(self) -> aiohttp.ClientSession:
+        """The package's own aiohttp session (its TLS context, proxy and pool settings)."""
+        rest = self._api.rest_client
+        if rest.pool_manager is None:
+            rest.pool_manager = rest._create_pool_manager()
+        session: aiohttp.ClientSession = rest.pool_manager
+        return session
+
+    async def _authorization(self, *, refresh: bool = False) -> str | None:
+        """The Authorization header from the package's configuration (which runs its token-refresh
+        hooks), cached for a minute instead of being rebuilt on every request."""
+        now = time.monotonic()
+        if refresh or now >= self._auth_expires:
+            settings = await self._api.configuration.auth_settings()
+            bearer = settings.get("BearerToken")
+            self._auth = bearer["value"] if bearer else None
+            self._auth_expires = now + _AUTH_TTL_SECONDS
+        return self._auth
+
     async def _send(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                     body: Any = None, content_type: str = "application/json",
-                    timeout: float | None = None) -> Any:
-        """One request; returns the aiohttp response (status already checked)."""
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        method, url, headers, body, _ = await self._api.param_serialize(
-            method=method, resource_path=path, query_params=params, header_params=headers,
-            body=body, auth_settings=["BearerToken"],
-        )
-        try:
-            response = await self._api.call_api(method, url, header_params=headers, body=body,
-                                                _request_timeout=timeout or self._timeout)
-        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
-            raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
-        if response.status >= 300:
-            data = await response.read()
-            raise error_from_response(response.status, data, response.headers.get("Retry-After"))
-        return response
+                    timeout: float | None = None) -> aiohttp.ClientResponse:
+        """One request; returns the aiohttp response (status already checked).
+
+        The generated client's request path (param_serialize, sanitize_for_serialization, stdlib
+        json, its retry wrapper) was ~45% of a reconcile's CPU: this sends orjson bytes on the same
+        session instead. A 401 refreshes the token once (expired exec/OIDC credentials)."""
+        configuration = self._api.configuration
+        url = configuration.host + path
+        params = [(k, str(v)) for k, v in (query or {}).items() if v is not None]
+        if params:
+            url += "?" + urlencode(params)
+        data = None if body is None else orjson.dumps(body)
+        extra: dict[str, Any] = {}
+        if configuration.proxy:
+            extra["proxy"] = configuration.proxy
+        if configuration.tls_server_name:
+            extra["server_hostname"] = configuration.tls_server_name
+        client_timeout = aiohttp.ClientTimeout(total=timeout or self._timeout)
+        for attempt in (0, 1):
+            headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
+            auth = await self._authorization(refresh=attempt > 0)
+            if auth:
+                headers["Authorization"] = auth
+            try:
+                response = await self._session().request(method, url, data=data, headers=headers,
+                                                         timeout=client_timeout, **extra)
+            except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
+            if response.status == 401 and attempt == 0:
+                response.release()
+                continue
+            if response.status >= 300:
+                try:
+                    payload = await response.read()
+                except (TimeoutError, OSError, aiohttp.ClientError):
+                    payload = b""
+                raise error_from_response(response.status, payload, response.headers.get("Retry-After"))
+            return response
+        raise AssertionError("unreachable")
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
         response = await self._send(method, path, **kwargs)
@@ -174,7 +219,7 @@ class KubeClient:
         query = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": timeout_seconds,
                  "allowWatchBookmarks": "true" if allow_bookmarks else None, "labelSelector": label_selector}
         response = await self._send("GET", res.path(namespace), query=query, timeout=timeout_seconds + 30)
-        stream = response.response.content
+        stream = response.content
         try:
             while True:
                 try:
@@ -187,7 +232,7 @@ class KubeClient:
                 if line:
                     yield orjson.loads(line)
         finally:
-            response.response.release()
+            response.release()
 
 
 _PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
