@@ -18,10 +18,13 @@ which one writes (see `kaiwo_ray.kube.lease`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import ray
@@ -49,6 +52,23 @@ class StartInterrupted(SupervisorError):
     """`start` gave up because the caller asked to stop (Ctrl-C while caches were warming)."""
 
 
+@contextlib.contextmanager
+def _sigint_ignored_by_children() -> Iterator[None]:
+    """Ray's daemons share our process group, so a terminal's Ctrl-C (sent to the whole foreground
+    group) would kill them, and with them the actors, before we could stop the actors gracefully.
+    A signal ignored at exec stays ignored in the child (and Python then installs no
+    KeyboardInterrupt handler), so the daemons Ray starts now ignore SIGINT; we restore our own
+    handler right after, and stop Ray ourselves once the actors are down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def init_ray(address: str | None = None, *, namespace: str = RAY_NAMESPACE, num_cpus: int | None = None) -> bool:
     """Connect to the Ray cluster at `address`, or start a private local one; True when we started
     it (and so must `ray.shutdown()` it). Does nothing when Ray is already initialised.
@@ -65,8 +85,9 @@ def init_ray(address: str | None = None, *, namespace: str = RAY_NAMESPACE, num_
         os.environ.setdefault(key, value)
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, namespace=namespace,
-                     log_to_driver=True)
+            with _sigint_ignored_by_children():
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, namespace=namespace,
+                         log_to_driver=True)
             return True
         except Exception as err:  # Ray raises a bare Exception when its node does not come up
             if "timed out during startup" not in str(err) or attempt == START_ATTEMPTS:
