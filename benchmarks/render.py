@@ -1,7 +1,7 @@
 """Renderer throughput: JSON manifest -> KaiwoJob -> every child object, single process.
 
-Workload: an 8-GPU KaiwoJob with S3 and Hugging Face downloads (PVCs, download ConfigMap + Job and the
-main Job: the heaviest non-Ray render), parsed from JSON bytes on every iteration.
+Workload: examples/gpu-job.yaml, an 8-GPU KaiwoJob with S3 and Hugging Face downloads (PVCs, download
+ConfigMap + Job and the main Job: the heaviest non-Ray render), parsed from JSON bytes on every iteration.
 Run: `.venv/bin/python benchmarks/render.py` (about 10 s). Target: >= 2,000 renders/s on one core.
 """
 
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
+import yaml
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob
@@ -19,48 +21,11 @@ from kaiwo_ray.render import render_all
 TARGET_RENDERS_PER_SECOND = 2000
 MEASURE_SECONDS = 3.0
 
-MANIFEST = orjson.dumps(
-    {
-        "apiVersion": "kaiwo.silogen.ai/v1alpha1",
-        "kind": "KaiwoJob",
-        "metadata": {
-            "name": "train",
-            "namespace": "team-a",
-            "uid": "7b0c6f9e-1111-2222-3333-444455556666",
-            "labels": {"project": "llm"},
-        },
-        "spec": {
-            "user": "jane.doe@example.com",
-            "image": "ghcr.io/silogen/rocm-ray:6.4",
-            "gpus": 8,
-            "entrypoint": "python train.py \\\n  --epochs 2",
-            "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}],
-            "storage": {
-                "storageEnabled": True,
-                "storageClassName": "rwx-nfs",
-                "data": {
-                    "storageSize": "100Gi",
-                    "download": {
-                        "s3": [
-                            {
-                                "endpointUrl": "https://s3.example",
-                                "accessKeyId": {"secretName": "s3", "secretKey": "id"},
-                                "secretKey": {"secretName": "s3", "secretKey": "key"},
-                                "buckets": [
-                                    {"name": "datasets", "folders": [{"path": "ds/", "targetPath": "ds"}]}
-                                ],
-                            }
-                        ]
-                    },
-                },
-                "huggingFace": {
-                    "storageSize": "500Gi",
-                    "preCacheRepos": [{"repoId": "meta-llama/Llama-3.1-8B"}],
-                },
-            },
-        },
-    }
-)
+# The user-facing 8-GPU job with S3 + Hugging Face downloads, as `kubectl apply` would store it (with a uid).
+GPU_JOB = Path(__file__).resolve().parent.parent / "examples" / "gpu-job.yaml"
+_DOCUMENT = yaml.safe_load(GPU_JOB.read_text())
+_DOCUMENT["metadata"]["uid"] = "7b0c6f9e-1111-2222-3333-444455556666"
+MANIFEST = orjson.dumps(_DOCUMENT)
 NODES = [
     {
         "metadata": {"name": f"gpu-{i}", "labels": {"kaiwo/nodepool": "amd-mi300x-8gpu-115core-1843gi"}},
