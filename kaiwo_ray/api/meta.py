@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Literal
 
 from pydantic import Field
@@ -43,3 +44,14 @@ class Condition(WireModel):
     message: str = ""
     last_transition_time: Time | None = None
     observed_generation: int | None = None
+
+
+def parse_time(value: Any) -> datetime.datetime | None:
+    """A metav1.Time/MicroTime string (`2026-11-21T12:00:00Z`) as an aware datetime; None when
+    absent or unreadable, so callers treat a malformed stamp like a missing one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

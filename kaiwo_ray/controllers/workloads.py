@@ -17,6 +17,7 @@ from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
@@ -244,7 +245,7 @@ class WorkloadController(Controller):
                     continue
                 pending = True
                 ospec = other.get("spec") or {}
-                created = _parse_time((other.get("metadata") or {}).get("creationTimestamp"))
+                created = parse_time((other.get("metadata") or {}).get("creationTimestamp"))
                 if ((ospec.get("gpus") or 0) > 0 and ospec.get("gpuVendor", "amd") == vendor
                         and effective_queue_name(other, config) == queue
                         and created is not None and now - created > threshold):
@@ -342,13 +343,6 @@ def effective_queue_name(obj: JsonObj, config: KaiwoConfigSpec) -> str:
     return str((obj.get("spec") or {}).get("clusterQueue") or config.default_cluster_queue_name)
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 __all__ = ["WorkloadController", "effective_queue_name", "load_config", "load_queue_config"]

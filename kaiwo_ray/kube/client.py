@@ -248,8 +248,4 @@ def _without_netrc_lookup(configuration: Any) -> Any:
     return configuration
 
 
-def query_string(params: Mapping[str, Any]) -> str:
-    return urlencode([(k, v) for k, v in params.items() if v is not None])
-
-
 __all__ = ["FIELD_MANAGER", "KubeClient", "KubeError"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Conflict, KubeError, NotFound
 from kaiwo_ray.kube.resources import LEASES
@@ -25,15 +26,6 @@ log = logging.getLogger(__name__)
 
 def _micro(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _parse(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 @dataclass(slots=True)
@@ -74,7 +66,7 @@ class LeaseElector:
                 return False
         spec: dict[str, Any] = dict(lease.get("spec") or {})
         holder = spec.get("holderIdentity") or ""
-        renewed = _parse(spec.get("renewTime")) or datetime.min.replace(tzinfo=UTC)
+        renewed = parse_time(spec.get("renewTime")) or datetime.min.replace(tzinfo=UTC)
         duration = int(spec.get("leaseDurationSeconds") or s.lease_seconds)
         expired = renewed + timedelta(seconds=duration) < now
         if holder and holder != self.identity and not expired:

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from kaiwo_ray.api.workloads import WorkloadPhase
 from kaiwo_ray.reconcile.conditions import Cond, is_true
 
 JsonObj = dict[str, Any]
 
-NEW, DOWNLOADING, PENDING, STARTING, RUNNING = "", "DOWNLOADING", "PENDING", "STARTING", "RUNNING"
-COMPLETE, ERROR, FAILED, TERMINATING, TERMINATED = "COMPLETE", "ERROR", "FAILED", "TERMINATING", "TERMINATED"
-TERMINAL = frozenset({COMPLETE, FAILED, TERMINATED})
-ACTIVE = frozenset({NEW, DOWNLOADING, PENDING, STARTING, RUNNING})
+# Short names for the phases (StrEnum members compare equal to the stored strings).
+NEW, DOWNLOADING, PENDING = WorkloadPhase.NEW, WorkloadPhase.DOWNLOADING, WorkloadPhase.PENDING
+STARTING, RUNNING, COMPLETE = WorkloadPhase.STARTING, WorkloadPhase.RUNNING, WorkloadPhase.COMPLETE
+ERROR, FAILED = WorkloadPhase.ERROR, WorkloadPhase.FAILED
+TERMINATING, TERMINATED = WorkloadPhase.TERMINATING, WorkloadPhase.TERMINATED
+TERMINAL = frozenset(p for p in WorkloadPhase if p.is_terminal)
+ACTIVE = frozenset(p for p in WorkloadPhase if p.is_active)
 
 
 def batch_job_phase(job: JsonObj | None, previous: str = NEW) -> str:

@@ -20,6 +20,7 @@ from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_as
+from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.reconcile import children as ph
@@ -103,15 +104,6 @@ def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def parse_workload(obj: Mapping[str, Any]) -> Workload:
     model: type[Workload] = KaiwoService if obj.get("kind") == "KaiwoService" else KaiwoJob
     return parse_as(model, obj)
@@ -188,10 +180,6 @@ def _schedulable(world: World, workload: Workload, queue: str) -> Cond:
     return Cond("Schedulable", "True" if check.schedulable else "False", check.reason, check.message)
 
 
-def _child(world: World, api_kind: tuple[str, str], name: str) -> JsonObj | None:
-    return world.children.get((api_kind[1], name))
-
-
 def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonObj, stored: str) -> Plan:
     name = workload.metadata.name or ""
     queue = effective_queue(workload, world.config)
@@ -208,11 +196,11 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
     downloads = has_downloads(workload)
 
     # b. Storage: PVC readiness and the download Job gate the main object.
-    storage_phase = ph.COMPLETE
+    storage_phase: str = ph.COMPLETE
     if storage_children:
         storage_phase = ph.NEW
         observed_all = True
-        last_phase = ph.NEW
+        last_phase: str = ph.NEW
         for desired in storage_children:
             live = world.children.get((desired["kind"], desired["metadata"]["name"]))
             if desired["kind"] == "ConfigMap":
@@ -242,7 +230,7 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
         phase = ph.FAILED
     else:
         # c/d. Admission through Kueue, then the main child's own progress.
-        main = _child(world, main_kind(workload), name)
+        main = world.children.get((main_kind(workload)[1], name))
         admitted = main is not None and ph.kueue_admitted(list(world.kueue_workloads))
         if not admitted:
             phase = ph.PENDING
@@ -281,19 +269,15 @@ def _main_phase(workload: Workload, main: JsonObj | None, world: World, stored: 
     if kind == "Deployment":
         return ph.deployment_phase(main)
     if kind == "AppWrapper":
-        return ph.rayservice_phase(_child_any(world, "RayService", workload.metadata.name or ""))
+        return ph.rayservice_phase(world.children.get(("RayService", workload.metadata.name or "")))
     return ph.NEW
-
-
-def _child_any(world: World, kind: str, name: str) -> JsonObj | None:
-    return world.children.get((kind, name))
 
 
 def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: str, phase: str,
                     conditions: list[Cond], plan: Plan) -> str:
     """Preemptable and the two duration-preemption paths (§7.6)."""
     spec_duration = workload.spec.duration
-    started = _parse_time(status.get("startTime"))
+    started = parse_time(status.get("startTime"))
     if not spec_duration:
         return phase
     if stored != ph.RUNNING or started is None:
@@ -387,7 +371,7 @@ def _status_body(world: World, status: JsonObj, phase: str, conditions: list[Jso
     generation = (world.obj.get("metadata") or {}).get("generation")
     if generation is not None:
         body["observedGeneration"] = generation
-    started = _parse_time(body.get("startTime"))
+    started = parse_time(body.get("startTime"))
     if phase in (ph.RUNNING, ph.COMPLETE) and started is None:
         # A job can finish between two observations; it still ran, so it still started.
         started = world.now
@@ -396,7 +380,7 @@ def _status_body(world: World, status: JsonObj, phase: str, conditions: list[Jso
             and not body.get("completionTime")):
         body["completionTime"] = _stamp(world.now)
     if started is not None:
-        end = _parse_time(body.get("completionTime")) or world.now
+        end = parse_time(body.get("completionTime")) or world.now
         body["duration"] = max(int((end - started) / timedelta(seconds=1)), 0)
     return body
 
