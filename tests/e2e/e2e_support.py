@@ -175,6 +175,10 @@ class StatusHistory:
     kind: str
     namespace: str
     phases: dict[str, list[str]] = field(default_factory=dict)
+    # Every distinct status (phase plus each condition's type/status/reason) in order: a status
+    # write that changes a condition but not the phase (e.g. Admitted flipping while PENDING) is a
+    # real change too, and is counted here.
+    states: dict[str, list[tuple[str, frozenset[tuple[str, str, str]]]]] = field(default_factory=dict)
     relists: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -195,13 +199,23 @@ class StatusHistory:
         with self._lock:
             return list(self.phases.get(name, []))
 
+    def states_of(self, name: str) -> list[tuple[str, frozenset[tuple[str, str, str]]]]:
+        with self._lock:
+            return list(self.states.get(name, []))
+
     def _record(self, obj: JsonObj) -> None:
         name = (obj.get("metadata") or {}).get("name") or ""
         seen = phase(obj)
+        status = obj.get("status") or {}
+        state = (seen, frozenset((str(c.get("type")), str(c.get("status")), str(c.get("reason")))
+                                 for c in status.get("conditions") or ()))
         with self._lock:
             history = self.phases.setdefault(name, [])
             if seen and (not history or history[-1] != seen):
                 history.append(seen)
+            states = self.states.setdefault(name, [])
+            if seen and (not states or states[-1] != state):
+                states.append(state)
 
     def _resync(self) -> str:
         res = self.kube.resource(self.api_version, self.kind)
