@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -197,7 +198,15 @@ def test_process_tree_memory_finds_children_by_module_and_script(tmp_path: Path)
     children = [subprocess.Popen([sys.executable, "-m", "idle", "arg"], cwd=tmp_path, stdin=subprocess.PIPE),
                 subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE)]
     try:
-        found = {p.pid: p for p in process_tree_memory()}
+        # A child just forked may not have exec'd its command yet: poll (with a deadline) until both
+        # show their own command line, then check every figure.
+        deadline = time.monotonic() + 30
+        while True:
+            found = {p.pid: p for p in process_tree_memory()}
+            labels = [found[c.pid].label if c.pid in found else None for c in children]
+            if labels == ["idle arg", "idle.py"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)  # polling period, not synchronisation: the loop checks the state
         assert found[children[0].pid].label == "idle arg"
         assert found[children[1].pid].label == "idle.py"
         assert all(found[c.pid].rss_bytes > 1 << 20 for c in children)
