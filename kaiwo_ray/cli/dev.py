@@ -154,7 +154,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig)), namespace="kaiwo")
+        supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig), tune_gc=True), namespace="kaiwo")
         try:
             rows = supervisor.start(interrupted=stop.event.is_set)
         except StartInterrupted:

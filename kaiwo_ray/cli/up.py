@@ -67,7 +67,7 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace)
+    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace, tune_gc=True)
     if args.in_cluster:
         settings.in_cluster = True
     else:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_ray.controllers.base import Controller
+from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
 
@@ -48,6 +49,8 @@ class HostSettings:
     lease_seconds: int = 15
     renew_every: float = 5.0
     workers: int = 4
+    coalesce_seconds: float = 0.05  # see Controller.coalesce_seconds; 0 reacts to every child event
+    tune_gc: bool = False  # the process is the operator: see kaiwo_ray.gc_tuning (actors, `up`, `dev`)
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
 
 
@@ -71,6 +74,7 @@ class ControllerHost:
     async def start(self) -> None:
         self.client = await make_client(self.settings)
         self.controller = build_controller(self.name, self.client, workers=self.settings.workers)
+        self.controller.coalesce_seconds = self.settings.coalesce_seconds
         if self.settings.lease:
             self.controller.writes_enabled.clear()
             lease = LeaseSettings(name=f"kaiwo-ray-{self.name}", namespace=self.settings.lease_namespace,
@@ -78,6 +82,8 @@ class ControllerHost:
                                   retry_every=min(2.0, self.settings.renew_every))
             self.elector = LeaseElector(self.client, self.settings.identity, lease)
         await self.controller.start()
+        if self.settings.tune_gc:
+            tune_for_long_lived_caches()
         if self.elector is not None:
             controller = self.controller
 

@@ -108,9 +108,9 @@ class WorkloadController(Controller):
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
         watches = [Watch(self.primary, self._primary_keys)]
-        watches += [Watch(res, owner) for res in _CHILD_RESOURCES[self.kind]]
+        watches += [Watch(res, owner, coalesce=True) for res in _CHILD_RESOURCES[self.kind]]
         watches += [
-            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,)),
+            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True),
             Watch(self.other, self._duration_keys),
             Watch(R.KAIWOCONFIGS, self._everything),
             Watch(R.KAIWOQUEUECONFIGS, self._everything),
@@ -120,9 +120,9 @@ class WorkloadController(Controller):
         ]
         if self.kind == "KaiwoService":
             watches += [
-                Watch(R.RAYSERVICES, self._same_name),
+                Watch(R.RAYSERVICES, self._same_name, coalesce=True),
                 Watch(R.PODS, self._pod_keys, label_selector="kaiwo.silogen.ai/type=service",
-                      index_labels=(RUN_ID_LABEL,)),
+                      index_labels=(RUN_ID_LABEL,), coalesce=True),
             ]
         return watches
 
@@ -271,9 +271,11 @@ class WorkloadController(Controller):
             # The finalizer and the children do not depend on each other (children carry an
             # ownerReference, so the garbage collector takes them even if the finalizer never lands),
             # so they are written concurrently: one round trip less from a new CR to its children.
+            # The children's request goes out first: they are what the user waits for.
             finalizers = [*(meta.get("finalizers") or []), FINALIZER]
-            patched, applied = await asyncio.gather(self._patch_meta(obj, {"finalizers": finalizers}),
-                                                    self._apply_children(plan.apply), return_exceptions=True)
+            applied, patched = await asyncio.gather(self._apply_children(plan.apply),
+                                                    self._patch_meta(obj, {"finalizers": finalizers}),
+                                                    return_exceptions=True)
             for outcome in (patched, applied):
                 if isinstance(outcome, BaseException):
                     raise outcome

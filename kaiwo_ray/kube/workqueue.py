@@ -109,6 +109,14 @@ class WorkQueue(Generic[K]):
         heapq.heappush(self._delayed, (when, next(self._seq), key))
         self._ready.set()
 
+    def add_coalesced(self, key: K, window: float) -> None:
+        """Run `key` within `window` seconds, together with whatever else arrives for it meanwhile:
+        a no-op when it is already waiting to run (that run will read the newer state), else an
+        `add_after` that keeps the earliest deadline, so the first event of a burst sets the time."""
+        if key in self._queue:
+            return
+        self.add_after(key, window)
+
     def add_rate_limited(self, key: K) -> None:
         """Re-add after a failure: the larger of the key's backoff and the global budget's wait."""
         self.add_after(key, max(self._backoff.next_delay(key), self._bucket.reserve()))

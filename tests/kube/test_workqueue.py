@@ -126,3 +126,43 @@ def test_shutdown_stops_handing_out_keys() -> None:
             await q.get()
 
     run(body())
+
+
+def test_coalesced_adds_run_once_per_window_and_join_a_waiting_run() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        q: WorkQueue[str] = WorkQueue(clock=clock)
+        q.add_coalesced("job", 0.05)  # first event of a burst sets the time
+        clock.t += 0.03
+        q.add_coalesced("job", 0.05)  # joins it: no later deadline
+        assert q.pending_keys() == []
+        clock.t += 0.021
+        assert await asyncio.wait_for(q.get(), 1) == "job"
+        q.done("job")
+        clock.t += 1.0
+        q.add("poke")
+        assert await asyncio.wait_for(q.get(), 1) == "poke"
+        assert q.pending_keys() == []  # the second event's window did not schedule a second run
+        q.add("ready")
+        q.add_coalesced("ready", 0.05)  # already waiting to run: that run reads the newer state
+        assert await asyncio.wait_for(q.get(), 1) == "ready"
+        q.done("ready")
+        clock.t += 1.0
+        q.add("poke2")
+        assert await asyncio.wait_for(q.get(), 1) == "poke2"
+
+    run(body())
+
+
+def test_coalesced_add_while_in_flight_runs_again_after_the_window() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        q: WorkQueue[str] = WorkQueue(clock=clock)
+        q.add("k")
+        assert await q.get() == "k"
+        q.add_coalesced("k", 0.05)  # an event the running reconcile may have missed
+        clock.t += 0.06
+        q.done("k")
+        assert await asyncio.wait_for(q.get(), 1) == "k"
+
+    run(body())
