@@ -216,6 +216,7 @@ class WorkloadController(Controller):
             children=children, kueue_workloads=workloads,
             local_queue_exists=self.caches[R.LOCALQUEUES].get(namespace, queue) is not None,
             cluster_queue=cluster_queue, now=now, active_gpu_demand=demand, any_pending_workload=pending,
+            settle_seconds=self.coalesce_seconds,
         )
 
     def _kueue_workloads(self, children: dict[tuple[str, str], JsonObj], name: str, uid: str) -> list[JsonObj]:

@@ -84,6 +84,11 @@ class World:
     now: datetime
     active_gpu_demand: bool = False  # a PENDING GPU workload of our queue+vendor older than the threshold
     any_pending_workload: bool = False  # some Kaiwo workload is PENDING (upstream's sweep path)
+    # > 0: in the pass that creates the main child, write no status yet and look again after this many
+    # seconds. Kueue usually answers within milliseconds, so the first status written is what the
+    # queue made of the new child (PENDING when it waits, STARTING/RUNNING when admitted) instead of a
+    # PENDING that is stale before it lands. A wait longer than this is still reported as PENDING.
+    settle_seconds: float = 0.0
 
 
 @dataclass(slots=True)
@@ -255,7 +260,12 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                 else:
                     _ensure(world, plan, [lq])
             if main_allowed:
-                _ensure(world, plan, [render_main(workload, world.config, world.nodes, numbers=numbers)])
+                main_body = render_main(workload, world.config, world.nodes, numbers=numbers)
+                _ensure(world, plan, [main_body])
+                creating_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
+                if creating_main and phase == ph.PENDING and world.settle_seconds > 0:
+                    plan.requeue_after = min(plan.requeue_after or world.settle_seconds, world.settle_seconds)
+                    return plan
 
     return _write_status(world, plan, status, stored, phase, conditions)
 

@@ -74,6 +74,25 @@ def test_first_pass_creates_the_job_and_reports_pending() -> None:
     assert [e.reason for e in plan.events] == ["ResourceCreated", "WorkloadPending"]
 
 
+def test_settling_defers_the_first_status_until_the_queue_answered() -> None:
+    obj = kaiwojob(SIMPLE, finalizers=[])
+    creating = decide(world(obj, settle_seconds=0.05))
+    assert creating.add_finalizer and applied_kinds(creating) == ["Job"]
+    assert creating.status is None and creating.requeue_after == 0.05
+    assert [e.reason for e in creating.events] == ["ResourceCreated"]  # the creation is still reported
+    job = live(creating.apply[0], active=1)
+
+    # Kueue admitted within the window: the first status is STARTING, with no PENDING before it.
+    admitted_now = decide(world(obj, [job], [admitted()], settle_seconds=0.05))
+    assert admitted_now.status is not None and admitted_now.status["status"] == "STARTING"
+    assert [e.reason for e in admitted_now.events] == ["WorkloadStarting"]
+
+    # Still queued after the window: PENDING is written as usual.
+    queued = decide(world(obj, [live(creating.apply[0])], settle_seconds=0.05))
+    assert queued.status is not None and queued.status["status"] == "PENDING"
+    assert [e.reason for e in queued.events] == ["WorkloadPending"]
+
+
 def test_job_lifecycle_to_complete_then_quiet() -> None:
     obj = kaiwojob(SIMPLE)
     first = decide(world(obj))
