@@ -327,32 +327,71 @@ def _type_names(schema: JsonObj) -> list[str]:
     return []
 
 
+class _Plan:
+    """What validating against one schema node can involve, read from the node once: a write
+    validates the same CRD schema over and over, and most nodes carry one or two keywords, so
+    looking up every keyword on every node each time was most of the validation's cost."""
+
+    __slots__ = ("additional", "composition", "enum", "nullable", "number", "object", "properties", "schema",
+                 "string", "types")
+
+    def __init__(self, schema: JsonObj) -> None:
+        self.schema = schema  # keeps the node alive, so its id() keys this plan and no other node's
+        self.types = _type_names(schema)
+        self.nullable = bool(schema.get("nullable"))
+        self.composition = any(key in schema for key in ("allOf", "anyOf", "oneOf", "not"))
+        enum = schema.get("enum")
+        self.enum: list[Any] | None = enum if isinstance(enum, list) and enum else None
+        self.string = any(key in schema for key in ("maxLength", "minLength", "pattern", "format"))
+        self.number = any(key in schema for key in ("maximum", "minimum", "multipleOf"))
+        self.object = any(key in schema for key in ("minProperties", "maxProperties", "required", _EMBEDDED))
+        self.properties = _props(schema)
+        self.additional = _sub(schema, "additionalProperties")
+
+
+_PLANS: dict[int, _Plan] = {}
+_PLANS_LIMIT = 20_000  # schema nodes; CRD churn (tests) must not grow the cache without bound
+
+
+def _plan(schema: JsonObj) -> _Plan:
+    plan = _PLANS.get(id(schema))
+    if plan is None or plan.schema is not schema:
+        if len(_PLANS) >= _PLANS_LIMIT:
+            _PLANS.clear()
+        plan = _PLANS[id(schema)] = _Plan(schema)
+    return plan
+
+
 def _validate(value: Any, schema: JsonObj, path: str, causes: list[JsonObj], *, root: bool = False) -> None:
-    types = _type_names(schema)
+    plan = _plan(schema)
+    types = plan.types
     if value is None:
-        if types and not schema.get("nullable"):
+        if types and not plan.nullable:
             joined = ",".join(types)
             causes.append(fe.type_invalid(path, "null", f"{path} in body must be of type {joined}: \"null\""))
         return
-    if types and not any(_is_type(value, t) for t in types):
+    if types and not (_is_type(value, types[0]) if len(types) == 1 else any(_is_type(value, t) for t in types)):
         found = _json_type(value)
         causes.append(fe.type_invalid(path, found, f"{path} in body must be of type {','.join(types)}: {fe.go_quote(found)}"))
         return
 
-    _validate_composition(value, schema, path, causes)
+    if plan.composition:
+        _validate_composition(value, schema, path, causes)
 
-    enum = schema.get("enum")
-    if isinstance(enum, list) and enum and value not in enum:
+    enum = plan.enum
+    if enum is not None and value not in enum:
         causes.append(fe.not_supported(path, value, [_enum_text(v) for v in enum]))
 
     if isinstance(value, str):
-        _validate_string(value, schema, path, causes)
+        if plan.string:
+            _validate_string(value, schema, path, causes)
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        _validate_number(value, schema, path, causes)
+        if plan.number:
+            _validate_number(value, schema, path, causes)
     elif isinstance(value, list):
         _validate_array(value, schema, path, causes)
     elif isinstance(value, dict):
-        _validate_object(value, schema, path, causes, root=root)
+        _validate_object(value, plan, path, causes, root=root)
 
 
 def _validate_string(value: str, schema: JsonObj, path: str, causes: list[JsonObj]) -> None:
@@ -426,28 +465,32 @@ def _validate_array(value: list[Any], schema: JsonObj, path: str, causes: list[J
                 seen_keys.append(key_values)
 
 
-def _validate_object(value: JsonObj, schema: JsonObj, path: str, causes: list[JsonObj], *, root: bool) -> None:
-    n = len(value)
-    min_props = schema.get("minProperties")
-    if isinstance(min_props, int) and n < min_props:
-        causes.append(fe.invalid(path, n, f"{path} in body should have at least {min_props} properties"))
-        return
-    max_props = schema.get("maxProperties")
-    if isinstance(max_props, int) and n > max_props:
-        causes.append(fe.too_many(path, n, max_props))
-        return
-    properties = _props(schema)
+def _validate_object(value: JsonObj, plan: _Plan, path: str, causes: list[JsonObj], *, root: bool) -> None:
+    schema = plan.schema
+    if plan.object:
+        n = len(value)
+        min_props = schema.get("minProperties")
+        if isinstance(min_props, int) and n < min_props:
+            causes.append(fe.invalid(path, n, f"{path} in body should have at least {min_props} properties"))
+            return
+        max_props = schema.get("maxProperties")
+        if isinstance(max_props, int) and n > max_props:
+            causes.append(fe.too_many(path, n, max_props))
+            return
+    properties = plan.properties
     for key, prop in properties.items():
         if key in value and isinstance(prop, dict):
             if root and key == "metadata":
                 _validate_root_metadata(value[key], prop, causes)
                 continue
-            _validate(value[key], prop, _child(path, key), causes)
-    additional = _sub(schema, "additionalProperties")
+            _validate(value[key], prop, f"{path}.{key}" if path else key, causes)
+    additional = plan.additional
     if additional is not None:
         for key in sorted(value):
             if key not in properties:
                 _validate(value[key], additional, _child(path, key), causes)
+    if not plan.object:
+        return
     required = schema.get("required")
     for key in required if isinstance(required, list) else []:
         if isinstance(key, str) and key not in value:
