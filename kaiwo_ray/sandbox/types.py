@@ -248,9 +248,21 @@ class RealClock:
         return time.monotonic() + self._offset
 
 
+# The second last formatted and its text (one tuple, so threads never see half an update):
+# every write stamps "now", and strftime was a visible part of a write's cost.
+_last_second: tuple[datetime | None, str] = (None, "")
+
+
 def rfc3339(moment: datetime) -> str:
     """Kubernetes' metav1.Time format: second precision, Z suffix."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_second
+    second = moment.replace(microsecond=0)
+    cached = _last_second
+    if second == cached[0]:  # equal instants format alike (aware ones compare in UTC)
+        return cached[1]
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _last_second = (second, text)
+    return text
 
 
 def rfc3339_micro(moment: datetime) -> str:
