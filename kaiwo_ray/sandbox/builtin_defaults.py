@@ -514,7 +514,12 @@ def has_builtin_defaults(group: str, kind: str) -> bool:
 def apply_builtin_defaults(group: str, kind: str, obj: JsonObj) -> JsonObj:
     """A defaulted copy of `obj` (the input is left untouched). Kinds without defaults come back as a copy."""
     result = _copy(obj)
+    default_in_place(group, kind, result)
+    return result
+
+
+def default_in_place(group: str, kind: str, obj: JsonObj) -> None:
+    """`apply_builtin_defaults` on an object the caller owns outright, sharing nothing (no copy)."""
     defaulter = _DEFAULTERS.get((group, kind))
     if defaulter is not None:
-        defaulter(result)
-    return result
+        defaulter(obj)

@@ -70,8 +70,13 @@ def prune(schema: JsonObj, obj: JsonObj) -> JsonObj:
     At the root and in embedded resources, apiVersion and kind are kept and metadata keeps only ObjectMeta
     fields."""
     result: JsonObj = _copy(obj)
-    _prune(result, schema, root=True)
+    prune_in_place(schema, result)
     return result
+
+
+def prune_in_place(schema: JsonObj, obj: JsonObj) -> None:
+    """`prune` on an object the caller owns outright (no copy)."""
+    _prune(obj, schema, root=True)
 
 
 def _prune_meta(value: Any) -> None:
@@ -159,9 +164,14 @@ def apply_defaults(schema: JsonObj, obj: JsonObj) -> JsonObj:
     default; defaults are applied top-down, so a defaulted object receives its own nested defaults.
     Nulls in non-nullable fields without a default are dropped first, as the apiserver does."""
     result: JsonObj = _copy(obj)
-    _drop_non_nullable_nulls(result, schema, root=True)
-    _default(result, schema, root=True)
+    default_in_place(schema, result)
     return result
+
+
+def default_in_place(schema: JsonObj, obj: JsonObj) -> None:
+    """`apply_defaults` on an object the caller owns outright, sharing nothing (no copy)."""
+    _drop_non_nullable_nulls(obj, schema, root=True)
+    _default(obj, schema, root=True)
 
 
 def _drop_non_nullable_nulls(value: Any, schema: JsonObj | None, *, root: bool = False) -> None:

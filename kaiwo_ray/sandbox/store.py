@@ -353,7 +353,7 @@ class ObjectStore:
         meta["creationTimestamp"] = rfc3339(self.clock.now())
         uid, created_at = meta["uid"], meta["creationTimestamp"]
         strategies.prepare_create(info, obj)
-        obj = self._default(info, obj)
+        obj = self._default(info, obj, owned=True)  # the store keeps the body it was handed
         if admit and self._hooks:
             self._admit("CREATE", gvr, obj, None, user)
         self._validate(info, obj, None)
@@ -819,11 +819,17 @@ class ObjectStore:
         return result
 
     # ------------------------------------------------------------------ pipeline steps
-    def _default(self, info: ResourceInfo, obj: JsonObj) -> JsonObj:
+    def _default(self, info: ResourceInfo, obj: JsonObj, *, owned: bool = False) -> JsonObj:
+        """Defaulting and pruning. `owned`: nothing else references any part of `obj` (a create's
+        freshly decoded body), so it is defaulted in place; otherwise (an update's candidate shares
+        status and managedFields with the stored object) on a copy."""
         if info.custom:
             schema = info.schemas.get(info.stored_version)
             if schema is not None:
-                obj = schema_module.apply_defaults(schema, obj)
+                if owned:
+                    schema_module.default_in_place(schema, obj)
+                else:
+                    obj = schema_module.apply_defaults(schema, obj)
                 if self._field_validation != "Ignore":
                     unknown = schema_module.unknown_fields(schema, obj)
                     if self._field_validation == "Warn":
@@ -833,9 +839,12 @@ class ObjectStore:
                         raise ApiError.bad_request(
                             f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: '
                             + schema_module.strict_decoding_message(unknown))
-                obj = schema_module.prune(schema, obj)
+                schema_module.prune_in_place(schema, obj)  # ours by now: defaulted in place or copied
             return obj
         if builtin_defaults.has_builtin_defaults(info.group, info.kind):
+            if owned:
+                builtin_defaults.default_in_place(info.group, info.kind, obj)
+                return obj
             return builtin_defaults.apply_builtin_defaults(info.group, info.kind, obj)
         return obj
 
