@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from kaiwo_ray.sandbox.merge_keys import Schema
@@ -453,38 +454,57 @@ def compare(old: Any, new: Any, schema: Schema) -> tuple[FieldSet, FieldSet, Fie
     return added, modified, removed
 
 
+@lru_cache(maxsize=16)
+def _skip_trie(skip: frozenset[Path]) -> dict[PathElement, Any]:
+    return _trie(skip)
+
+
 def added_fields_v1(value: JsonObj, schema: Schema, *, skip: frozenset[Path] = frozenset()) -> JsonObj:
     """fieldsV1 of everything `compare({}, value)` reports added, built directly: the create
     path, where going through path tuples, a set and a trie costs several times more.
     Paths in `skip` are never members (their descendants still are)."""
+    # `skip` is walked as a trie alongside the value ({element: (member, children)}), so no node
+    # hashes its whole path to ask whether it is skipped.
 
-    def render(node: Any, sch: Schema, path: Path, in_zero_object: bool) -> JsonObj | None:
-        children: JsonObj = {}
-        is_container = False
-        present = bool(path) and in_zero_object and sch.zero_present
+    def render(node: Any, sch: Schema, path: Path, skipped: Any, in_zero_object: bool) -> JsonObj | None:
+        member_skipped, below = skipped if skipped is not None else (False, None)
+        present = in_zero_object and sch.zero_present
         if isinstance(node, dict) and not sch.atomic:
-            is_container = True
-            for key in sorted(node):
-                rendered = render(node[key], sch.field_schema(key), (*path, ("f", key)), present or not path)
-                if rendered is not None:
-                    children["f:" + key] = rendered
+            children = render_fields(node, sch, path, below, present)
         elif isinstance(node, list) and sch.associative:
-            is_container = True
-            elements = index_list(sch, node, path=path, allow_duplicates=True)
-            item_schema = sch.item_schema()
-            rendered_items: dict[str, JsonObj] = {}
-            for element, item in zip(elements, node, strict=True):
-                rendered = render(item, item_schema, (*path, element), False)
-                rendered_items.setdefault(encode_element(element), rendered if rendered is not None else {})
-            for text in sorted(rendered_items):
-                children[text] = rendered_items[text]
-        if not is_container:
-            return None if path in skip else {}
-        if path and not present and path not in skip:
+            children = render_items(node, sch, path, below)
+        else:
+            return None if member_skipped else {}
+        if not present and not member_skipped:
             return {".": {}, **children} if children else {}
         return children or None
 
-    return render(value, schema, (), True) or {}
+    def render_fields(node: JsonObj, sch: Schema, path: Path, below: Any, present: bool) -> JsonObj:
+        children: JsonObj = {}
+        for key in sorted(node):
+            element = ("f", key)
+            rendered = render(node[key], sch.field_schema(key), (*path, element),
+                              below.get(element) if below else None, present)
+            if rendered is not None:
+                children["f:" + key] = rendered
+        return children
+
+    def render_items(node: list[Any], sch: Schema, path: Path, below: Any) -> JsonObj:
+        elements = index_list(sch, node, path=path, allow_duplicates=True)
+        item_schema = sch.item_schema()
+        rendered_items: dict[str, JsonObj] = {}
+        for element, item in zip(elements, node, strict=True):
+            rendered = render(item, item_schema, (*path, element), below.get(element) if below else None, False)
+            rendered_items.setdefault(encode_element(element), rendered if rendered is not None else {})
+        return {text: rendered_items[text] for text in sorted(rendered_items)}
+
+    skips = _skip_trie(skip) if skip else None
+    # The root is never a member itself; its fields count as inside a present object.
+    if isinstance(value, dict) and not schema.atomic:
+        return render_fields(value, schema, (), skips, True)
+    if isinstance(value, list) and schema.associative:
+        return render_items(value, schema, (), skips)
+    return {}
 
 
 def _items(schema: Schema, items: list[Any]) -> dict[PathElement, Any]:

@@ -199,9 +199,13 @@ def validate_labels(labels: Any, field: str) -> list[JsonObj]:
         return causes
     for key in sorted(labels):
         value = labels[key]
-        causes.extend(fe.invalid(field, key, m) for m in is_label_key(key))
+        messages = _is_label_key(key)  # cached and almost always empty: build nothing then
+        if messages:
+            causes.extend(fe.invalid(field, key, m) for m in messages)
         if isinstance(value, str):
-            causes.extend(fe.invalid(field, value, m) for m in is_label_value(value))
+            messages = _is_label_value(value)
+            if messages:
+                causes.extend(fe.invalid(field, value, m) for m in messages)
     return causes
 
 
@@ -212,7 +216,9 @@ def validate_annotations(annotations: Any, field: str) -> list[JsonObj]:
     total = 0
     for key in sorted(annotations):
         value = annotations[key]
-        causes.extend(fe.invalid(field, key, m) for m in is_label_key(key.lower()))
+        messages = _is_label_key(key.lower())
+        if messages:
+            causes.extend(fe.invalid(field, key, m) for m in messages)
         total += len(key) + (len(value) if isinstance(value, str) else 0)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(fe.too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))
@@ -314,5 +320,7 @@ def validate_object_meta(obj: JsonObj, *, namespaced: bool, kind: str) -> list[J
     if isinstance(finalizers, list):
         for finalizer in finalizers:
             if isinstance(finalizer, str):
-                causes.extend(fe.invalid("metadata.finalizers", finalizer, m) for m in is_label_key(finalizer))
+                messages = _is_label_key(finalizer)
+                if messages:
+                    causes.extend(fe.invalid("metadata.finalizers", finalizer, m) for m in messages)
     return causes
