@@ -30,6 +30,7 @@ from kaiwo_ray.sandbox.fieldpaths import (
     Path,
     added_fields_v1,
     all_paths,
+    applied_fields_v1,
     canonical_json,
     compare,
     decode_fields_v1,
@@ -366,6 +367,21 @@ def record_update(old: JsonObj | None, new: JsonObj, *, manager: str, api_versio
     return _with_managed(new, managed)
 
 
+def _applied_fields(config: JsonObj, typed: Schema, *, creating: bool, ignore_status: bool, only_status: bool,
+                    kind: str, api_version: str) -> tuple[FieldSet | None, JsonObj]:
+    """(the applied field set, its fieldsV1). An apply that creates the object only records the
+    set (no one else owns anything to conflict with or prune), so it gets the encoding alone,
+    built in one walk, and the set is decoded from it only if something asks."""
+    try:
+        if creating:
+            return None, applied_fields_v1(config, typed, skip=_STRIPPED, only_top="status" if only_status else None,
+                                           except_top="status" if ignore_status else None)
+        fields = _reset_paths(to_field_set(config, typed), ignore_status, only_status)
+    except FieldPathError as exc:
+        raise _typed_error(kind, _object_name(config), api_version, exc, "patch") from exc
+    return fields, encode_fields_v1(fields - _STRIPPED)
+
+
 def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, force: bool,
                       api_version: str, group: str, kind: str, subresource: str | None, now: str,
                       schema: JsonObj | None = None, status_subresource: bool = True) -> JsonObj:
@@ -394,22 +410,19 @@ def server_side_apply(live: JsonObj | None, applied: JsonObj, *, manager: str, f
         else:
             managed = decoded
     config = applied
-    try:
-        applied_fields = _reset_paths(to_field_set(config, typed), ignore_status, only_status)
-    except FieldPathError as exc:
-        raise _typed_error(kind, _object_name(config), api_version, exc, "patch") from exc
     key = _key(manager, "Apply", api_version, subresource)
     previous = managed.get(key)
-    applied_v1 = encode_fields_v1(applied_fields - _STRIPPED)
+    applied_fields, applied_v1 = _applied_fields(config, typed, creating=live is None, ignore_status=ignore_status,
+                                                 only_status=only_status, kind=kind, api_version=api_version)
     try:
         merged = merge_values(live_obj, config, typed)
-        if previous is not None and previous.same_as(applied_v1, applied_fields):
+        if previous is not None and applied_fields is not None and previous.same_as(applied_v1, applied_fields):
             # The same fields as last time (the steady state of a reconcile loop): nothing to prune.
             managed[key] = _Entry(None, api_version, previous.time, applied_v1)
         else:
             last_applied = previous.fields if previous else set()
             managed[key] = _Entry(applied_fields, api_version, previous.time if previous else None, applied_v1)
-            if not last_applied <= applied_fields:
+            if applied_fields is not None and not last_applied <= applied_fields:
                 # Only fields applied last time and not now can go.
                 merged = _prune(merged, managed, last_applied, typed)
         merged = _reset_object(merged, live_obj, ignore_status, only_status)

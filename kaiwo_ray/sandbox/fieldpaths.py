@@ -242,6 +242,60 @@ def to_field_set(value: Any, schema: Schema) -> FieldSet:
     return out
 
 
+def applied_fields_v1(value: JsonObj, schema: Schema, *, skip: frozenset[Path] = frozenset(),
+                      only_top: str | None = None, except_top: str | None = None) -> JsonObj:
+    """`encode_fields_v1(to_field_set(value, schema) - skip)` in one walk, without the set: what
+    an apply that creates an object records. `only_top`/`except_top` keep only, or drop, the
+    paths under one top-level field (the reset-fields filters). Raises what `to_field_set`
+    raises, in the same order (the walk visits the value as it does)."""
+
+    def render(node: Any, sch: Schema, path: Path, member: bool, skipped: Any) -> JsonObj | None:
+        # `member`: the parent's rule (null, empty or map-data fields, list items) makes this
+        # node a member; scalars and atomic values are members by themselves.
+        member_skipped, below = skipped if skipped is not None else (False, None)
+        children: JsonObj = {}
+        if isinstance(node, dict):
+            if sch.atomic:
+                member = True
+            else:
+                children = render_fields(node, sch, path, below, None, None)
+        elif isinstance(node, list):
+            if not sch.associative:
+                member = True
+            else:
+                elements = index_list(sch, node, path=path, allow_duplicates=False)
+                item_schema = sch.item_schema()
+                for element, item in zip(elements, node, strict=True):
+                    rendered = render(item, item_schema, (*path, element), True,
+                                      below.get(element) if below else None)
+                    if rendered is not None:
+                        children[encode_element(element)] = rendered
+                children = {text: children[text] for text in sorted(children)}
+        elif node is not None:
+            member = True
+        member = member and not member_skipped
+        if not children:
+            return {} if member else None
+        return {".": {}, **children} if member else children
+
+    def render_fields(node: JsonObj, sch: Schema, path: Path, below: Any, only: str | None,
+                      dropped: str | None) -> JsonObj:
+        children: JsonObj = {}
+        for key, child in node.items():
+            element = ("f", key)
+            member = child is None or child == {} or not sch.is_named_field(key)
+            # A filtered-out field is still walked: to_field_set would raise on it too.
+            rendered = render(child, sch.field_schema(key), (*path, element), member,
+                              below.get(element) if below else None)
+            if rendered is not None and (only is None or key == only) and key != dropped:
+                children["f:" + key] = rendered
+        return {text: children[text] for text in sorted(children)}
+
+    if isinstance(value, dict) and not schema.atomic:
+        return render_fields(value, schema, (), _skip_trie(skip) if skip else None, only_top, except_top)
+    return {}
+
+
 def all_paths(value: Any, schema: Schema) -> FieldSet:
     """Every addressable node of a value (ToFieldSet with every named field made a member)."""
     out: FieldSet = set()
