@@ -285,3 +285,14 @@ def test_401_refreshes_the_token_once_then_raises_typed() -> None:
         assert len(server.requests) == 4 and server.connections == 1
 
     run_scripted(scripts, body)
+
+
+def test_query_strings_are_urlencoded_and_the_memo_stays_bounded() -> None:
+    from urllib.parse import urlencode
+
+    from kaiwo_ray.kube import client as client_module
+
+    for i in range(600):
+        params = (("fieldManager", "kaiwo-ray"), ("labelSelector", f"a in (x,y{i})"), ("rv", str(i)))
+        assert client_module._query_string(params) == urlencode(params)
+        assert len(client_module._QUERY_STRINGS) <= 256
