@@ -273,7 +273,7 @@ class KubeClient:
         return orjson.loads(data) if data else None
 
     async def _lean_watch(self, pool: _Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
-                          timeout: float) -> AsyncIterator[JsonObj]:
+                          timeout: float) -> AsyncGenerator[JsonObj, None]:
         response = await self._lean_send(pool, "GET", res.path(namespace), query=query, timeout=timeout)
         complete = False
         chunks = _read_chunks(response)
@@ -394,8 +394,12 @@ class KubeClient:
                  "allowWatchBookmarks": "true" if allow_bookmarks else None, "labelSelector": label_selector}
         pool = self._lean_pool()
         if pool is not None:
-            async for event in self._lean_watch(pool, res, namespace, query, timeout_seconds + 30):
-                yield event
+            events = self._lean_watch(pool, res, namespace, query, timeout_seconds + 30)
+            try:
+                async for event in events:
+                    yield event
+            finally:  # a caller that stops early frees the connection now, not when collected
+                await events.aclose()
             return
         response = await self._send("GET", res.path(namespace), query=query, timeout=timeout_seconds + 30)
         stream = response.content

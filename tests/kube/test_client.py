@@ -122,6 +122,22 @@ def test_watch_streams_events_until_the_server_ends_it(sandbox: RunningSandbox, 
     run_with_client(sandbox, transport, body)
 
 
+def test_a_watch_closed_early_gives_its_connection_back_at_once(sandbox: RunningSandbox) -> None:
+    async def body(client: KubeClient) -> None:
+        await client.create(CONFIGMAPS, cm("early-close"))
+        pool = client._lean_pool()
+        assert pool is not None
+        events = client.watch(CONFIGMAPS, NS, resource_version="0", timeout_seconds=60)
+        async with asyncio.timeout(30):
+            first = await anext(events)
+        assert first["type"] == "ADDED"
+        assert len(pool._open) == 1
+        await events.aclose()
+        assert not pool._open, "the unfinished stream is closed by aclose itself, not later when collected"
+
+    run_with_client(sandbox, "lean", body)
+
+
 def test_lean_transport_reuses_one_connection(sandbox: RunningSandbox) -> None:
     async def body(client: KubeClient) -> None:
         await client.create(CONFIGMAPS, cm("reuse"))
