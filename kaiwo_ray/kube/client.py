@@ -220,6 +220,7 @@ class KubeClient:
                     await conn.writer.drain()
                 status, headers, keep_alive = await _read_head(conn)
                 response = _Response(status, headers, conn, keep_alive)
+                response.bodiless = method == "HEAD" or status in _NO_BODY_STATUSES
             except _Disconnected as exc:
                 timer.cancel()
                 pool.release(conn, reusable=False)
@@ -471,7 +472,7 @@ class _Connection:
 class _Response:
     """Status, headers (lower-case names) and the connection its body is still to be read from."""
 
-    __slots__ = ("conn", "deadline", "decoder", "headers", "keep_alive", "status", "timer")
+    __slots__ = ("bodiless", "conn", "deadline", "decoder", "headers", "keep_alive", "status", "timer")
 
     def __init__(self, status: int, headers: dict[str, str], conn: _Connection, keep_alive: bool) -> None:
         self.status = status
@@ -480,6 +481,7 @@ class _Response:
         self.keep_alive = keep_alive
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
+        self.bodiless = False  # a HEAD's answer, a 204 or a 304: no body whatever the headers say
         encoding = headers.get("content-encoding", "identity").strip().lower()
         self.decoder: Any = None
         if encoding in ("gzip", "x-gzip"):
@@ -579,6 +581,8 @@ async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
     """The body's pieces as they arrive (decoded); the connection is left at the body's end."""
     reader = response.conn.reader
     transfer = response.headers.get("transfer-encoding", "").lower()
+    if response.bodiless:
+        return
     if "chunked" in transfer:
         while True:
             size_line = await reader.readuntil(b"\r\n")
@@ -609,6 +613,8 @@ async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
 
 async def _read_body(response: _Response) -> bytes:
     length = response.headers.get("content-length")
+    if response.bodiless:
+        return b""
     if length is not None and response.decoder is None and "transfer-encoding" not in response.headers:
         return await response.conn.reader.readexactly(int(length))  # the common case: one read
     return b"".join([chunk async for chunk in _read_chunks(response)])

@@ -249,6 +249,21 @@ def test_chunked_and_gzip_bodies_are_decoded() -> None:
     assert "Authorization: Bearer t0\r\n" in head and "Accept-Encoding: gzip, deflate\r\n" in head
 
 
+def test_answers_without_a_body_are_not_waited_on() -> None:
+    # no Content-Length and no chunking: only the status says there is no body
+    no_content = b"HTTP/1.1 204 No Content\r\n\r\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n"
+
+    async def body(client: KubeClient, server: ScriptedServer) -> None:
+        async with asyncio.timeout(2):
+            assert await client.request("DELETE", "/api/v1/x") is None
+            assert await client.request("HEAD", "/api/v1/x") is None
+            assert await client.request("GET", "/api/v1/x") == orjson.loads(OBJ)
+        assert server.connections == 1
+
+    run_scripted([[no_content, head, http_answer(200, OBJ)]], body)
+
+
 def test_idempotent_request_is_resent_once_when_a_kept_connection_was_closed() -> None:
     ok = http_answer(200, OBJ)
     # each connection is closed by the server after its answers, before answering the next request
