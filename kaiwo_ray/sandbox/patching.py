@@ -255,9 +255,47 @@ def _merge_into(target: Any, patch: Any) -> Any:
     return result
 
 
+def _merge_sharing(target: Any, patch: Any) -> Any:
+    """`_merge_into(clone_json(target), patch)` without the clone: new containers along the
+    patch's paths, everything else shared with `target` (which is never modified)."""
+    if not isinstance(patch, dict):
+        return clone_json(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = _merge_sharing(result.get(key), value)
+    return result
+
+
 def apply_merge_patch(doc: JsonObj, patch: Any) -> JsonObj:
     """Apply an RFC 7386 merge patch: objects merge recursively, null deletes, anything else
     (lists included) replaces."""
+    _check_merge_patch(patch)
+    result = _merge_into(clone_json(doc), patch)
+    assert isinstance(result, dict)
+    return result
+
+
+def apply_merge_patch_in_place(doc: JsonObj, patch: Any) -> JsonObj:
+    """`apply_merge_patch` on a document the caller owns outright: merged into `doc` itself."""
+    _check_merge_patch(patch)
+    result = _merge_into(doc, patch)
+    assert isinstance(result, dict)
+    return result
+
+
+def apply_merge_patch_sharing(doc: JsonObj, patch: Any) -> JsonObj:
+    """`apply_merge_patch` that leaves `doc` alone and shares with it every value the patch does
+    not reach: for a read-only `doc` whose result is itself only read below the patched paths."""
+    _check_merge_patch(patch)
+    result = _merge_sharing(doc, patch)
+    assert isinstance(result, dict)
+    return result
+
+
+def _check_merge_patch(patch: Any) -> None:
     if isinstance(patch, list):
         # evanphx/json-patch returns the array itself; the apiserver then fails to decode it.
         document = json.dumps(patch, separators=(",", ":"), ensure_ascii=False)
@@ -271,9 +309,6 @@ def apply_merge_patch(doc: JsonObj, patch: Any) -> JsonObj:
         }])
     if not isinstance(patch, dict):
         raise ApiError.bad_request("Invalid JSON Patch")
-    result = _merge_into(clone_json(doc), patch)
-    assert isinstance(result, dict)
-    return result
 
 
 # ----------------------------------------------------------------------------------------------

@@ -552,7 +552,9 @@ class ObjectStore:
         if subresource == "status":
             if not info.has_status:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            new: JsonObj = clone(old)
+            # Stored objects are never modified, so the new one shares all but status (and the
+            # top level and metadata, which later steps set fields of) with the old one.
+            new: JsonObj = dict(old)
             new["metadata"] = dict(new["metadata"])
             if "managedFields" in (obj.get("metadata") or {}):
                 new["metadata"]["managedFields"] = obj["metadata"]["managedFields"]
@@ -605,12 +607,21 @@ class ObjectStore:
                                user=user, subresource=subresource, field_manager=field_manager)
         if old is None:
             raise ApiError.not_found(gvr, name)
-        current: JsonObj = clone(self.view(info, gvr.version, old))
-        patched = self._apply_patch(info, current, patch, patch_type)
+        view = self.view(info, gvr.version, old)
+        well_typed = self._well_typed(info, gvr, view)  # before patching: a merge patch edits its copy in place
+        if patch_type == "merge" and subresource == "status":
+            # Of a /status patch only status (and metadata) is kept, and nothing below modifies
+            # either in place: the patched object may share what the patch leaves alone with the
+            # stored one, so nothing is copied but the patched paths.
+            patched = patching.apply_merge_patch_sharing(view, patch)
+            if isinstance(patched.get("metadata"), dict):
+                patched["metadata"] = dict(patched["metadata"])
+        else:
+            patched = self._apply_patch(info, clone(view), patch, patch_type)
         if not isinstance(patched, dict):
             raise ApiError.bad_request("the patched object is not a JSON object")
         patched = self._check_body(info, gvr, patched)
-        if self._well_typed(info, gvr, current):  # an object planted malformed in-process stays patchable
+        if well_typed:  # an object planted malformed in-process stays patchable
             self.decode_typed(info, gvr, patched)
         patched_meta = patched["metadata"]
         if patched_meta.get("name", name) != name:
@@ -625,7 +636,7 @@ class ObjectStore:
 
     def _apply_patch(self, info: ResourceInfo, doc: JsonObj, patch: Any, patch_type: PatchType) -> Any:
         if patch_type == "merge":
-            return patching.apply_merge_patch(doc, patch)
+            return patching.apply_merge_patch_in_place(doc, patch)  # `doc` is the caller's own copy
         if patch_type == "json":
             return patching.apply_json_patch(doc, patch)
         if patch_type == "strategic":
