@@ -111,7 +111,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
         conn.send("imported")
         await recv()  # "start"
         began_wall, began = time.time(), time.monotonic()
-        settings = HostSettings(kubeconfig=kubeconfig, lease=False)
+        settings = HostSettings(kubeconfig=kubeconfig, lease=False, tune_gc=True)  # as `kaiwo-ray up` runs it
         if workers is not None:
             settings.workers = workers
         operator = Operator(["kaiwojob"], settings)
@@ -541,7 +541,7 @@ def bench_ray(crs: int) -> None:
         Loader(sandbox.kubeconfigs["loader"], NAMESPACE).create_many([f"live-{i}" for i in range(crs)])
         began = time.monotonic()
         started_ray = init_ray(num_cpus=2)
-        supervisor = Supervisor(HostSettings(kubeconfig=str(sandbox.kubeconfigs["kaiwo-ray"]), lease=False),
+        supervisor = Supervisor(HostSettings(kubeconfig=str(sandbox.kubeconfigs["kaiwo-ray"]), lease=False, tune_gc=True),
                                 ["kaiwojob"])
         try:
             supervisor.start(timeout=180.0, leader_wait=0.0)
