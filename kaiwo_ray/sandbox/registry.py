@@ -64,7 +64,9 @@ class ResourceInfo:
         return GVR(self.group, version or self.versions[0], self.resource)
 
     def api_version(self, version: str | None = None) -> str:
-        return self.gvr(version).api_version
+        # GVR.api_version without building a GVR: every write asks, several times.
+        version = version or self.versions[0]
+        return f"{self.group}/{version}" if self.group else version
 
 
 def _builtin(group: str, version: str, resource: str, kind: str, *, namespaced: bool = True,
