@@ -54,6 +54,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     import psutil
 
     from kaiwo_ray.api.config import KaiwoConfigSpec
+    from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.nodes import default_nodes, with_pool_labels
     from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
@@ -64,6 +65,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         sandbox = Sandbox(SandboxConfig(nodes=nodes, cluster=cluster, time_factor=time_factor,
                                         kubeconfig_path=admin))
         await sandbox.start()
+        tune_for_long_lived_caches()  # as `kaiwo-ray sandbox` runs it
         paths = {"admin": str(admin)}
         for user in users:
             path = Path(workdir) / f"{user}.kubeconfig"

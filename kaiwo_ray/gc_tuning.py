@@ -1,4 +1,5 @@
-"""Garbage-collector settings for a process that holds large, long-lived caches (an operator).
+"""Garbage-collector settings for a process that holds large, long-lived caches: an operator, or the
+sandbox with its object store.
 
 A controller caches every object it watches as plain dicts: 1,000 KaiwoJobs and their Jobs are a few
 hundred thousand container objects. CPython's cyclic collector walks all of them on each full
@@ -11,8 +12,8 @@ counting frees a replaced object at once), so collecting rarely loses nothing:
 * gen-0 runs every 50,000 net allocations instead of 700, gen-1 every 20 of those, gen-2 every 100
   gen-1 runs (and only when enough survivors accumulated), so cycles are still collected.
 
-Only for processes that are the operator (a Ray actor, `kaiwo-ray up`): a test process or a library
-user keeps the defaults.
+Only for processes that are the operator (a Ray actor, `kaiwo-ray up`) or the sandbox (`kaiwo-ray
+sandbox`): a test process or a library user keeps the defaults.
 """
 
 from __future__ import annotations

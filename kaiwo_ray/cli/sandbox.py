@@ -67,6 +67,7 @@ def _cluster(args: argparse.Namespace) -> bool | list[str]:
 
 
 async def _serve(sandbox: object) -> None:
+    from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.sandbox.instance import Sandbox
 
     assert isinstance(sandbox, Sandbox)
@@ -76,6 +77,9 @@ async def _serve(sandbox: object) -> None:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
     await sandbox.start()
+    # The store holds every object for the process's lifetime: spare it the collector's pauses
+    # (a real apiserver's Go GC does not stop the world for 100 ms either).
+    tune_for_long_lived_caches()
     kubeconfig = sandbox.config.kubeconfig_path
     print(f"Kubernetes API sandbox listening on {sandbox.url}", flush=True)
     print(f"Kubeconfig written to {kubeconfig} (context kaiwo-sandbox)", flush=True)
