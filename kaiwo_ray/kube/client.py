@@ -441,7 +441,8 @@ def _without_netrc_lookup(configuration: Any) -> Any:
 
 _IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _READ_LIMIT = 2**21  # the package session's read_bufsize: one watch event (a line) can be large
-_IDLE_SECONDS = 15.0  # aiohttp's keep-alive default: older idle connections are dropped, not reused
+_IDLE_SECONDS = 60.0  # older idle connections are dropped, not reused: below aiohttp servers' 75 s keep-alive
+# (the sandbox), under client-go's 90 s: a quiet minute costs no new TLS handshake
 _DRAIN_ABOVE = 2**16  # bodies larger than this wait for the socket buffer (flow control)
 _NO_BODY_STATUSES = frozenset({204, 304})
 
