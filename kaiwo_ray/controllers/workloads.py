@@ -9,7 +9,6 @@ next reconcile (often triggered by our own write) sees it and does nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -268,22 +267,13 @@ class WorkloadController(Controller):
     async def execute(self, obj: JsonObj, plan: Plan) -> None:
         meta = obj["metadata"]
         namespace, name = meta.get("namespace"), meta["name"]
+        # Children first, then the finalizer: they do not depend on each other (children carry an
+        # ownerReference, so the garbage collector takes them even if the finalizer never lands), and
+        # the children are what the user waits for. Sent concurrently, the finalizer patch competed
+        # with the Job's creation in the API server: create->Job p90 at 20/s was 10 ms, sequential 7-8 ms.
+        await self._apply_children(plan.apply)
         if plan.add_finalizer:
-            # The finalizer and the children do not depend on each other (children carry an
-            # ownerReference, so the garbage collector takes them even if the finalizer never lands),
-            # so they are written concurrently: one round trip less from a new CR to its children.
-            # The children's request goes out first: they are what the user waits for.
-            finalizers = [*(meta.get("finalizers") or []), FINALIZER]
-            applied, patched = await asyncio.gather(self._apply_children(plan.apply),
-                                                    self._patch_meta(obj, {"finalizers": finalizers}),
-                                                    return_exceptions=True)
-            for outcome in (patched, applied):
-                if isinstance(outcome, BaseException):
-                    raise outcome
-            assert isinstance(patched, dict)
-            obj = patched
-        else:
-            await self._apply_children(plan.apply)
+            obj = await self._patch_meta(obj, {"finalizers": [*(meta.get("finalizers") or []), FINALIZER]})
         for child in plan.delete:
             cmeta = child.get("metadata") or {}
             try:

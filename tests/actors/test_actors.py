@@ -158,11 +158,10 @@ def test_graceful_stop_lets_the_in_flight_reconcile_finish(instances: Any) -> No
 
     api.create_job("graceful")
 
-    def finalizer_added() -> bool:
-        obj = api.custom.get_namespaced_custom_object(*KAIWOJOBS[:2], "default", KAIWOJOBS[2], "graceful")
-        return bool(obj["metadata"].get("finalizers"))
+    def reconciling() -> bool:  # the KaiwoJob actor is inside the reconcile, held up by the slow apply
+        return any(r.name == "kaiwojob" and r.in_flight for r in sup.health())
 
-    wait_for(finalizer_added, 30, "the reconcile reached its Job apply")
+    wait_for(reconciling, 30, "the reconcile reached its Job apply")
     assert api.batch.list_namespaced_job("default").items == []
     began = time.monotonic()
     rows = sup.stop(grace_seconds=10.0)
