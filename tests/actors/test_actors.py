@@ -154,14 +154,14 @@ def test_graceful_stop_lets_the_in_flight_reconcile_finish(instances: Any) -> No
     sup = instances.supervisor("operator-g", NAMES)
     sup.start()
     wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
-    instances.sb.faults.delay(2.0, verbs="patch", resources="jobs")  # the Job apply takes 2 s
+    slow_apply = instances.sb.faults.delay(2.0, verbs="patch", resources="jobs")  # the Job apply takes 2 s
 
     api.create_job("graceful")
 
-    def reconciling() -> bool:  # the KaiwoJob actor is inside the reconcile, held up by the slow apply
-        return any(r.name == "kaiwojob" and r.in_flight for r in sup.health())
+    def applying() -> bool:  # the sandbox holds the Job apply: the reconcile is inside it
+        return any(rule.id == slow_apply and rule.hits > 0 for rule in instances.sb.faults.rules())
 
-    wait_for(reconciling, 30, "the reconcile reached its Job apply")
+    wait_for(applying, 30, "the reconcile reached its Job apply")
     assert api.batch.list_namespaced_job("default").items == []
     began = time.monotonic()
     rows = sup.stop(grace_seconds=10.0)
