@@ -35,6 +35,9 @@ def container(command: list[str] | None = None, args: list[str] | None = None, n
     (["/bin/sh", "-c", "while true; do echo x; sleep 1; done"], None, None),
     (["tail", "-f", "/dev/null"], None, None),
     (["/bin/sh", "-c", "ray start --head --block"], None, None),
+    # KubeRay's own form: `--` ends bash's options and the script comes in args
+    (["/bin/bash", "-lc", "--"], ["ulimit -n 65536; ray start --head --dashboard-host=0.0.0.0 --block"], None),
+    (["/bin/bash", "-lc", "--"], ["sleep 30"], 30.0),
 ])
 def test_commands_with_a_known_duration(command: list[str], args: list[str] | None, seconds: float | None) -> None:
     behaviour = command_behaviour(container(command, args))

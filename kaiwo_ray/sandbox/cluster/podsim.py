@@ -130,7 +130,10 @@ def command_behaviour(container: JsonObj) -> CommandBehaviour:
     if program in SHELLS:
         for index, arg in enumerate(argv[1:], start=1):
             if arg.startswith("-") and "c" in arg[1:] and index + 1 < len(argv):
-                return script_behaviour(argv[index + 1])
+                # `bash -lc -- SCRIPT` (how KubeRay starts Ray pods): `--` ends the options
+                script_at = index + 2 if argv[index + 1] == "--" else index + 1
+                if script_at < len(argv):
+                    return script_behaviour(argv[script_at])
         return CommandBehaviour(None, 0, known=False)
     return script_behaviour(shlex.join(argv) if program != "sleep" else " ".join(argv))
 
