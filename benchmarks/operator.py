@@ -13,6 +13,9 @@ what each should write. kopf as shipped adds its finalizer in a handling cycle o
 the create handler once the watch has echoed that patch: a per-object cost of the framework, kept.
 Throughput is start -> last child Job observed for every party; the same-work peer's status patches
 and Events trail its Jobs, so the time all of its writes landed is printed too.
+A third reference, the floor operator (benchmarks/peers/floor_operator.py), only watches, renders and
+applies: its latency is the sandbox's own create -> watch -> apply -> watch path, which no operator
+here can beat, and `p99_floor_operator_vs_kopf_same_work_*` is the best p99 ratio reachable at all.
 
 Every party runs in a process of its own so none shares a GIL: the sandbox, the operator (an
 in-process `Operator` hosting only the KaiwoJob controller, lease off), the Job watcher, and the
@@ -24,16 +27,16 @@ Phases (each on a fresh sandbox, API server only unless said):
 2. kaiwo-ray: N KaiwoJobs created while no operator runs; start the operator and time the drain
    (throughput); restart it and time the quiet resync of the N up-to-date CRs (zero writes); RSS;
    then create->child-Job latency at 20/s and 100/s with the N CRs live;
-3. kopf: the same drain and latencies, for each peer on its own sandbox, and the first backlog
-   Job compared with ours (uids masked): same rendering, so the same object;
+3. kopf (and floor-op): the same drain and latencies, for each peer on its own sandbox, and the first
+   backlog Job compared with ours (uids masked): same rendering, so the same object;
 4. API writes per KaiwoJob from create to RUNNING and on a no-op resync, on a sandbox with the
    simulated cluster (Kueue, Job controller, scheduler, kubelet);
 5. (phase ray) the KaiwoJob controller hosted in a Ray actor: its RSS and Ray's daemons'.
 
 Targets are for a 2-core machine; a missed target is printed, never raised.
 
-    .venv/bin/python benchmarks/operator.py [--crs N] [--seconds S] [--phases floor,ours,kopf,running,ray]
-    (kopf runs both peers; kopf-same or kopf-children runs one)
+    .venv/bin/python benchmarks/operator.py [--crs N] [--seconds S] [--phases floor,ours,kopf,floor-op,running,ray]
+    (kopf runs both kopf peers; kopf-same or kopf-children runs one)
 """
 
 from __future__ import annotations
@@ -236,6 +239,8 @@ SAME_WORK = Peer("kopf_same_work", "kopf_equivalent", "same work as kaiwo-ray to
                  {"create events": 2, "patch jobs": 1, "patch kaiwojobs": 2, "patch kaiwojobs/status": 1}, True)
 CHILDREN_ONLY = Peer("kopf_children_only", "kopf_operator", "children only, reference",
                      {"patch jobs": 1, "patch kaiwojobs": 1}, False)
+FLOOR = Peer("floor_operator", "floor_operator", "watch + render + apply, nothing else: the reachable floor",
+             {"patch jobs": 1}, False)
 
 
 def _kopf_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
@@ -441,7 +446,7 @@ def bench_kopf(crs: int, seconds: float, peer: Peer) -> Result:
             writes, settled = _settled_writes(sandbox, "kopf", since, sum(peer.expected_writes.values()) * crs)
             result.first_job = _job_fingerprint(sandbox.kubeconfigs["admin"], backlog[0])
             out(f"{peer.key}_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
-                f"({peer.what}; start -> last child Job observed; CPU per CR: kopf {result.cpu_ms_per_cr:.2f} ms, "
+                f"({peer.what}; start -> last child Job observed; CPU per CR: peer {result.cpu_ms_per_cr:.2f} ms, "
                 f"sandbox {result.sandbox_cpu_ms_per_cr:.2f} ms)")
             out(f"{peer.key}_writes_per_cr: {sum(writes.values()) / crs:.2f} writes "
                 f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))}; "
@@ -452,7 +457,7 @@ def bench_kopf(crs: int, seconds: float, peer: Peer) -> Result:
         for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
             out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 50, None, ""))
             out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 99, None, ""))
-        out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole kopf process)")
+        out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
     return result
 
 
@@ -480,6 +485,18 @@ def compare(ours: Result, peer: Peer, theirs: Result) -> None:
     same = ours.first_job == theirs.first_job
     out(f"{peer.key}_job_identical_to_ours: {'yes' if same else 'NO'} (the first backlog CR's Job as stored, "
         f"uids masked){'' if same else ': ours ' + ours.first_job + ' theirs ' + theirs.first_job}")
+
+
+def reachable(results: dict[str, Result]) -> None:
+    """The p99 ratio the floor operator itself gets against the same-work peer: no operator on this
+    machine's sandbox can do better, so a target below it is out of reach here."""
+    floor, peer = results.get(FLOOR.key), results.get(SAME_WORK.key)
+    if floor is None or peer is None:
+        return
+    for rate, mine, their in ((20, floor.lat20, peer.lat20), (100, floor.lat100, peer.lat100)):
+        if mine is not None and their is not None:
+            out(f"p99_floor_operator_vs_kopf_same_work_{rate}cps: {mine.p(99) / their.p(99):.2f}x "
+                f"({mine.p(99):.1f} vs {their.p(99):.1f} ms; the best ratio any operator could reach here)")
 
 
 def bench_to_running(count: int) -> None:
@@ -591,9 +608,10 @@ def main() -> int:
     parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
     parser.add_argument("--workers", type=int, default=None,
                         help="reconcile workers of the KaiwoJob controller (default: HostSettings' default)")
-    parser.add_argument("--phases", default="floor,ours,kopf,running",
-                        help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,running,ray "
-                             "(kopf = both kopf peers; ray is slow: off by default)")
+    parser.add_argument("--phases", default="floor,ours,kopf,floor-op,running",
+                        help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,floor-op,running,"
+                             "ray (kopf = both kopf peers; floor-op = benchmarks/peers/floor_operator.py; ray is "
+                             "slow: off by default)")
     args = parser.parse_args()
     phases = set(args.phases.split(","))
     started = time.monotonic()
@@ -616,13 +634,14 @@ def main() -> int:
         with timed("ours"):
             ours = bench_kaiwo(args.crs, args.seconds, floor_watch, args.workers)
     results: list[tuple[Peer, Result]] = []
-    for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children")):
-        if "kopf" in phases or phase in phases:
+    for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
+        if (phase != "floor-op" and "kopf" in phases) or phase in phases:
             with timed(peer.key):
                 results.append((peer, bench_kopf(args.crs, args.seconds, peer)))
     for peer, theirs in results:
         if ours is not None:
             compare(ours, peer, theirs)
+    reachable(dict((peer.key, theirs) for peer, theirs in results))
     if "running" in phases:
         with timed("running"):
             bench_to_running(args.running)

@@ -1,0 +1,71 @@
+"""The floor of the operator benchmark: the least any operator can do for a KaiwoJob — watch, render
+the children with `kaiwo_ray.render.render_all` (the function kaiwo-ray uses), server-side apply them
+through the same `KubeClient` — with no cache, queue, status, finalizer or Events, and no framework.
+
+Its create -> child latency is the sandbox's path (the load client's create, a watch hop, an apply,
+a watch hop) plus one render: what no operator on this machine can beat. It is printed beside the
+peers so that a ratio target can be read against what is reachable at all.
+
+Hosted like the kopf peers: `run(namespace, stop_flag, ready_flag)` on a thread, KUBECONFIG naming
+the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.reconcile.workload import parse_workload
+from kaiwo_ray.render import render_all
+
+JsonObj = dict[str, Any]
+
+
+async def _apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> None:
+    obj.setdefault("kind", "KaiwoJob")
+    obj.setdefault("apiVersion", R.KAIWOJOBS.api_version)
+    for child in render_all(parse_workload(obj), config, nodes):
+        await client.apply(R.for_object(child), child, field_manager="floor-peer")
+
+
+async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None) -> None:
+    client = await KubeClient.from_kubeconfig()
+    config = KaiwoConfigSpec()
+    nodes, _ = await client.list_all(R.NODES)
+    pending: set[asyncio.Task[None]] = set()
+
+    def handle(obj: JsonObj) -> None:
+        task = asyncio.create_task(_apply_children(client, obj, config, nodes))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    async def watch() -> None:
+        items, rv = await client.list_all(R.KAIWOJOBS, namespace)
+        for item in items:
+            handle(item)
+        if ready_flag is not None:
+            ready_flag.set()
+        while True:
+            async for event in client.watch(R.KAIWOJOBS, namespace, resource_version=rv, timeout_seconds=300):
+                obj = event.get("object") or {}
+                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                if event.get("type") == "ADDED":
+                    handle(obj)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        while not stop_flag.is_set() and not watcher.done():
+            await asyncio.sleep(0.05)  # polling the thread's stop flag, not synchronisation
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, *pending, return_exceptions=True)
+        await client.close()
+
+
+def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
+    """Run on this thread until `stop_flag` is set."""
+    asyncio.run(_serve(namespace, stop_flag, ready_flag))
