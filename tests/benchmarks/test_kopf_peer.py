@@ -75,3 +75,46 @@ def test_the_same_work_peer_writes_what_the_reconciler_writes_to_pending(
     events = [("Normal", "ResourceCreated", same_work_peer.created_message(child)) for child in children]
     events.append(("Normal", *same_work_peer.PENDING_EVENT))
     assert events == [(e.type, e.reason, e.message) for e in plan.events]
+
+
+# -- the floor operator: watch, render, apply; it must create the same Job, really, through the API --
+
+FLOOR_PEER = PEER.with_name("floor_operator.py")
+
+
+def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    import kubernetes
+
+    from kaiwo_ray.sandbox.testing import start_sandbox
+
+    spec = importlib.util.spec_from_file_location("floor_peer_under_test", FLOOR_PEER)
+    assert spec is not None and spec.loader is not None
+    floor = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(floor)
+    sb = start_sandbox()
+    try:
+        monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig_path))
+        api = sb.api_client()
+        kubernetes.client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
+        obj = kaiwojob()
+        del obj["metadata"]["uid"], obj["metadata"]["generation"]
+        kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "kaiwo.silogen.ai", "v1alpha1", "bench", "kaiwojobs", obj)
+        stop, ready = threading.Event(), threading.Event()
+        runner = threading.Thread(target=floor.run, args=("bench", stop, ready), daemon=True)
+        runner.start()
+        batch = kubernetes.client.BatchV1Api(api)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not batch.list_namespaced_job("bench").items:
+            time.sleep(0.05)  # polling under a deadline
+        jobs = batch.list_namespaced_job("bench").items
+        stop.set()
+        runner.join(10)
+        assert [j.metadata.name for j in jobs] == ["bench-1"]
+        assert jobs[0].metadata.managed_fields[0].manager == "floor-peer"
+        assert not runner.is_alive()
+    finally:
+        sb.stop()
