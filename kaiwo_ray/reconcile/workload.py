@@ -89,6 +89,9 @@ class World:
     # queue made of the new child (PENDING when it waits, STARTING/RUNNING when admitted) instead of a
     # PENDING that is stale before it lands. A wait longer than this is still reported as PENDING.
     settle_seconds: float = 0.0
+    # Seconds left of that window for a main child this controller created recently: a pass that runs
+    # inside it (woken by the echo of our own finalizer patch, say) does not write PENDING either.
+    settle_remaining: float = 0.0
 
 
 @dataclass(slots=True)
@@ -103,6 +106,7 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     phase: str = ""
+    created_main: bool = False  # this plan creates the main child (the settle window starts)
 
 
 def _stamp(moment: datetime) -> str:
@@ -262,9 +266,10 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
             if main_allowed:
                 main_body = render_main(workload, world.config, world.nodes, numbers=numbers)
                 _ensure(world, plan, [main_body])
-                creating_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
-                if creating_main and phase == ph.PENDING and world.settle_seconds > 0:
-                    plan.requeue_after = min(plan.requeue_after or world.settle_seconds, world.settle_seconds)
+                plan.created_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
+                wait = world.settle_seconds if plan.created_main else world.settle_remaining
+                if wait > 0 and phase == ph.PENDING:
+                    plan.requeue_after = min(plan.requeue_after or wait, wait)
                     return plan
 
     return _write_status(world, plan, status, stored, phase, conditions)

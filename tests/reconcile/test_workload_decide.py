@@ -82,6 +82,12 @@ def test_settling_defers_the_first_status_until_the_queue_answered() -> None:
     assert [e.reason for e in creating.events] == ["ResourceCreated"]  # the creation is still reported
     job = live(creating.apply[0], active=1)
 
+    assert creating.created_main
+
+    # A pass inside the window (woken by the echo of our own finalizer patch): still no PENDING.
+    echo = decide(world(obj, [live(creating.apply[0])], settle_seconds=0.05, settle_remaining=0.02))
+    assert echo.status is None and echo.requeue_after == 0.02 and echo.events == [] and not echo.created_main
+
     # Kueue admitted within the window: the first status is STARTING, with no PENDING before it.
     admitted_now = decide(world(obj, [job], [admitted()], settle_seconds=0.05))
     assert admitted_now.status is not None and admitted_now.status["status"] == "STARTING"
