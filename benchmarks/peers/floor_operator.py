@@ -13,6 +13,7 @@ the cluster.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
 
@@ -33,7 +34,8 @@ async def _apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigS
 
 
 async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None) -> None:
-    client = await KubeClient.from_kubeconfig()
+    # KUBECONFIG read now, not when the kubernetes package was imported (its default is fixed then)
+    client = await KubeClient.from_kubeconfig(os.environ.get("KUBECONFIG") or None)
     config = KaiwoConfigSpec()
     nodes, _ = await client.list_all(R.NODES)
     pending: set[asyncio.Task[None]] = set()
