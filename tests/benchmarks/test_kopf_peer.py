@@ -22,13 +22,18 @@ NODES = with_pool_labels(default_nodes(), CONFIG)
 CQ = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "kaiwo", "uid": "cq"}}
 
 
-@pytest.fixture(scope="module")
-def peer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kopf_peer_under_test", PEER)
+def load_peer(path: Path, name: str) -> ModuleType:
+    """A peer module from its file (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def peer() -> ModuleType:
+    return load_peer(PEER, "kopf_peer_under_test")
 
 
 def kaiwojob(**spec: Any) -> dict[str, Any]:
@@ -53,11 +58,7 @@ SAME_WORK_PEER = PEER.with_name("kopf_equivalent.py")
 
 @pytest.fixture(scope="module")
 def same_work_peer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kopf_same_work_peer_under_test", SAME_WORK_PEER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_peer(SAME_WORK_PEER, "kopf_same_work_peer_under_test")
 
 
 @pytest.mark.parametrize("extra", [{}, {"gpus": 8, "gpuVendor": "nvidia"}, {"ray": True},
@@ -90,10 +91,7 @@ def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyP
 
     from kaiwo_ray.sandbox.testing import start_sandbox
 
-    spec = importlib.util.spec_from_file_location("floor_peer_under_test", FLOOR_PEER)
-    assert spec is not None and spec.loader is not None
-    floor = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(floor)
+    floor = load_peer(FLOOR_PEER, "floor_peer_under_test")
     sb = start_sandbox()
     try:
         monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig_path))
