@@ -107,10 +107,7 @@ class KubeClient:
         json, its retry wrapper) was ~45% of a reconcile's CPU: this sends orjson bytes on the same
         session instead. A 401 refreshes the token once (expired exec/OIDC credentials)."""
         configuration = self._api.configuration
-        url = configuration.host + path
-        params = [(k, str(v)) for k, v in (query or {}).items() if v is not None]
-        if params:
-            url += "?" + urlencode(params)
+        url = configuration.host + path + _query_suffix(query)
         data = None if body is None else orjson.dumps(body)
         extra: dict[str, Any] = {}
         if configuration.proxy:
@@ -179,11 +176,7 @@ class KubeClient:
         """One request on the lean transport; returns the answer with its body unread (status
         checked). Same contract as `_send`: 401 refreshes the token once, non-2xx raises a typed
         KubeError, no answer raises TransportError. The body must be read and `_finish`ed."""
-        target = self._prefix + _encoded_path(path)
-        if query:
-            params = tuple((k, str(v)) for k, v in query.items() if v is not None)
-            if params:
-                target += "?" + _query_string(params)
+        target = self._prefix + _encoded_path(path) + _query_suffix(query)
         data = None if body is None else orjson.dumps(body)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self._timeout)
@@ -631,6 +624,14 @@ def _transport_error(method: str, path: str, exc: BaseException, timed_out: bool
 
 
 _QUERY_STRINGS: dict[tuple[tuple[str, str], ...], str] = {}
+
+
+def _query_suffix(query: Mapping[str, Any] | None) -> str:
+    """"?k=v&..." for the query's non-None values ("" when there are none), for either transport."""
+    if not query:
+        return ""
+    params = tuple((k, str(v)) for k, v in query.items() if v is not None)
+    return "?" + _query_string(params) if params else ""
 
 
 def _query_string(params: tuple[tuple[str, str], ...]) -> str:
