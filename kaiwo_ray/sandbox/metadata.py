@@ -193,19 +193,22 @@ def name_messages(kind: str, name: str, *, prefix: bool = False) -> list[str]:
     return is_dns1123_subdomain(name)
 
 
+def _add_invalid(causes: list[JsonObj], field: str, value: str, messages: tuple[str, ...]) -> None:
+    """One Invalid cause per message. The messages come cached and are almost always none: a plain
+    loop over an empty tuple builds nothing (a generator passed to extend() would, on every field)."""
+    for message in messages:
+        causes.append(fe.invalid(field, value, message))
+
+
 def validate_labels(labels: Any, field: str) -> list[JsonObj]:
     causes: list[JsonObj] = []
     if not isinstance(labels, dict):
         return causes
     for key in sorted(labels):
         value = labels[key]
-        messages = _is_label_key(key)  # cached and almost always empty: build nothing then
-        if messages:
-            causes.extend(fe.invalid(field, key, m) for m in messages)
+        _add_invalid(causes, field, key, _is_label_key(key))
         if isinstance(value, str):
-            messages = _is_label_value(value)
-            if messages:
-                causes.extend(fe.invalid(field, value, m) for m in messages)
+            _add_invalid(causes, field, value, _is_label_value(value))
     return causes
 
 
@@ -216,9 +219,7 @@ def validate_annotations(annotations: Any, field: str) -> list[JsonObj]:
     total = 0
     for key in sorted(annotations):
         value = annotations[key]
-        messages = _is_label_key(key.lower())
-        if messages:
-            causes.extend(fe.invalid(field, key, m) for m in messages)
+        _add_invalid(causes, field, key, _is_label_key(key.lower()))
         total += len(key) + (len(value) if isinstance(value, str) else 0)
     if total > TOTAL_ANNOTATION_SIZE_LIMIT:
         causes.append(fe.too_long(field, TOTAL_ANNOTATION_SIZE_LIMIT))
@@ -320,7 +321,5 @@ def validate_object_meta(obj: JsonObj, *, namespaced: bool, kind: str) -> list[J
     if isinstance(finalizers, list):
         for finalizer in finalizers:
             if isinstance(finalizer, str):
-                messages = _is_label_key(finalizer)
-                if messages:
-                    causes.extend(fe.invalid("metadata.finalizers", finalizer, m) for m in messages)
+                _add_invalid(causes, "metadata.finalizers", finalizer, _is_label_key(finalizer))
     return causes

@@ -272,10 +272,7 @@ def _merge_sharing(target: Any, patch: Any) -> Any:
 def apply_merge_patch(doc: JsonObj, patch: Any) -> JsonObj:
     """Apply an RFC 7386 merge patch: objects merge recursively, null deletes, anything else
     (lists included) replaces."""
-    _check_merge_patch(patch)
-    result = _merge_into(clone_json(doc), patch)
-    assert isinstance(result, dict)
-    return result
+    return apply_merge_patch_in_place(clone_json(doc), patch)
 
 
 def apply_merge_patch_in_place(doc: JsonObj, patch: Any) -> JsonObj:
