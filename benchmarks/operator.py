@@ -20,7 +20,7 @@ here can beat, and `p99_floor_operator_vs_kopf_same_work_*` is the best p99 rati
 Every party runs in a process of its own so none shares a GIL: the sandbox, the operator (an
 in-process `Operator` hosting only the KaiwoJob controller, lease off), the Job watcher, and the
 load client (this process). Writes are counted from the sandbox's audit log by user: the operator,
-kopf and the load client each get their own token.
+a peer and the load client each get their own token.
 
 Phases (each on a fresh sandbox, API server only unless said):
 1. sandbox floor (kaiwo_ray.sandbox.bench, small counts);
@@ -219,11 +219,11 @@ def operator_process(kubeconfig: Path, workers: int | None = None) -> Any:
     return child_process(_operator_main, (str(kubeconfig), workers), "kaiwo-ray operator")
 
 
-def kopf_process(kubeconfig: Path, namespace: str, module: str) -> Any:
-    return child_process(_kopf_main, (str(kubeconfig), namespace, module), f"kopf operator ({module})")
+def peer_process(kubeconfig: Path, namespace: str, module: str) -> Any:
+    return child_process(_peer_main, (str(kubeconfig), namespace, module), f"peer operator ({module})")
 
 
-# -- the kopf peers, each in its own process ---------------------------------------------------------
+# -- the peers (kopf, floor), each in its own process ---------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,7 +243,7 @@ FLOOR = Peer("floor_operator", "floor_operator", "watch + render + apply, nothin
              {"patch jobs": 1}, False)
 
 
-def _kopf_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
+def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
     os.environ["KUBECONFIG"] = kubeconfig
     import psutil
 
@@ -431,10 +431,10 @@ def _check_writes(peer: Peer, writes: Counter[str], crs: int) -> str:
                                       for k, v in sorted(wrong.items()))
 
 
-def bench_kopf(crs: int, seconds: float, peer: Peer) -> Result:
+def bench_peer(crs: int, seconds: float, peer: Peer) -> Result:
     result = Result(peer.key)
-    with sandbox_process(users=("kopf", "loader")) as sandbox, \
-            kopf_process(sandbox.kubeconfigs["kopf"], NAMESPACE, peer.module) as handle:
+    with sandbox_process(users=("peer", "loader")) as sandbox, \
+            peer_process(sandbox.kubeconfigs["peer"], NAMESPACE, peer.module) as handle:
         setup_cluster_objects(sandbox.kubeconfigs["admin"], [NAMESPACE])
         loader = Loader(sandbox.kubeconfigs["loader"], NAMESPACE)
         backlog = [f"live-{i}" for i in range(crs)]
@@ -443,7 +443,7 @@ def bench_kopf(crs: int, seconds: float, peer: Peer) -> Result:
             handle.wait_imported()
             since = time.time()
             _drain(sandbox, handle, seen, backlog, 110.0, result)
-            writes, settled = _settled_writes(sandbox, "kopf", since, sum(peer.expected_writes.values()) * crs)
+            writes, settled = _settled_writes(sandbox, "peer", since, sum(peer.expected_writes.values()) * crs)
             result.first_job = _job_fingerprint(sandbox.kubeconfigs["admin"], backlog[0])
             out(f"{peer.key}_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
                 f"({peer.what}; start -> last child Job observed; CPU per CR: peer {result.cpu_ms_per_cr:.2f} ms, "
@@ -637,7 +637,7 @@ def main() -> int:
     for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
         if (phase != "floor-op" and "kopf" in phases) or phase in phases:
             with timed(peer.key):
-                results.append((peer, bench_kopf(args.crs, args.seconds, peer)))
+                results.append((peer, bench_peer(args.crs, args.seconds, peer)))
     for peer, theirs in results:
         if ours is not None:
             compare(ours, peer, theirs)
