@@ -163,17 +163,25 @@ class Supervisor:
         return rows
 
     def ensure(self) -> list[str]:
-        """Recreate actors that are gone for good (Ray restarts crashed ones by itself)."""
+        """Recreate actors that are gone for good (Ray restarts crashed ones by itself).
+
+        The handles made by `_create` are kept, never replaced by a looked-up one: a non-detached
+        actor lives exactly as long as the handle that created it, so swapping that handle for a
+        `ray.get_actor` handle would drop the owner's reference and Ray would destroy the actor
+        ("all references to the actor were removed") - every controller restarted each interval.
+        The look-up only tells whether the actor still exists."""
         recreated: list[str] = []
         for name in self.names:
             try:
-                self.handles[name] = ray.get_actor(name, namespace=self.namespace)
+                found = ray.get_actor(name, namespace=self.namespace)
             except ValueError:
                 log.warning("controller actor %s is gone; starting a new one", name)
                 self._create(name)
                 self._restarts[name] = self._restarts.get(name, 0) + 1
                 self._pids.pop(name, None)  # the new actor's pid is not a restart on top of this one
                 recreated.append(name)
+                continue
+            self.handles.setdefault(name, found)  # adopted by another driver: any handle will do
         return recreated
 
     def stop(self, grace_seconds: float = 10.0) -> list[ActorHealth]:

@@ -199,3 +199,40 @@ def test_an_interrupted_start_stops_the_actors_it_created(instances: Any) -> Non
         return False
 
     wait_for(gone, 15, "the named actor is gone")
+
+
+def test_the_supervise_loop_restarts_nothing_that_is_alive(instances: Any) -> None:
+    """Several supervise intervals against real Ray: the actors keep their pids and no line says
+    one was restarted (the loop once swapped the creating handle for a looked-up one, and Ray
+    destroyed each non-detached actor when its owner's handle went away)."""
+    import io
+    import threading
+
+    from kaiwo_ray.cli.up import supervise
+    from kaiwo_ray.operator_runtime import StopSignal
+
+    sup = instances.supervisor("operator-s", NAMES)
+    pids = {r.name: r.pid for r in sup.start()}
+    checks: list[list[str]] = []
+    ensure = sup.ensure
+
+    def counted_ensure() -> list[str]:
+        recreated: list[str] = ensure()
+        checks.append(recreated)
+        return recreated
+
+    sup.ensure = counted_ensure
+    stop = StopSignal()  # not installed: only its event is used
+    out = io.StringIO()
+    loop = threading.Thread(target=supervise, args=(sup, stop, 0.3, out), daemon=True)
+    loop.start()
+    wait_for(lambda: len(checks) >= 8, 30, "eight supervise intervals")
+    stop.event.set()
+    loop.join(10)
+
+    assert not loop.is_alive()
+    assert checks and all(recreated == [] for recreated in checks), checks
+    rows = sup.health()
+    assert {r.name: r.pid for r in rows} == pids
+    assert all(r.alive and r.restarts == 0 for r in rows), rows
+    assert out.getvalue() == ""  # nothing was gone, restarted or unreachable
