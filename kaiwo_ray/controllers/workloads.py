@@ -21,11 +21,11 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
-from kaiwo_ray.kube.errors import NotFound
+from kaiwo_ray.kube.errors import AlreadyExists, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import children as ph
-from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, decide
+from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, controlled_by, decide
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +107,15 @@ class WorkloadController(Controller):
         # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
+        # Foreign objects (kind, namespace, name) holding a name one of our CRs needs, and that CR:
+        # an event of such an object (deleted, renamed away, handed to us) retries the CR at once.
+        self._blocked: dict[tuple[str, str, str], Key] = {}
+        self._blocked_of: dict[Key, list[tuple[str, str, str]]] = {}
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
         watches = [Watch(self.primary, self._primary_keys)]
-        watches += [Watch(res, owner, coalesce=True) for res in _CHILD_RESOURCES[self.kind]]
+        watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True) for res in _CHILD_RESOURCES[self.kind]]
         watches += [
             Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True),
             Watch(self.other, self._duration_keys),
@@ -130,6 +134,28 @@ class WorkloadController(Controller):
         return watches
 
     # -- event -> key mapping --------------------------------------------------------------------
+
+    def _child_keys(self, owner: Any, kind: str) -> Any:
+        """A child's controller owner, and the CR waiting for this name if the object is foreign."""
+        def mapper(event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+            keys: list[Key] = owner(event_type, obj, old)
+            if self._blocked:
+                meta = obj.get("metadata") or {}
+                waiting = self._blocked.get((kind, meta.get("namespace") or "", meta.get("name") or ""))
+                if waiting is not None and waiting not in keys:
+                    keys.append(waiting)
+            return keys
+
+        return mapper
+
+    def _note_conflicts(self, key: Key, conflicts: list[tuple[str, str]]) -> None:
+        for blocked in self._blocked_of.pop(key, ()):
+            self._blocked.pop(blocked, None)
+        if conflicts:
+            entries = [(kind, key[0], name) for kind, name in conflicts]
+            self._blocked_of[key] = entries
+            for entry in entries:
+                self._blocked[entry] = key
 
     def _primary_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         # Our own kind changed: that object, plus RUNNING workloads whose duration rules read the rest.
@@ -203,13 +229,22 @@ class WorkloadController(Controller):
         children: dict[tuple[str, str], JsonObj] = {}
         for res in _CHILD_RESOURCES[self.kind]:
             for child in self.caches[res].owned_by(uid):
-                if any(ref.get("uid") == uid and ref.get("controller")
-                       for ref in (child.get("metadata") or {}).get("ownerReferences") or ()):
+                if controlled_by(child, uid):
                     children[(child.get("kind") or res.kind, child["metadata"]["name"])] = child
         if self.kind == "KaiwoService":
+            # The RayService is the AppWrapper's child, not ours: only the one our own AppWrapper
+            # controls belongs to this workload (a same-named stranger is never read or deleted).
+            appwrapper = children.get(("AppWrapper", name))
             rayservice = self.caches[R.RAYSERVICES].get(namespace, name)
-            if rayservice is not None:
+            if (rayservice is not None and appwrapper is not None
+                    and controlled_by(rayservice, (appwrapper.get("metadata") or {}).get("uid") or "")):
                 children[("RayService", name)] = rayservice
+        caches_by_kind = {res.kind: self.caches[res] for res in _CHILD_RESOURCES[self.kind]}
+
+        def live_object(kind: str, child_name: str) -> JsonObj | None:
+            cache = caches_by_kind.get(kind)
+            return cache.get(namespace, child_name) if cache is not None else None
+
         workloads = self._kueue_workloads(children, name, uid)
         queue = effective_queue_name(obj, config)
         cluster_queue = self.caches[R.CLUSTERQUEUES].get(None, queue)
@@ -220,6 +255,7 @@ class WorkloadController(Controller):
             local_queue_exists=self.caches[R.LOCALQUEUES].get(namespace, queue) is not None,
             cluster_queue=cluster_queue, now=now, active_gpu_demand=demand, any_pending_workload=pending,
             settle_seconds=self.coalesce_seconds, settle_remaining=self._settle_remaining((namespace, name)),
+            live_object=live_object,
         )
 
     def _settle_remaining(self, key: Key) -> float:
@@ -271,11 +307,13 @@ class WorkloadController(Controller):
         obj = self.caches[self.primary].get(namespace, name)
         if obj is None:
             self._main_created_at.pop(key, None)
+            self._note_conflicts(key, [])
             return None  # deleted; ownerReferences let the garbage collector take the children
         obj = dict(obj)
         obj.setdefault("kind", self.kind)
         obj.setdefault("apiVersion", self.primary.api_version)
         plan = decide(self.world(obj, datetime.now(UTC)))
+        self._note_conflicts(key, plan.conflicts)
         await self.execute(obj, plan)
         return plan.requeue_after
 
@@ -286,7 +324,7 @@ class WorkloadController(Controller):
         # ownerReference, so the garbage collector takes them even if the finalizer never lands), and
         # the children are what the user waits for. Sent concurrently, the finalizer patch competed
         # with the Job's creation in the API server: create->Job p90 at 20/s was 10 ms, sequential 7-8 ms.
-        await self._apply_children(plan.apply)
+        await self._apply_children(plan.apply, plan.creates)
         if plan.created_main:
             self._main_created_at[(namespace or "", name)] = time.monotonic()
         if plan.add_finalizer:
@@ -324,11 +362,22 @@ class WorkloadController(Controller):
     async def drain(self) -> None:
         await self.recorder.flush()
 
-    async def _apply_children(self, bodies: list[JsonObj]) -> None:
-        """Server-side apply in order (storage before the main object), written through to the cache."""
+    async def _apply_children(self, bodies: list[JsonObj], creates: set[tuple[str, str]]) -> None:
+        """In order (storage before the main object), written through to the cache. A new child is
+        created (POST), never applied: should a same-named object have appeared since the cache was
+        read, the server refuses (AlreadyExists, retried: the next pass sees the stranger and reports
+        the conflict) instead of our apply taking it over. Children we control are server-side applied."""
         for body in bodies:
             res = _resource_of(body)
-            result = await self.client.apply(res, body)
+            if (body["kind"], body["metadata"]["name"]) in creates:
+                try:
+                    result = await self.client.create(res, body)
+                except AlreadyExists:
+                    if body["kind"] == "LocalQueue":
+                        continue  # shared, not ours: someone made it first, which is all we wanted
+                    raise
+            else:
+                result = await self.client.apply(res, body)
             self.writes += 1
             if res in self.caches:
                 result.setdefault("kind", body["kind"])

@@ -11,7 +11,7 @@ ones such as ResourceUnderutilization do not cause endless rewrites), and `obser
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,6 +45,8 @@ FINALIZER = "kaiwo.silogen.ai/finalizer"
 OWNED_CONDITIONS = ("SpecValid", "Schedulable", "PvcReady", "DownloadJobSucceeded", "Admitted", "Preemptable",
                     "WorkloadTerminatedEarly")
 
+CHILD_NAME_CONFLICT = "ChildNameConflict"
+
 # Children deleted on termination (§7.5): everything but the download ConfigMap.
 TERMINATED_KINDS = frozenset({"Deployment", "RayService", "AppWrapper", "Job", "RayJob", "PersistentVolumeClaim"})
 
@@ -65,6 +67,16 @@ class Event:
     type: str  # Normal | Warning
     reason: str
     message: str
+
+
+def _no_object(kind: str, name: str) -> JsonObj | None:
+    return None
+
+
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Does `obj` carry a controller ownerReference to the object with `uid`?"""
+    return bool(uid) and any(ref.get("uid") == uid and ref.get("controller")
+                             for ref in (obj.get("metadata") or {}).get("ownerReferences") or ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +104,10 @@ class World:
     # Seconds left of that window for a main child this controller created recently: a pass that runs
     # inside it (woken by the echo of our own finalizer patch, say) does not write PENDING either.
     settle_remaining: float = 0.0
+    # Any live object of (kind, name) in the CR's namespace, owned or not. A desired child whose name
+    # is taken by an object this CR does not control is never written (nothing we do not own is
+    # taken over): the workload reports a ChildNameConflict instead.
+    live_object: Callable[[str, str], JsonObj | None] = _no_object
 
 
 @dataclass(slots=True)
@@ -107,6 +123,11 @@ class Plan:
     requeue_after: float | None = None
     phase: str = ""
     created_main: bool = False  # this plan creates the main child (the settle window starts)
+    # (kind, name) of the `apply` bodies that are new: the shell creates them (POST), so that an
+    # object that appeared since the cache was read is refused (AlreadyExists), never taken over.
+    creates: set[tuple[str, str]] = field(default_factory=set)
+    # (kind, name) of foreign objects blocking a child: the shell retries when one of them changes.
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _stamp(moment: datetime) -> str:
@@ -202,6 +223,9 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
 
     numbers = resource_config(workload, world.config, world.nodes)
     storage_children = render_storage(workload, world.config, world.nodes, numbers=numbers)
+    conflict = _name_conflict(world, plan, storage_children)
+    if conflict is not None:
+        return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
     downloads = has_downloads(workload)
 
     # b. Storage: PVC readiness and the download Job gate the main object.
@@ -265,6 +289,9 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                     _ensure(world, plan, [lq])
             if main_allowed:
                 main_body = render_main(workload, world.config, world.nodes, numbers=numbers)
+                conflict = _name_conflict(world, plan, [main_body])
+                if conflict is not None:
+                    return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
                 _ensure(world, plan, [main_body])
                 plan.created_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
                 wait = world.settle_seconds if plan.created_main else world.settle_remaining
@@ -349,6 +376,30 @@ def _local_queue(world: World, workload: Workload, queue: str) -> JsonObj | None
     }
 
 
+def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond | None:
+    """Schedulable=False/ChildNameConflict when a desired child's name is held by an object this CR
+    does not control (a user's PVC `train-data`, say): we neither adopt nor overwrite it."""
+    uid = str((world.obj.get("metadata") or {}).get("uid") or "")
+    taken: list[str] = []
+    for obj in desired:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in world.children:
+            continue
+        live = world.live_object(*key)
+        if live is not None and not controlled_by(live, uid):
+            plan.conflicts.append(key)
+            taken.append(f"{key[0]} {key[1]}")
+    if not taken:
+        return None
+    if len(taken) == 1:
+        message = (f"{taken[0]} already exists and is not controlled by this workload; rename or delete it "
+                   "(the workload continues once the name is free)")
+    else:
+        message = (f"{', '.join(taken)} already exist and are not controlled by this workload; rename or "
+                   "delete them (the workload continues once the names are free)")
+    return Cond("Schedulable", "False", CHILD_NAME_CONFLICT, message)
+
+
 def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
     for obj in desired:
         live = world.children.get((obj["kind"], obj["metadata"]["name"]))
@@ -358,6 +409,7 @@ def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
         if needs_write(body, live):
             plan.apply.append(body)
             if live is None:
+                plan.creates.add((obj["kind"], obj["metadata"]["name"]))
                 plan.events.append(Event("Normal", "ResourceCreated",
                                           f"Created {obj['apiVersion']}, Kind={obj['kind']}: "
                                           f"{obj['metadata']['name']}"))
@@ -411,10 +463,10 @@ def _write_status(world: World, plan: Plan, status: JsonObj, stored: str, phase:
         return plan
     conditions = set_conditions(stored_conditions, observed, _stamp(world.now), owned_types=OWNED_CONDITIONS)
     plan.status = _status_body(world, status, phase, conditions)
-    if phase != stored:
-        if phase == ph.ERROR and error is not None:
-            plan.events.append(Event("Warning", error.reason, error.message))
-        elif phase in _PHASE_EVENTS:
-            event_type, reason, message = _PHASE_EVENTS[phase]
-            plan.events.append(Event(event_type, reason, message))
+    if phase == ph.ERROR and error is not None:
+        # Also within ERROR when the cause changed (a name conflict after a GPU shortage, say).
+        plan.events.append(Event("Warning", error.reason, error.message))
+    elif phase != stored and phase in _PHASE_EVENTS:
+        event_type, reason, message = _PHASE_EVENTS[phase]
+        plan.events.append(Event(event_type, reason, message))
     return plan

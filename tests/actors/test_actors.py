@@ -102,8 +102,8 @@ def test_a_killed_controller_actor_converges_without_duplicate_or_orphan_childre
     sup.start()
     wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
     first_pid = row(sup.health(), "kaiwojob").pid
-    # Slow down the Job applies so that the kill lands while reconciles are in flight.
-    instances.sb.faults.delay(0.2, verbs="patch", resources="jobs")
+    # Slow down the Job creates so that the kill lands while reconciles are in flight.
+    instances.sb.faults.delay(0.2, verbs="create", resources="jobs")
     names = [f"burst-{i:02d}" for i in range(12)]
     for i, name in enumerate(names):
         api.create_job(name)
@@ -154,7 +154,7 @@ def test_graceful_stop_lets_the_in_flight_reconcile_finish(instances: Any) -> No
     sup = instances.supervisor("operator-g", NAMES)
     sup.start()
     wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
-    slow_apply = instances.sb.faults.delay(2.0, verbs="patch", resources="jobs")  # the Job apply takes 2 s
+    slow_apply = instances.sb.faults.delay(2.0, verbs="create", resources="jobs")  # the Job create takes 2 s
 
     api.create_job("graceful")
 

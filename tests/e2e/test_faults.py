@@ -163,6 +163,7 @@ def test_workload_stalls_during_a_write_outage_and_finishes_after_it(fault_sandb
     namespace = target.namespace("e2e-outage")
     rule = env.sb.faults.fail(code=503, verbs=["update", "patch"], namespaces=namespace,
                               resources=["kaiwojobs", "jobs.batch"])
+    creates = env.sb.faults.fail(code=503, verbs="create", namespaces=namespace, resources="jobs.batch")
     try:
         target.kube.create(kaiwo_job("patient", namespace, entrypoint="sleep 5"))
 
@@ -175,4 +176,5 @@ def test_workload_stalls_during_a_write_outage_and_finishes_after_it(fault_sandb
         assert phase(obj) == "" and target.kube.get("batch/v1", "Job", "patient", namespace) is None
     finally:
         env.sb.faults.remove(rule)
+        env.sb.faults.remove(creates)
     wait_phase(target, "KaiwoJob", "patient", namespace, "COMPLETE")

@@ -1,0 +1,122 @@
+"""Nothing we do not own is taken (issue 14, item 1): a same-named object that this workload does not
+control is never written, adopted or deleted. The workload says so (Schedulable=False,
+ChildNameConflict, and a Warning event) and carries on once the name is free.
+
+Against the sandbox with the whole operator in-process, through the real `kubernetes` client; the
+sandbox's audit log tells the operator's writes from the test's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e_harness import OperatorSandbox
+from e2e_scenarios import kaiwo_job, kaiwo_service, wait_gone, wait_phase
+from e2e_support import KAIWO_API, JsonObj, Kube, Target, condition, wait_for
+
+TESTER = "ownership-tester"
+WRITES = ("create", "update", "patch", "delete")
+DATA_STORAGE = {"storageEnabled": True, "storageClassName": "standard", "data": {"storageSize": "1Gi"}}
+
+
+def client_for(env: OperatorSandbox) -> Target:
+    return Target(Kube(env.sb.api_client(token=env.sb.mint_token(TESTER))), "sandbox", 30.0, sandbox=True)
+
+
+def operator_writes_to(env: OperatorSandbox, namespace: str, resource: str, name: str) -> list[str]:
+    """Successful writes over HTTP by anyone but the tester (the operator: the simulated cluster's
+    controllers write in-process) to one object's body (its status is the simulated cluster's)."""
+    return [f"{r.user} {r.verb} {r.resource}/{r.name}" for r in env.sb.audit.records(namespace=namespace)
+            if r.user != TESTER and r.verb in WRITES and r.code < 400 and not r.subresource
+            and r.resource == resource and r.name == name]
+
+
+def user_pvc(name: str, namespace: str) -> JsonObj:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "3Gi"}},
+                     "storageClassName": "standard"}}
+
+
+def conflict_condition(target: Target, kind: str, name: str, namespace: str) -> JsonObj:
+    def reported() -> JsonObj | None:
+        cond = condition(target.kube.get(KAIWO_API, kind, name, namespace), "Schedulable")
+        return cond if cond and cond.get("reason") == "ChildNameConflict" else None
+
+    return wait_for(reported, target.timeout, f"{kind} {name} to report ChildNameConflict")
+
+
+def test_a_users_pvc_with_our_childs_name_is_never_taken_nor_deleted(operator_env: OperatorSandbox) -> None:
+    target = client_for(operator_env)
+    namespace = target.namespace("own-pvc")
+    target.kube.create(user_pvc("train-data", namespace))
+    # The simulated volume controller binds it first (its write, not ours): then it must stay as it is.
+    before = wait_for(lambda: (p := target.kube.get("v1", "PersistentVolumeClaim", "train-data", namespace))
+                      and (p.get("status") or {}).get("phase") == "Bound" and p, target.timeout, "the user's PVC bound")
+    target.kube.create(kaiwo_job("train", namespace, entrypoint="sleep 5", storage=DATA_STORAGE))
+
+    cond = conflict_condition(target, "KaiwoJob", "train", namespace)
+    assert cond["status"] == "False"
+    assert "PersistentVolumeClaim train-data" in cond["message"], cond
+    job = target.kube.get(KAIWO_API, "KaiwoJob", "train", namespace)
+    assert job is not None and job["status"]["status"] == "ERROR", job["status"]
+    events = wait_for(lambda: [e for e in target.kube.events(namespace, "train", "KaiwoJob")
+                               if e["reason"] == "ChildNameConflict"], target.timeout, "a ChildNameConflict event")
+    assert events[0]["type"] == "Warning" and "train-data" in events[0]["message"], events
+    # Nothing else of the workload was made while its storage is blocked.
+    assert target.kube.get("batch/v1", "Job", "train", namespace) is None
+
+    pvc = target.kube.get("v1", "PersistentVolumeClaim", "train-data", namespace)
+    assert pvc is not None
+    assert pvc["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert not pvc["metadata"].get("ownerReferences"), pvc["metadata"]
+    assert operator_writes_to(operator_env, namespace, "persistentvolumeclaims", "train-data") == []
+
+    target.kube.delete(KAIWO_API, "KaiwoJob", "train", namespace)
+    wait_gone(target, "KaiwoJob", "train", namespace)
+    pvc = target.kube.get("v1", "PersistentVolumeClaim", "train-data", namespace)
+    assert pvc is not None and not pvc["metadata"].get("deletionTimestamp"), pvc
+    assert pvc["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert operator_writes_to(operator_env, namespace, "persistentvolumeclaims", "train-data") == []
+
+
+def test_the_workload_carries_on_once_the_name_is_free(operator_env: OperatorSandbox) -> None:
+    target = client_for(operator_env)
+    namespace = target.namespace("own-free")
+    target.kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "late", "namespace": namespace},
+                        "data": {"mine": "yes"}})
+    # The main Job's name is taken by a user's Job (shaped nothing like ours).
+    target.kube.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "late", "namespace": namespace},
+                        "spec": {"suspend": True, "template": {"spec": {
+                            "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}}})
+    target.kube.create(kaiwo_job("late", namespace, entrypoint="sleep 5"))
+    cond = conflict_condition(target, "KaiwoJob", "late", namespace)
+    assert "Job late" in cond["message"], cond
+    target.kube.delete("batch/v1", "Job", "late", namespace)
+    # No resync, no timer needed: the stranger's deletion wakes the workload.
+    wait_phase(target, "KaiwoJob", "late", namespace, "COMPLETE")
+    job = target.kube.get("batch/v1", "Job", "late", namespace)
+    assert job is not None and any(r.get("controller") and r["kind"] == "KaiwoJob"
+                                   for r in job["metadata"]["ownerReferences"]), job["metadata"]
+    assert target.kube.get("v1", "ConfigMap", "late", namespace)["data"] == {"mine": "yes"}  # type: ignore[index]
+
+
+def test_a_look_alike_rayservice_is_neither_read_nor_deleted(operator_env: OperatorSandbox) -> None:
+    target = client_for(operator_env)
+    namespace = target.namespace("own-ray")
+    serve_config = "applications:\n- name: app\n  import_path: serve:app\n"
+    group = {"groupName": "workers", "replicas": 1, "minReplicas": 1, "maxReplicas": 1,
+             "template": {"spec": {"containers": [{"name": "ray-worker", "image": "rayproject/ray:2.9.0"}]}}}
+    stranger = target.kube.create({
+        "apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "lookalike", "namespace": namespace},
+        "spec": {"serveConfigV2": serve_config, "rayClusterConfig": {
+            "headGroupSpec": {"template": {"spec": {"containers": [{"name": "ray-head",
+                                                                    "image": "rayproject/ray:2.9.0"}]}}},
+            "workerGroupSpecs": [group]}}})
+    uid = stranger["metadata"]["uid"]
+    target.kube.create(kaiwo_service("lookalike", namespace))
+    wait_phase(target, "KaiwoService", "lookalike", namespace, "RUNNING")
+    target.kube.delete(KAIWO_API, "KaiwoService", "lookalike", namespace)
+    wait_gone(target, "KaiwoService", "lookalike", namespace)
+    live: Any = target.kube.get("ray.io/v1", "RayService", "lookalike", namespace)
+    assert live is not None and live["metadata"]["uid"] == uid and not live["metadata"].get("deletionTimestamp")
+    assert operator_writes_to(operator_env, namespace, "rayservices", "lookalike") == []
