@@ -5,6 +5,11 @@ for the primary kind, its controller owner for children); informers keep one cac
 rate-limited work queue feeds `workers` coroutines that call `reconcile(key)`, at most one per key
 at a time. Transient API errors back off per key; `reconcile` may ask to be called again later.
 `stop()` stops taking work and waits for in-flight reconciles to finish (graceful shutdown).
+
+Nothing kills a controller quietly: a worker that crashes (an error outside `reconcile`'s own
+handling) is logged, counted in `health()` and restarted, its key retried; informers survive any
+error on their own (see `Informer.run`). Start-up that cannot list a watched kind (its CRD is not
+installed, RBAC forbids it) fails within `startup_timeout` with one line naming the resource and verb.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any
 
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.kube.errors import RETRYABLE, KubeError
+from kaiwo_ray.kube.errors import RETRYABLE, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.informer import Informer, InformerSettings
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.workqueue import WorkQueue
@@ -66,11 +71,16 @@ class Watch:
     coalesce: bool = False
 
 
+class StartupError(RuntimeError):
+    """A controller could not start: its message is one line naming the API resource and verb."""
+
+
 @dataclass(slots=True)
 class ControllerStats:
     reconciles: int = 0
     errors: int = 0
     retries: int = 0
+    worker_crashes: int = 0
     last_error: str = ""
     reconcile_seconds: float = 0.0
     started_at: float = field(default_factory=time.monotonic)
@@ -88,7 +98,7 @@ class Controller:
     coalesce_seconds = 0.05
 
     def __init__(self, client: KubeClient, *, workers: int = 4,
-                 informer_settings: InformerSettings | None = None) -> None:
+                 informer_settings: InformerSettings | None = None, startup_timeout: float = 30.0) -> None:
         self.client = client
         self.workers = workers
         self.queue: WorkQueue[Key] = WorkQueue()
@@ -96,6 +106,7 @@ class Controller:
         self.caches: dict[Resource, ObjectCache] = {}
         self.stats = ControllerStats()
         self._informer_settings = informer_settings or InformerSettings()
+        self.startup_timeout = startup_timeout
         self._tasks: list[asyncio.Task[None]] = []
         self._in_flight = 0
         self._idle = asyncio.Event()
@@ -125,9 +136,31 @@ class Controller:
             self.informers[watch.resource] = informer
             self.caches[watch.resource] = cache
             self._tasks.append(asyncio.create_task(informer.run(), name=f"{self.name}-{watch.resource.plural}"))
-        await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+        try:
+            await self._wait_synced()
+        except BaseException:
+            await self._cancel_tasks()
+            raise
         for n in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"{self.name}-worker-{n}"))
+            self._tasks.append(asyncio.create_task(self._supervised_worker(n), name=f"{self.name}-worker-{n}"))
+
+    async def _wait_synced(self) -> None:
+        """Wait for every informer's first list. A kind the server does not serve (404: its CRD is
+        missing) or will not let us list (403) fails at once; anything else gets `startup_timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.startup_timeout
+        while True:
+            waiting = [i for i in self.informers.values() if not i.synced.is_set()]
+            if not waiting:
+                return
+            for informer in waiting:
+                err = informer.last_error
+                if isinstance(err, NotFound | Forbidden):
+                    raise StartupError(_cannot_list(self.name, informer, err))
+            if loop.time() >= deadline:
+                informer = waiting[0]
+                raise StartupError(_cannot_list(self.name, informer, informer.last_error, self.startup_timeout))
+            await asyncio.sleep(0.05)  # polling the informers' state under a deadline
 
     def _handler(self, to_keys: KeyMapper | None,
                  coalesce: bool = False) -> Callable[[str, JsonObj, JsonObj | None], None]:
@@ -150,6 +183,20 @@ class Controller:
         for obj in self.caches[primary]:
             self.queue.add(own_key("SYNC", obj, None)[0])
 
+    async def _supervised_worker(self, n: int) -> None:
+        """Run a worker; restart it whenever it crashes (it only returns on shutdown)."""
+        while True:
+            try:
+                await self._worker()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.stats.worker_crashes += 1
+                log.exception("%s: worker %d crashed (%d so far); restarting it", self.name, n,
+                              self.stats.worker_crashes)
+                await asyncio.sleep(0.1)  # a crash loop must not spin the event loop
+
     async def _worker(self) -> None:
         while True:
             try:
@@ -161,6 +208,9 @@ class Controller:
             try:
                 await self.writes_enabled.wait()
                 await self._run_one(key)
+            except Exception:
+                self.queue.add_after(key, 1.0)  # the key is not lost with the worker: retried later
+                raise
             finally:
                 self.queue.done(key)
                 self._in_flight -= 1
@@ -215,6 +265,9 @@ class Controller:
             await asyncio.wait_for(self.drain(), timeout=grace_seconds)
         except TimeoutError:
             log.warning("%s: background writes still pending after %.0fs", self.name, grace_seconds)
+        await self._cancel_tasks()
+
+    async def _cancel_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -223,14 +276,32 @@ class Controller:
     def health(self) -> JsonObj:
         return {
             "name": self.name,
-            "synced": all(i.synced.is_set() for i in self.informers.values()),
+            # False while any cache is broken (an informer between an error and its next list/watch).
+            "synced": all(i.synced.is_set() and i.healthy for i in self.informers.values()),
             "queue": len(self.queue),
             "in_flight": self._in_flight,
             "reconciles": self.stats.reconciles,
             "errors": self.stats.errors,
             "retries": self.stats.retries,
+            "worker_crashes": self.stats.worker_crashes,
+            "workers": sum(1 for t in self._tasks if "-worker-" in t.get_name() and not t.done()),
             "last_error": self.stats.last_error,
             "writing": self.writes_enabled.is_set(),
             "cached": {r.plural: len(c) for r, c in self.caches.items()},
             "relists": {r.plural: i.relists for r, i in self.informers.items()},
+            "informer_errors": {r.plural: i.crashes for r, i in self.informers.items() if i.crashes},
         }
+
+
+def _cannot_list(controller: str, informer: Informer, err: KubeError | None, waited: float | None = None) -> str:
+    res = informer.resource
+    target = f"{res.plural}.{res.group}" if res.group else res.plural
+    if isinstance(err, NotFound):
+        why = f"the server does not serve it (404: is the {res.kind} CRD installed?)"
+    elif isinstance(err, Forbidden):
+        why = f"forbidden (403: grant list and watch on {target}): {err.message}"
+    elif err is not None:
+        why = f"{err}" + (f" (still failing after {waited:.0f}s)" if waited else "")
+    else:
+        why = f"no answer within {waited:.0f}s" if waited else "no answer"
+    return f"{controller}: cannot list {target} ({res.api_version}): {why}".replace("\n", " ")

@@ -14,7 +14,7 @@ import os
 import ssl
 import time
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from kaiwo_ray.kube.errors import KubeError, TransportError, error_from_response
+from kaiwo_ray.kube.errors import KubeError, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.resources import Resource
 
 JsonObj = dict[str, Any]
@@ -267,18 +267,33 @@ class KubeClient:
         return orjson.loads(data) if data else None
 
     async def _lean_watch(self, pool: _Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
-                          timeout: float) -> AsyncGenerator[JsonObj, None]:
-        response = await self._lean_send(pool, "GET", res.path(namespace), query=query, timeout=timeout)
+                          timeout: float, idle_timeout: float | None,
+                          on_open: Callable[[], None] | None) -> AsyncGenerator[JsonObj, None]:
+        try:  # a watch answers its head at once: a silent server here is as dead as one mid-stream
+            async with asyncio.timeout(idle_timeout):
+                response = await self._lean_send(pool, "GET", res.path(namespace), query=query, timeout=timeout)
+        except TimeoutError as exc:
+            raise _idle(res, idle_timeout) from exc
+        if on_open is not None:
+            on_open()
         complete = False
         chunks = _read_chunks(response)
         buffer = b""
         try:
             while True:
                 try:
-                    chunk = await anext(chunks)
+                    if idle_timeout is None:
+                        chunk = await anext(chunks)
+                    else:
+                        async with asyncio.timeout(idle_timeout):
+                            chunk = await anext(chunks)
                 except StopAsyncIteration:
                     complete = True
                     break
+                except TimeoutError as exc:
+                    if asyncio.get_running_loop().time() < response.deadline:
+                        raise _idle(res, idle_timeout) from exc
+                    raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
                 except _TRANSPORT_ERRORS as exc:
                     raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
                 buffer += chunk
@@ -380,27 +395,43 @@ class KubeClient:
 
     async def watch(self, res: Resource, namespace: str | None = None, *, resource_version: str,
                     timeout_seconds: int = 300, allow_bookmarks: bool = True,
-                    label_selector: str | None = None) -> AsyncIterator[JsonObj]:
+                    label_selector: str | None = None, idle_timeout: float | None = None,
+                    on_open: Callable[[], None] | None = None) -> AsyncIterator[JsonObj]:
         """Yield watch events ({type, object}) until the server ends the stream.
 
-        An ERROR event is yielded as is (the caller relists on code 410)."""
+        An ERROR event is yielded as is (the caller relists on code 410). With `idle_timeout`, a
+        stream that sends nothing (bookmarks count) for that long raises WatchIdle. `on_open` is
+        called once the server accepted the watch (its answer's head is a 200)."""
         query = {"watch": "1", "resourceVersion": resource_version, "timeoutSeconds": timeout_seconds,
                  "allowWatchBookmarks": "true" if allow_bookmarks else None, "labelSelector": label_selector}
         pool = self._lean_pool()
         if pool is not None:
-            events = self._lean_watch(pool, res, namespace, query, timeout_seconds + 30)
+            events = self._lean_watch(pool, res, namespace, query, timeout_seconds + 30, idle_timeout, on_open)
             try:
                 async for event in events:
                     yield event
             finally:  # a caller that stops early frees the connection now, not when collected
                 await events.aclose()
             return
-        response = await self._send("GET", res.path(namespace), query=query, timeout=timeout_seconds + 30)
+        try:
+            async with asyncio.timeout(idle_timeout):
+                response = await self._send("GET", res.path(namespace), query=query, timeout=timeout_seconds + 30)
+        except TimeoutError as exc:
+            raise _idle(res, idle_timeout) from exc
+        if on_open is not None:
+            on_open()
         stream = response.content
         try:
             while True:
                 try:
-                    line = await stream.readline()
+                    if idle_timeout is None:
+                        line = await stream.readline()
+                    else:
+                        try:
+                            async with asyncio.timeout(idle_timeout):
+                                line = await stream.readline()
+                        except TimeoutError as exc:
+                            raise _idle(res, idle_timeout) from exc
                 except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                     raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
                 if not line:
@@ -616,6 +647,10 @@ async def _read_body(response: _Response) -> bytes:
 
 _TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error)
 """What a broken, closed, timed-out or garbled connection raises (IncompleteReadError is an EOFError)."""
+
+
+def _idle(res: Resource, idle_timeout: float | None) -> WatchIdle:
+    return WatchIdle(0, "WatchIdle", f"watch {res.plural}: nothing received for {idle_timeout:.0f}s")
 
 
 def _transport_error(method: str, path: str, exc: BaseException, timed_out: bool) -> TransportError:

@@ -82,6 +82,11 @@ class TransportError(KubeError):
     """No HTTP answer (connection refused/reset, timeout)."""
 
 
+class WatchIdle(TransportError):
+    """A watch stream sent nothing (not even a bookmark) for longer than the caller's idle timeout:
+    the connection is probably half-open. Reconnect at once."""
+
+
 _BY_CODE: dict[int, type[KubeError]] = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone,
     415: UnsupportedMediaType, 422: Invalid, 429: TooManyRequests,

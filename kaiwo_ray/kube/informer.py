@@ -2,22 +2,27 @@
 
 1. LIST (paginated), replace the cache, emit synthesized events for what changed meanwhile;
 2. WATCH from the list's resourceVersion with bookmarks and a server-side timeout;
-3. when the server ends the stream (timeout), watch again from the last resourceVersion seen;
+3. when the server ends the stream (timeout), or it stays silent longer than `watch_idle_seconds`
+   (a half-open connection: the server sends bookmarks, so a live stream is never that quiet),
+   watch again from the last resourceVersion seen;
 4. on 410 Gone (HTTP or an ERROR event) relist; on transport or server errors reconnect with
-   exponential backoff (0.1 s doubling to 30 s), resetting after a healthy stream.
+   exponential backoff with jitter (0.1 s doubling to 30 s), resetting after a healthy stream;
+5. on anything else (a garbled line, a bug) the loop does not die: back off, then relist, since the
+   cache may have missed an event. While it is broken `healthy` is False (`health()` says unsynced).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.kube.errors import Gone, KubeError
+from kaiwo_ray.kube.errors import Gone, KubeError, WatchIdle
 from kaiwo_ray.kube.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -30,6 +35,9 @@ EventHandler = Callable[[str, JsonObj, JsonObj | None], None]
 @dataclass(slots=True)
 class InformerSettings:
     watch_timeout_seconds: int = 300
+    # A stream silent for this long is taken for dead and reopened. Servers send a bookmark about
+    # once a minute on a quiet watch (the sandbox: `bookmark_interval`), so a live one is rarely cut.
+    watch_idle_seconds: float = 55.0
     page_size: int = 500
     backoff_initial: float = 0.1
     backoff_max: float = 30.0
@@ -53,6 +61,9 @@ class Informer:
         self.synced = asyncio.Event()
         self.relists = 0
         self.reconnects = 0
+        self.crashes = 0  # errors that were not API errors (the loop went on with a relist)
+        self.healthy = True  # False from an error until the next successful list or watch
+        self.last_error: KubeError | None = None  # the last API error, for start-up diagnostics
 
     def _emit(self, kind: str, obj: JsonObj, old: JsonObj | None) -> None:
         try:
@@ -69,33 +80,62 @@ class Informer:
         self.relists += 1
         for kind, obj, old in self.cache.replace_all(items, rv):
             self._emit(kind, obj, old)
+        self.healthy = True
         self.synced.set()
         return rv
 
+    def _backoff(self, delay: float) -> float:
+        """`delay` with full jitter over its upper half, so informers cut together do not return together."""
+        return delay * (0.5 + random.random() / 2)
+
     async def run(self) -> None:
-        """Run until cancelled."""
+        """Run until cancelled; no error ends it."""
         delay = self.settings.backoff_initial
         rv: str | None = None
         while True:
             try:
                 if rv is None:
                     rv = await self._relist()
+                    self.last_error = None
                 rv = await self._watch_once(rv)
+                self.healthy = True
                 delay = self.settings.backoff_initial  # a clean end (server timeout) is healthy
+            except WatchIdle as err:  # likely a half-open connection: a fresh one at once
+                log.info("%s: %s; reconnecting", self.resource.plural, err)
+                self.reconnects += 1
             except Gone:
                 log.info("%s: resourceVersion %s expired, relisting", self.resource.plural, rv)
                 rv = None
             except KubeError as err:
                 self.reconnects += 1
-                log.warning("%s: watch failed (%s), retrying in %.2fs", self.resource.plural, err, delay)
-                await asyncio.sleep(delay)
+                self.last_error = err
+                self.healthy = False
+                wait = self._backoff(delay)
+                log.warning("%s: watch failed (%s), retrying in %.2fs", self.resource.plural, err, wait)
+                await asyncio.sleep(wait)
                 delay = min(delay * 2, self.settings.backoff_max)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a garbled line, a bug: never let the cache die with the loop
+                self.crashes += 1
+                self.healthy = False
+                wait = self._backoff(delay)
+                log.exception("%s: informer error, relisting in %.2fs", self.resource.plural, wait)
+                rv = None  # events may have been lost: start over from a list
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, self.settings.backoff_max)
+
+    def _mark_healthy(self) -> None:
+        self.healthy = True
 
     async def _watch_once(self, rv: str) -> str:
         """One watch stream; returns the resourceVersion to resume from."""
         async for event in self.client.watch(self.resource, self.namespace, resource_version=rv,
                                              timeout_seconds=self.settings.watch_timeout_seconds,
-                                             label_selector=self.label_selector):
+                                             label_selector=self.label_selector,
+                                             idle_timeout=self.settings.watch_idle_seconds,
+                                             on_open=self._mark_healthy):
+            self.healthy = True
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":

@@ -36,7 +36,9 @@ class Backoff:
     def next_delay(self, key: Hashable) -> float:
         n = self.failures.get(key, 0)
         self.failures[key] = n + 1
-        delay: float = min(self.base * (2.0**n), self.cap)
+        # The exponent is capped: 2.0**1024 overflows (an OverflowError inside a worker's error
+        # handling killed the worker), and past 2**62 every delay is the cap anyway.
+        delay: float = min(self.base * (2.0 ** min(n, 62)), self.cap)
         return delay
 
     def forget(self, key: Hashable) -> None:

@@ -166,3 +166,9 @@ def test_coalesced_add_while_in_flight_runs_again_after_the_window() -> None:
         assert await asyncio.wait_for(q.get(), 1) == "k"
 
     run(body())
+
+
+def test_backoff_survives_thousands_of_failures_at_the_cap() -> None:
+    b = Backoff()
+    delays = [b.next_delay("k") for _ in range(2_000)]  # 2.0**1024 overflowed at the 1,025th
+    assert delays[-1] == 300.0 and b.retries("k") == 2_000
