@@ -21,11 +21,11 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
-from kaiwo_ray.kube.errors import AlreadyExists, NotFound
+from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import children as ph
-from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, controlled_by, decide
+from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, child_rejected, controlled_by, decide
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,18 @@ _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
 
 def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
+
+
+class ChildRejected(Exception):
+    """A child write the API server refused for good (a 4xx that retrying unchanged cannot fix)."""
+
+    def __init__(self, kind: str, name: str, error: KubeError) -> None:
+        super().__init__(f"{kind} {name}: {error}")
+        self.kind, self.name, self.error = kind, name, error
+
+
+def _permanent(err: KubeError) -> bool:
+    return 400 <= err.code < 500 and not isinstance(err, RETRYABLE)
 
 
 # Parsed singletons by (uid, resourceVersion): every reconcile reads KaiwoConfig and the queue config,
@@ -312,9 +324,18 @@ class WorkloadController(Controller):
         obj = dict(obj)
         obj.setdefault("kind", self.kind)
         obj.setdefault("apiVersion", self.primary.api_version)
-        plan = decide(self.world(obj, datetime.now(UTC)))
+        world = self.world(obj, datetime.now(UTC))
+        plan = decide(world)
         self._note_conflicts(key, plan.conflicts)
-        await self.execute(obj, plan)
+        try:
+            await self.execute(obj, plan)
+        except ChildRejected as rejected:
+            # Say so on the workload (condition + Warning event, once per change), then let the
+            # work queue back off on the error as for any other: no hot loop, and a fix on the
+            # cluster side (quota raised, namespace recreated) is picked up by a later retry.
+            err = rejected.error
+            await self.execute(obj, child_rejected(world, rejected.kind, rejected.name, err.code, err.message))
+            raise err from None
         return plan.requeue_after
 
     async def execute(self, obj: JsonObj, plan: Plan) -> None:
@@ -369,15 +390,20 @@ class WorkloadController(Controller):
         the conflict) instead of our apply taking it over. Children we control are server-side applied."""
         for body in bodies:
             res = _resource_of(body)
-            if (body["kind"], body["metadata"]["name"]) in creates:
-                try:
-                    result = await self.client.create(res, body)
-                except AlreadyExists:
-                    if body["kind"] == "LocalQueue":
-                        continue  # shared, not ours: someone made it first, which is all we wanted
-                    raise
-            else:
-                result = await self.client.apply(res, body)
+            try:
+                if (body["kind"], body["metadata"]["name"]) in creates:
+                    try:
+                        result = await self.client.create(res, body)
+                    except AlreadyExists:
+                        if body["kind"] == "LocalQueue":
+                            continue  # shared, not ours: someone made it first, which is all we wanted
+                        raise
+                else:
+                    result = await self.client.apply(res, body)
+            except KubeError as err:
+                if _permanent(err):
+                    raise ChildRejected(body["kind"], body["metadata"]["name"], err) from err
+                raise
             self.writes += 1
             if res in self.caches:
                 result.setdefault("kind", body["kind"])

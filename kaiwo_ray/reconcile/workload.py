@@ -164,6 +164,23 @@ def decide(world: World) -> Plan:
         return _write_status(world, plan, status, stored, ph.ERROR, [cond], error=cond)
 
 
+def child_rejected(world: World, kind: str, name: str, code: int, message: str) -> Plan:
+    """The API server refused to write a child for good (4xx: invalid, forbidden, quota, namespace
+    terminating): the workload is in ERROR with the server's own words, so the user sees why
+    instead of a silent retry loop. 400/422 mean the child as rendered is invalid (SpecValid);
+    anything else means the cluster will not take it as things stand (Schedulable)."""
+    status: JsonObj = world.obj.get("status") or {}
+    stored = str(status.get("status") or "")
+    what = f"the API server rejected {kind} {name} ({code}): {message}"
+    if code in (400, 422):
+        cond = Cond("SpecValid", "False", "ChildInvalid", what)
+    elif code == 403:
+        cond = Cond("Schedulable", "False", "ChildForbidden", what)
+    else:
+        cond = Cond("Schedulable", "False", "ChildRejected", what)
+    return _write_status(world, Plan(phase=stored), status, stored, ph.ERROR, [cond], error=cond)
+
+
 def _deleting(world: World, plan: Plan) -> Plan:
     """Delete what we own, and let the CR go once nothing is left (so a same-named successor never
     meets our leftovers)."""

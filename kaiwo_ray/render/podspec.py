@@ -15,6 +15,7 @@ import orjson
 from kaiwo_ray.api.quantity import parse_quantity
 from kaiwo_ray.render.context import JsonObj, RenderContext
 from kaiwo_ray.render.errors import RenderError
+from kaiwo_ray.render.names import is_dns1123_label, is_dns1123_subdomain
 from kaiwo_ray.render.resources import ResourceDefaults, fill_container_resources, requests_any
 
 GPU_MODEL_LABEL = "kaiwo/gpu-model"
@@ -158,7 +159,10 @@ def update_pod_spec(
             volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": plan.data_claim}})
         if plan.hf_claim:
             volumes.append({"name": "hf", "persistentVolumeClaim": {"claimName": plan.hf_claim}})
-    for secret in spec.secret_volumes:
+    taken = {str(v.get("name")) for v in volumes if isinstance(v, dict)}
+    for index, secret in enumerate(spec.secret_volumes):
+        _check_secret_volume(index, secret.name, secret.secret_name, taken)
+        taken.add(secret.name)
         volumes.append({"name": secret.name, "secret": {"secretName": secret.secret_name}})
     if volumes:
         pod["volumes"] = volumes
@@ -205,6 +209,19 @@ def update_pod_spec(
         ]
 
 
+def _check_secret_volume(index: int, name: str, secret_name: str, taken: set[str]) -> None:
+    """Refuse a `secretVolumes` entry the API server would refuse in every pod we render."""
+    field = f"spec.secretVolumes[{index}]"
+    if not is_dns1123_label(name):
+        raise RenderError(f"{field}.name", f"{name!r} is not a valid volume name (lower-case letters, digits "
+                                           "and '-', at most 63, starting and ending alphanumeric)")
+    if name in taken:
+        raise RenderError(f"{field}.name", f"{name!r} is already the name of another volume of the pod (the "
+                                           "operator's own are data, hf and dshm); choose another name")
+    if not is_dns1123_subdomain(secret_name):
+        raise RenderError(f"{field}.secretName", f"{secret_name!r} is not a valid Secret name")
+
+
 def _mutate_container(container: JsonObj, ctx: RenderContext) -> None:
     """Mounts, `spec.env` (+ HF_HOME) and secret mounts: what main and init containers both get."""
     spec = ctx.workload.spec
@@ -219,7 +236,13 @@ def _mutate_container(container: JsonObj, ctx: RenderContext) -> None:
         if plan.hf_claim:
             mounts.append({"name": "hf", "mountPath": plan.hf_mount_path})
             env.append({"name": "HF_HOME", "value": plan.hf_mount_path})
-    for secret in spec.secret_volumes:
+    paths = {str(m.get("mountPath")) for m in mounts if isinstance(m, dict)}
+    for index, secret in enumerate(spec.secret_volumes):
+        if secret.mount_path in paths:
+            raise RenderError(f"spec.secretVolumes[{index}].mountPath",
+                              f"{secret.mount_path!r} is already mounted in container {container.get('name')!r} "
+                              "(mount paths must be unique; the operator mounts /dev/shm and the storage volumes)")
+        paths.add(secret.mount_path)
         mount: JsonObj = {"name": secret.name, "mountPath": secret.mount_path}
         if secret.sub_path:
             mount["subPath"] = secret.sub_path

@@ -95,6 +95,9 @@ def fill_container_resources(container: dict[str, Any], defaults: ResourceDefaul
         if key in requests and request_rank[key] > rank:
             value = _bounded(key, value, requests[key], upper=False)
         limits[key] = value
+    for key, value in requests.items():
+        if "/" in key and key not in limits:
+            limits[key] = value  # an extended resource (a GPU) needs its limit, equal to the request
     resources["requests"] = requests
     resources["limits"] = limits
     container["resources"] = resources

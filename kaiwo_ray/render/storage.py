@@ -26,7 +26,7 @@ from kaiwo_ray.api.workloads import (
 from kaiwo_ray.render.context import LABEL_TYPE, JsonObj, RenderContext, Workload, object_meta
 from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
-from kaiwo_ray.render.names import name_with_postfix
+from kaiwo_ray.render.names import is_dns1123_subdomain, name_with_postfix, volume_name_for
 from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, copy_json
 
 DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
@@ -158,6 +158,8 @@ def _ref(ref: ValueReference, field: str, secrets: dict[str, list[str]]) -> Json
     if ref.secret_name:
         if not ref.secret_key:
             raise RenderError(f"{field}.secretKey", "required with secretName")
+        if not is_dns1123_subdomain(ref.secret_name):
+            raise RenderError(f"{field}.secretName", f"{ref.secret_name!r} is not a valid Secret name")
         keys = secrets.setdefault(ref.secret_name, [])
         if ref.secret_key not in keys:
             keys.append(ref.secret_key)
@@ -237,8 +239,10 @@ def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> 
     if object_downloads(ctx.workload) is not None and plan.data_claim:
         volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": plan.data_claim}})
         mounts.append({"name": "data", "mountPath": plan.data_mount_path})
+    taken = {"config", "data", "hf"}
     for secret in secrets:
-        volume_name = f"secret-{secret.secret_name}"
+        # A Secret may be named `s3.creds`; a volume may not: the volume gets a name of its own.
+        volume_name = volume_name_for("secret", secret.secret_name, taken)
         volumes.append(
             {
                 "name": volume_name,

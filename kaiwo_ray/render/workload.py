@@ -24,6 +24,7 @@ from kaiwo_ray.render.podspec import check_resources
 from kaiwo_ray.render.rayjob import render_rayjob
 from kaiwo_ray.render.storage import render_storage as _render_storage
 from kaiwo_ray.render.storage import validate_storage
+from kaiwo_ray.render.validation import validate_for_children
 
 Nodes = Sequence[Mapping[str, Any]]
 
@@ -47,6 +48,7 @@ def prepare(
         )
     validate_storage(workload.spec.storage)
     check_resources(workload.spec.resources, "spec.resources")
+    validate_for_children(workload)
     return render_context(workload, config, nodes, numbers=numbers)
 
 
