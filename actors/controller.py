@@ -4,8 +4,10 @@ The actor holds no state that Kubernetes does not also hold: its caches are rebu
 work by the resync that follows the first list, and its right to write by the Lease. So when Ray
 restarts it (`max_restarts=-1`) the new incarnation only has to run `__init__` again — which starts
 the host straight away, without waiting for the supervisor to call anything. The identity in
-`HostSettings` comes from the supervisor and is the same for every incarnation, so a restarted
-actor renews its own unexpired Lease at once instead of waiting out `lease_seconds`.
+`HostSettings` comes from the supervisor and is the same for every incarnation, but each incarnation
+campaigns under its own Lease identity (that identity plus a random suffix): a crashed incarnation's
+Lease must expire (`lease_seconds` after its last renew was seen) before the new one leads, so two
+incarnations never both believe they hold it; a graceful stop releases the Lease at once.
 
 Every method is idempotent (start happens once per incarnation; stop on a stopped host is a no-op),
 which is what makes `max_task_retries=-1` safe: a call interrupted by a crash is simply replayed on

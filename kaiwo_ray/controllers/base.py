@@ -113,6 +113,7 @@ class Controller:
         self._idle.set()
         self.writes_enabled = asyncio.Event()  # cleared while another instance holds the lease
         self.writes_enabled.set()
+        self._reconciles: set[asyncio.Future[None]] = set()
 
     def watches(self) -> list[Watch]:
         raise NotImplementedError
@@ -207,7 +208,17 @@ class Controller:
             self._idle.clear()
             try:
                 await self.writes_enabled.wait()
-                await self._run_one(key)
+                reconcile = asyncio.ensure_future(self._run_one(key))
+                self._reconciles.add(reconcile)
+                try:
+                    await reconcile
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if not reconcile.cancelled() or (current is not None and current.cancelling()):
+                        raise  # the worker itself is being stopped
+                    self.queue.add(key)  # cut short by a step-down: run again once we lead
+                finally:
+                    self._reconciles.discard(reconcile)
             except Exception:
                 self.queue.add_after(key, 1.0)  # the key is not lost with the worker: retried later
                 raise
@@ -247,6 +258,14 @@ class Controller:
         self.queue.forget(key)
         if delay is not None:
             self.queue.add_after(key, delay)
+
+    def cancel_in_flight(self) -> int:
+        """Cut every running reconcile short (leadership was lost: whatever they were about to write
+        is no longer ours to write). Their keys run again when writes are enabled. Returns how many."""
+        running = [r for r in self._reconciles if not r.done()]
+        for reconcile in running:
+            reconcile.cancel()
+        return len(running)
 
     async def drain(self) -> None:
         """Finish background side effects (e.g. Events being sent) during a graceful stop."""

@@ -21,7 +21,7 @@ from typing import Any
 from kaiwo_ray.controllers.base import Controller
 from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
+from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings, incarnation_identity
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,9 @@ class HostSettings:
     in_cluster: bool = False
     lease: bool = True
     lease_namespace: str = "kube-system"
-    lease_seconds: int = 15
-    renew_every: float = 5.0
+    lease_seconds: float = 15.0
+    renew_every: float = 2.0
+    renew_deadline: float | None = None  # None: 2/3 of lease_seconds (client-go's 10 s of 15 s)
     workers: int = 4
     coalesce_seconds: float = 0.05  # see Controller.coalesce_seconds; 0 reacts to every child event
     tune_gc: bool = False  # the process is the operator: see kaiwo_ray.gc_tuning (actors, `up`, `dev`)
@@ -69,6 +70,7 @@ class ControllerHost:
         self.client: KubeClient | None = None
         self.controller: Controller | None = None
         self.elector: LeaseElector | None = None
+        self._lease_client: KubeClient | None = None
         self._election: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -79,8 +81,14 @@ class ControllerHost:
             self.controller.writes_enabled.clear()
             lease = LeaseSettings(name=f"kaiwo-ray-{self.name}", namespace=self.settings.lease_namespace,
                                   lease_seconds=self.settings.lease_seconds, renew_every=self.settings.renew_every,
-                                  retry_every=min(2.0, self.settings.renew_every))
-            self.elector = LeaseElector(self.client, self.settings.identity, lease)
+                                  retry_every=min(2.0, self.settings.renew_every),
+                                  renew_deadline=self.settings.renew_deadline)
+            # Its own connection, so a renew never queues behind the controller's requests; and its
+            # own identity per incarnation, so a restarted host never takes its predecessor's Lease
+            # for its own.
+            self._lease_client = await make_client(self.settings)
+            self.elector = LeaseElector(self._lease_client, incarnation_identity(self.settings.identity), lease)
+            self.client.write_guard = self.elector.may_write
         await self.controller.start()
         if self.settings.tune_gc:
             tune_for_long_lived_caches()
@@ -93,6 +101,9 @@ class ControllerHost:
 
             async def stopped() -> None:
                 controller.writes_enabled.clear()
+                cut = controller.cancel_in_flight()
+                if cut:
+                    log.warning("%s: lost the lease; cut %d in-flight reconciles short", self.name, cut)
 
             self._election = asyncio.create_task(self.elector.run(started, stopped), name=f"lease-{self.name}")
 
@@ -105,6 +116,8 @@ class ControllerHost:
             await asyncio.gather(self._election, return_exceptions=True)
         if self.elector is not None:
             await self.elector.release()
+        if self._lease_client is not None:
+            await self._lease_client.close()
         if self.client is not None:
             await self.client.close()
 
@@ -114,6 +127,8 @@ class ControllerHost:
         report = self.controller.health()
         report["started"] = True
         report["leader"] = self.elector.is_leader if self.elector is not None else True
+        if self.elector is not None:
+            report["lease_identity"] = self.elector.identity
         report["writes"] = getattr(self.controller, "writes", None)
         return report
 

@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
-from kaiwo_ray.kube.errors import KubeError, TransportError, WatchIdle, error_from_response
+from kaiwo_ray.kube.errors import KubeError, NotLeader, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.resources import Resource
 
 JsonObj = dict[str, Any]
@@ -51,6 +51,9 @@ class KubeClient:
         self._lean_checked = False
         self._prefix = ""
         self._host_header = ""
+        # Asked immediately before every write (not GET/HEAD): False refuses it with NotLeader. The
+        # controller host sets it to its elector's `may_write`, fencing a leader that lost its Lease.
+        self.write_guard: Callable[[], bool] | None = None
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
@@ -311,6 +314,8 @@ class KubeClient:
             self._finish(pool, response, complete=complete)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        if self.write_guard is not None and method not in ("GET", "HEAD") and not self.write_guard():
+            raise NotLeader(0, "NotLeader", f"{method} {path}: not the leader (lease not held or not renewed in time)")
         pool = self._lean_pool()
         if pool is not None:
             return await self._lean_request(pool, method, path, **kwargs)

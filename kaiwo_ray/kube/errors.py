@@ -82,6 +82,11 @@ class TransportError(KubeError):
     """No HTTP answer (connection refused/reset, timeout)."""
 
 
+class NotLeader(KubeError):
+    """A write refused by the client itself: this instance does not (or no longer) hold its Lease.
+    Retryable: the key waits until leadership comes back."""
+
+
 class WatchIdle(TransportError):
     """A watch stream sent nothing (not even a bookmark) for longer than the caller's idle timeout:
     the connection is probably half-open. Reconnect at once."""
@@ -118,5 +123,5 @@ def error_from_response(code: int, body: bytes, retry_after: str | None = None) 
     return cls(code, reason or cls.__name__, message, status, delay)
 
 
-RETRYABLE: tuple[type[KubeError], ...] = (ServerError, TooManyRequests, TransportError, Conflict)
+RETRYABLE: tuple[type[KubeError], ...] = (ServerError, TooManyRequests, TransportError, Conflict, NotLeader)
 """Errors a reconcile should simply retry (with backoff): transient or a lost optimistic-lock race."""

@@ -28,6 +28,7 @@ class FaultRule:
     resources: frozenset[str] | None = None
     namespaces: frozenset[str] | None = None
     names: frozenset[str] | None = None
+    users: frozenset[str] | None = None  # the authenticated user (a partition of one client)
     times: int | None = None
     probability: float | None = None
     latency: float = 0.0
@@ -36,8 +37,10 @@ class FaultRule:
     id: int = 0
     hits: int = field(default=0)
 
-    def matches(self, verb: str, group: str, resource: str, namespace: str, name: str) -> bool:
+    def matches(self, verb: str, group: str, resource: str, namespace: str, name: str, user: str = "") -> bool:
         if self.verbs is not None and verb not in self.verbs:
+            return False
+        if self.users is not None and user not in self.users:
             return False
         if self.resources is not None:
             qualified = f"{resource}.{group}" if group else resource
@@ -59,6 +62,7 @@ class FaultRule:
         return {"id": self.id, "code": self.code, "verbs": sorted(self.verbs or ()) or None,
                 "resources": sorted(self.resources or ()) or None,
                 "namespaces": sorted(self.namespaces or ()) or None, "names": sorted(self.names or ()) or None,
+                "users": sorted(self.users or ()) or None,
                 "times": self.times, "probability": self.probability, "latency": self.latency,
                 "retryAfter": self.retry_after, "message": self.message, "hits": self.hits}
 
@@ -84,14 +88,14 @@ class FaultInjector:
              resources: Iterable[str] | str | None = None, namespaces: Iterable[str] | str | None = None,
              names: Iterable[str] | str | None = None, times: int | None = None,
              probability: float | None = None, latency: float = 0.0, retry_after: int = 1,
-             message: str | None = None) -> int:
+             message: str | None = None, users: Iterable[str] | str | None = None) -> int:
         """Add a rule; returns its id (for `remove`)."""
         if code not in (0, *_REASONS):
             raise ValueError(f"unsupported fault code {code}; use one of {sorted(_REASONS)} or 0 (latency only)")
         if probability is not None and not 0.0 <= probability <= 1.0:
             raise ValueError(f"probability must be within [0, 1], got {probability}")
         rule = FaultRule(code=code, verbs=_set(verbs), resources=_set(resources), namespaces=_set(namespaces),
-                         names=_set(names), times=times, probability=probability, latency=latency,
+                         names=_set(names), users=_set(users), times=times, probability=probability, latency=latency,
                          retry_after=retry_after, message=message, id=next(self._ids))
         self._rules.append(rule)
         return rule.id
@@ -102,7 +106,7 @@ class FaultInjector:
 
     def add_json(self, spec: JsonObj) -> int:
         """A rule from the control endpoint's JSON (camelCase keys as documented in docs/sandbox.md)."""
-        allowed = {"code", "verbs", "resources", "namespaces", "names", "times", "probability", "latency",
+        allowed = {"code", "verbs", "resources", "namespaces", "names", "users", "times", "probability", "latency",
                    "retryAfter", "message"}
         unknown = set(spec) - allowed
         if unknown:
@@ -110,7 +114,8 @@ class FaultInjector:
         return self.fail(code=int(spec.get("code", 500)), verbs=spec.get("verbs"), resources=spec.get("resources"),
                          namespaces=spec.get("namespaces"), names=spec.get("names"), times=spec.get("times"),
                          probability=spec.get("probability"), latency=float(spec.get("latency", 0.0)),
-                         retry_after=int(spec.get("retryAfter", 1)), message=spec.get("message"))
+                         retry_after=int(spec.get("retryAfter", 1)), message=spec.get("message"),
+                         users=spec.get("users"))
 
     def remove(self, rule_id: int) -> None:
         self._rules = [r for r in self._rules if r.id != rule_id]
@@ -153,13 +158,14 @@ class FaultInjector:
             return True
         return False
 
-    def check(self, verb: str, group: str, resource: str, namespace: str, name: str) -> tuple[float, ApiError | None]:
+    def check(self, verb: str, group: str, resource: str, namespace: str, name: str,
+              user: str = "") -> tuple[float, ApiError | None]:
         """(latency to add, error to answer) for one request."""
         if not self._rules:
             return 0.0, None
         latency = 0.0
         for rule in list(self._rules):
-            if not rule.matches(verb, group, resource, namespace, name):
+            if not rule.matches(verb, group, resource, namespace, name, user):
                 continue
             if rule.probability is not None and self._random.random() >= rule.probability:
                 continue

@@ -148,7 +148,7 @@ class ApiServer:
             if api_path.namespace and not info.namespaced:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             latency, fault = self.faults.check(verb, api_path.group, api_path.resource, api_path.namespace,
-                                               api_path.name)
+                                               api_path.name, user)
             if latency:
                 await asyncio.sleep(latency)
             if fault is not None:
