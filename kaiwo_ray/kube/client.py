@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import h11
 import orjson
 from yarl import URL
 
@@ -146,7 +147,8 @@ class KubeClient:
 
         Why not aiohttp: its per-request machinery (ClientRequest/ClientResponse objects, a writer
         task, timer and header multidicts, URL re-parsing) was ~60% of a request's client CPU; this
-        writes one buffer and reads the answer with asyncio streams over the same TLS context."""
+        writes one buffer and reads the answer with asyncio streams over the same TLS context, with
+        h11 doing the HTTP/1.1 framing (status line, headers, chunked and length-delimited bodies)."""
         if not self._lean_checked:
             self._lean_checked = True
             configuration = self._api.configuration
@@ -162,16 +164,18 @@ class KubeClient:
             self._host_header = origin.host_port_subcomponent or origin.raw_host
         return self._lean
 
-    def _head(self, method: str, target: str, content_type: str, auth: str | None, body: bytes | None) -> bytes:
-        """The request line and headers: the ones aiohttp sent (Accept-Encoding included, so large
-        lists still come compressed from a real apiserver)."""
-        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}", "Accept: application/json",
-                 "Accept-Encoding: gzip, deflate", f"Content-Type: {content_type}", f"User-Agent: {self._user_agent}"]
+    def _headers(self, content_type: str, auth: str | None, body: bytes | None,
+                 method: str) -> list[tuple[str, str]]:
+        """The headers aiohttp sent (Accept-Encoding included, so large lists still come compressed
+        from a real apiserver); h11 frames them."""
+        headers = [("Host", self._host_header), ("Accept", "application/json"),
+                   ("Accept-Encoding", "gzip, deflate"), ("Content-Type", content_type),
+                   ("User-Agent", self._user_agent)]
         if auth:
-            lines.append(f"Authorization: {auth}")
+            headers.append(("Authorization", auth))
         if body is not None or method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
-            lines.append(f"Content-Length: {len(body) if body is not None else 0}")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+            headers.append(("Content-Length", str(len(body) if body is not None else 0)))
+        return headers
 
     async def _lean_send(self, pool: _Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                          body: Any = None, content_type: str = "application/json",
@@ -184,8 +188,9 @@ class KubeClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self._timeout)
         for attempt in (0, 1):
-            head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data)
-            response = await self._exchange(pool, method, path, head if data is None else head + data, deadline,
+            headers = self._headers(content_type, await self._authorization(refresh=attempt > 0), data, method)
+            request = h11.Request(method=method, target=target, headers=headers)
+            response = await self._exchange(pool, method, path, request, data, deadline,
                                             large=data is not None and len(data) > _DRAIN_ABOVE)
             if response.status == 401 and attempt == 0:
                 await self._read_and_finish(pool, response)
@@ -196,8 +201,8 @@ class KubeClient:
             return response
         raise AssertionError("unreachable")
 
-    async def _exchange(self, pool: _Pool, method: str, path: str, request: bytes, deadline: float, *,
-                        large: bool) -> _Response:
+    async def _exchange(self, pool: _Pool, method: str, path: str, request: h11.Request, data: bytes | None,
+                        deadline: float, *, large: bool) -> _Response:
         """Send `request` and read the answer's head. A reused connection the server had closed
         meanwhile is retried once on a fresh one for idempotent methods, as aiohttp does."""
         loop = asyncio.get_running_loop()
@@ -211,12 +216,11 @@ class KubeClient:
             # fails), instead of a timeout context per read.
             timer = loop.call_at(deadline, conn.abort)
             try:
-                conn.writer.write(request)
+                conn.writer.write(conn.send_request(request, data))
                 if large:
                     await conn.writer.drain()
-                status, headers, keep_alive = await _read_head(conn)
-                response = _Response(status, headers, conn, keep_alive)
-                response.bodiless = method == "HEAD" or status in _NO_BODY_STATUSES
+                status, headers = await _read_head(conn)
+                response = _Response(status, headers, conn)
             except _Disconnected as exc:
                 timer.cancel()
                 pool.release(conn, reusable=False)
@@ -241,7 +245,7 @@ class KubeClient:
         """Give the connection back: to the pool when its answer was read to the end, else closed."""
         if response.timer is not None:
             response.timer.cancel()
-        pool.release(response.conn, reusable=complete and response.keep_alive)
+        pool.release(response.conn, reusable=complete and response.conn.next_cycle())
 
     async def _read_and_finish(self, pool: _Pool, response: _Response) -> bytes:
         """The body of an answer that is not returned (an error's Status); the connection goes
@@ -267,7 +271,7 @@ class KubeClient:
             raise _transport_error(method, path, exc, timed_out) from exc
         finally:
             self._finish(pool, response, complete=complete)
-        return orjson.loads(data) if data else None
+        return _json(data, method, path) if data else None
 
     async def _lean_watch(self, pool: _Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
                           timeout: float, idle_timeout: float | None,
@@ -306,9 +310,9 @@ class KubeClient:
                 for line in lines:
                     line = line.strip()
                     if line:
-                        yield orjson.loads(line)
+                        yield _json(line, "watch", res.plural)
             if buffer.strip():  # a last line without its newline, as aiohttp's readline returns it
-                yield orjson.loads(buffer.strip())
+                yield _json(buffer.strip(), "watch", res.plural)
         finally:
             await chunks.aclose()
             self._finish(pool, response, complete=complete)
@@ -324,7 +328,7 @@ class KubeClient:
             data = await response.read()
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # the body can fail after the headers
             raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
-        return orjson.loads(data) if data else None
+        return _json(data, method, path) if data else None
 
     # -- verbs ---------------------------------------------------------------------------------
 
@@ -443,7 +447,7 @@ class KubeClient:
                     return
                 line = line.strip()
                 if line:
-                    yield orjson.loads(line)
+                    yield _json(line, "watch", res.plural)
         finally:
             response.release()
 
@@ -473,7 +477,8 @@ _READ_LIMIT = 2**21  # the package session's read_bufsize: one watch event (a li
 _IDLE_SECONDS = 60.0  # older idle connections are dropped, not reused: below aiohttp servers' 75 s keep-alive
 # (the sandbox), under client-go's 90 s: a quiet minute costs no new TLS handshake
 _DRAIN_ABOVE = 2**16  # bodies larger than this wait for the socket buffer (flow control)
-_NO_BODY_STATUSES = frozenset({204, 304})
+_MAX_HEAD = 2**16  # an answer's head larger than this is refused (h11 raises; a TransportError to callers)
+_READ_SIZE = 2**16
 
 
 class _Disconnected(Exception):
@@ -481,19 +486,47 @@ class _Disconnected(Exception):
 
 
 class _Connection:
-    """One keep-alive connection: asyncio streams plus when it was last given back."""
+    """One keep-alive connection: asyncio streams, the h11 state machine that frames its requests
+    and answers, and when it was last given back."""
 
-    __slots__ = ("idle_since", "reader", "reused", "writer")
+    __slots__ = ("h11", "idle_since", "reader", "reused", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.reused = False
         self.idle_since = 0.0
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
 
     def usable(self, now: float) -> bool:
         return (not self.writer.transport.is_closing() and not self.reader.at_eof()
-                and now - self.idle_since < _IDLE_SECONDS)
+                and self.h11.our_state is h11.IDLE and now - self.idle_since < _IDLE_SECONDS)
+
+    def send_request(self, request: h11.Request, data: bytes | None) -> bytes:
+        out = self.h11.send(request) or b""
+        if data:
+            out += self.h11.send(h11.Data(data=data)) or b""
+        return out + (self.h11.send(h11.EndOfMessage()) or b"")
+
+    def next_cycle(self) -> bool:
+        """After a complete answer: ready the connection for the next request, if both sides keep it."""
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()
+            return True
+        return False
+
+    async def next_event(self, *, first: bool = False) -> Any:
+        """The next h11 event of the answer, reading from the socket as h11 needs. `first`: nothing of
+        this answer has arrived yet, so an immediate close on a reused connection is `_Disconnected`."""
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            data = await self.reader.read(_READ_SIZE)
+            if not data and first and self.reused:
+                raise _Disconnected
+            first = False
+            self.h11.receive_data(data)  # b"": the peer closed; h11 says whether that was allowed
 
     def abort(self) -> None:
         self.writer.transport.abort()
@@ -502,16 +535,14 @@ class _Connection:
 class _Response:
     """Status, headers (lower-case names) and the connection its body is still to be read from."""
 
-    __slots__ = ("bodiless", "conn", "deadline", "decoder", "headers", "keep_alive", "status", "timer")
+    __slots__ = ("conn", "deadline", "decoder", "headers", "status", "timer")
 
-    def __init__(self, status: int, headers: dict[str, str], conn: _Connection, keep_alive: bool) -> None:
+    def __init__(self, status: int, headers: dict[str, str], conn: _Connection) -> None:
         self.status = status
         self.headers = headers
         self.conn = conn
-        self.keep_alive = keep_alive
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
-        self.bodiless = False  # a HEAD's answer, a 204 or a 304: no body whatever the headers say
         encoding = headers.get("content-encoding", "identity").strip().lower()
         self.decoder: Any = None
         if encoding in ("gzip", "x-gzip"):
@@ -581,77 +612,54 @@ class _Pool:
             self._open.pop().abort()
 
 
-async def _read_head(conn: _Connection) -> tuple[int, dict[str, str], bool]:
-    """Status, headers and keep-alive of the next final (non-1xx) answer on `conn`."""
-    while True:
-        try:
-            head = await conn.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if conn.reused and not exc.partial:
-                raise _Disconnected from exc
-            raise
-        lines = head.split(b"\r\n")
-        version, status_text = lines[0].split(b" ", 2)[:2]
-        status = int(status_text)
-        if 100 <= status < 200 and status != 101:  # an interim answer: the real one follows
-            continue
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(b":")
-                key = name.strip().lower().decode("latin-1")
-                text = value.strip().decode("latin-1")
-                headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        connection = headers.get("connection", "").lower()
-        keep_alive = "keep-alive" in connection if version == b"HTTP/1.0" else "close" not in connection
-        return status, headers, keep_alive
+async def _read_head(conn: _Connection) -> tuple[int, dict[str, str]]:
+    """Status and headers of the next final (non-1xx) answer on `conn` (h11 parses them)."""
+    event = await conn.next_event(first=True)
+    while isinstance(event, h11.InformationalResponse):  # an interim answer: the real one follows
+        event = await conn.next_event()
+    if not isinstance(event, h11.Response):
+        raise h11.RemoteProtocolError(f"expected an answer, got {type(event).__name__}")
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in event.headers:
+        key = raw_name.decode("latin-1")  # h11 lower-cases names
+        text = raw_value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return event.status_code, headers
 
 
 async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
-    """The body's pieces as they arrive (decoded); the connection is left at the body's end."""
-    reader = response.conn.reader
-    transfer = response.headers.get("transfer-encoding", "").lower()
-    if response.bodiless:
-        return
-    if "chunked" in transfer:
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, unused
-                    pass
-                break
-            chunk = await reader.readexactly(size + 2)
-            if chunk[-2:] != b"\r\n":
-                raise ValueError("malformed chunked body")
-            yield response.decode(chunk[:-2])
-    elif "content-length" in response.headers:
-        remaining = int(response.headers["content-length"])
-        while remaining > 0:
-            chunk = await reader.read(min(remaining, _READ_LIMIT))
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"", remaining)
-            remaining -= len(chunk)
-            yield response.decode(chunk)
-    else:  # delimited by the end of the connection
-        response.keep_alive = False
-        while chunk := await reader.read(_READ_LIMIT):
-            yield response.decode(chunk)
+    """The body's pieces as they arrive (decoded), until h11 says the answer ended (by its length,
+    its last chunk or the connection's close); HEAD, 204 and 304 answers have none."""
+    conn = response.conn
+    while True:
+        event = await conn.next_event()
+        if isinstance(event, h11.Data):
+            if event.data:
+                yield response.decode(event.data)
+        elif isinstance(event, h11.EndOfMessage):
+            break
+        else:
+            raise h11.RemoteProtocolError(f"unexpected {type(event).__name__} in an answer's body")
     if response.decoder is not None and (tail := response.decoder.flush()):
         yield tail
 
 
 async def _read_body(response: _Response) -> bytes:
-    length = response.headers.get("content-length")
-    if response.bodiless:
-        return b""
-    if length is not None and response.decoder is None and "transfer-encoding" not in response.headers:
-        return await response.conn.reader.readexactly(int(length))  # the common case: one read
     return b"".join([chunk async for chunk in _read_chunks(response)])
 
 
-_TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error)
+_TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error,
+                     h11.ProtocolError)
 """What a broken, closed, timed-out or garbled connection raises (IncompleteReadError is an EOFError)."""
+
+
+def _json(data: bytes, method: str, path: str) -> Any:
+    """A body or watch line, decoded; bytes that are not JSON (a cut stream, a proxy's error page)
+    are a TransportError like any other broken answer, never a bare decode error."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TransportError(0, "TransportError", f"{method} {path}: malformed JSON in the answer: {exc}") from exc
 
 
 def _idle(res: Resource, idle_timeout: float | None) -> WatchIdle:

@@ -1,6 +1,7 @@
 """The informer loop survives anything (issue 14, item 2): against a scripted HTTP server on a real
-socket, a watch line that is not JSON (a stream cut mid-line by a proxy) is not the end of the
-cache: the informer counts it, reports itself unhealthy, backs off and relists."""
+socket, a watch event the informer cannot handle (here an `object` that is not an object: any error
+that is not an API error, a bug included) is not the end of the cache: the informer counts it,
+reports itself unhealthy, backs off and relists."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class Server:
 def test_a_garbled_watch_line_costs_a_relist_not_the_informer() -> None:
     answers = [
         _json(200, {"metadata": {"resourceVersion": "10"}, "items": [_cm("a", "5")]}),
-        _chunked([orjson.dumps({"type": "ADDED", "object": _cm("b", "11")}) + b"\n", b'{"type": "MODIF\n']),
+        _chunked([orjson.dumps({"type": "ADDED", "object": _cm("b", "11")}) + b"\n", b'{"type": "MODIFIED", "object": 5}\n']),
         _json(200, {"metadata": {"resourceVersion": "20"}, "items": [_cm("a", "5"), _cm("c", "19")]}),
         _chunked([orjson.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}}) + b"\n"]),
     ]
