@@ -9,9 +9,11 @@ next reconcile (often triggered by our own write) sees it and does nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +44,16 @@ _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
 
 def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """What the duration rules need of a PENDING workload."""
+
+    created: datetime | None
+    gpus: int
+    vendor: str
+    cluster_queue: str | None
 
 
 class ChildRejected(Exception):
@@ -116,6 +128,11 @@ class WorkloadController(Controller):
         # and our own status writes, so that mapping an event to them does not scan every CR (which
         # made each event O(number of CRs), and a burst of creates quadratic).
         self._timed_running: set[Key] = set()
+        # Every PENDING KaiwoJob/KaiwoService (both kinds), indexed from their events: the duration
+        # rules of a RUNNING workload read only these (a scan of every CR per pass made the sweep
+        # O(RUNNING x CRs)); and only an event that touches this set wakes the RUNNING ones.
+        self._pending: dict[tuple[str, str, str], _Pending] = {}
+        self._threshold_timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
         # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
@@ -130,7 +147,7 @@ class WorkloadController(Controller):
         watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True) for res in _CHILD_RESOURCES[self.kind]]
         watches += [
             Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True),
-            Watch(self.other, self._duration_keys),
+            Watch(self.other, self._other_keys),
             Watch(R.KAIWOCONFIGS, self._everything),
             Watch(R.KAIWOQUEUECONFIGS, self._everything),
             Watch(R.NODES),
@@ -174,6 +191,41 @@ class WorkloadController(Controller):
         self._track_timed(obj, deleted=event_type == "DELETED")
         return own_key(event_type, obj, old) + self._duration_keys(event_type, obj, old)
 
+    def _other_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        obj.setdefault("kind", self.other.kind)
+        return self._duration_keys(event_type, obj, old)
+
+    def _track_pending(self, obj: JsonObj, *, deleted: bool = False) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(obj.get("kind") or ""), meta.get("namespace") or "", meta.get("name") or "")
+        if deleted or (obj.get("status") or {}).get("status") != ph.PENDING:
+            self._pending.pop(key, None)
+            timer = self._threshold_timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            return
+        spec = obj.get("spec") or {}
+        entry = _Pending(created=parse_time(meta.get("creationTimestamp")), gpus=int(spec.get("gpus") or 0),
+                         vendor=str(spec.get("gpuVendor", "amd")), cluster_queue=spec.get("clusterQueue"))
+        self._pending[key] = entry
+        if entry.gpus > 0 and entry.created is not None and key not in self._threshold_timers:
+            # Its age crossing the threshold is what turns it into "active GPU demand": no event says
+            # so, hence a timer (the RUNNING ones are woken then, as by an event).
+            threshold = parse_go_duration(load_config(self.caches.get(R.KAIWOCONFIGS, ())).scheduling
+                                          .pending_threshold_for_preemption)
+            delay = (entry.created + threshold - datetime.now(UTC)).total_seconds()
+            if delay > 0:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    return
+                self._threshold_timers[key] = loop.call_later(delay + 0.01, self._wake_timed, key)
+
+    def _wake_timed(self, key: tuple[str, str, str]) -> None:
+        self._threshold_timers.pop(key, None)
+        for timed in self._timed_running:
+            self.queue.add(timed)
+
     def _track_timed(self, obj: JsonObj, *, deleted: bool = False) -> None:
         key = own_key("SYNC", obj, None)[0]
         if (not deleted and (obj.get("status") or {}).get("status") == ph.RUNNING
@@ -183,6 +235,13 @@ class WorkloadController(Controller):
             self._timed_running.discard(key)
 
     def _duration_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        """RUNNING workloads with a duration, when this event changes what their rules read: the set
+        of PENDING workloads (one turned PENDING, stopped being PENDING, or changed while PENDING)."""
+        was = (old or {}).get("status") or {}
+        now = obj.get("status") or {}
+        self._track_pending(obj, deleted=event_type == "DELETED")
+        if was.get("status") != ph.PENDING and now.get("status") != ph.PENDING:
+            return []
         return list(self._timed_running)
 
     def _everything(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
@@ -300,19 +359,14 @@ class WorkloadController(Controller):
             return False, False
         threshold = parse_go_duration(config.scheduling.pending_threshold_for_preemption)
         vendor = spec.get("gpuVendor", "amd")
-        demand = pending = False
-        for res in (self.primary, self.other):
-            for other in self.caches[res]:
-                if (other.get("status") or {}).get("status") != ph.PENDING:
-                    continue
-                pending = True
-                ospec = other.get("spec") or {}
-                created = parse_time((other.get("metadata") or {}).get("creationTimestamp"))
-                if ((ospec.get("gpus") or 0) > 0 and ospec.get("gpuVendor", "amd") == vendor
-                        and effective_queue_name(other, config) == queue
-                        and created is not None and now - created > threshold):
-                    demand = True
-        return demand, pending
+        demand = False
+        for entry in self._pending.values():
+            if (entry.gpus > 0 and entry.vendor == vendor
+                    and str(entry.cluster_queue or config.default_cluster_queue_name) == queue
+                    and entry.created is not None and now - entry.created > threshold):
+                demand = True
+                break
+        return demand, bool(self._pending)
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -366,6 +420,7 @@ class WorkloadController(Controller):
             result.setdefault("kind", self.kind)
             self.caches[self.primary].upsert_if_newer(result)
             self._track_timed(self.caches[self.primary].get(namespace, name) or result)
+            self._track_pending(result)
             obj = result
             if plan.phase == ph.PENDING:
                 # Our own write raises no event here (the informer skips write-through versions),

@@ -1,8 +1,8 @@
 """An in-memory cache of one kind, with secondary indexes by owner UID and by chosen label keys.
 
 Controllers read children from here instead of listing the API on every reconcile: that is what
-makes a no-op resync cost zero API calls. Objects are stored as received (plain dicts) and must
-be treated as read-only by readers.
+makes a no-op resync cost zero API calls. Objects are stored as received (plain dicts) minus their
+`metadata.managedFields`, and must be treated as read-only by readers.
 """
 
 from __future__ import annotations
@@ -45,7 +45,11 @@ class ObjectCache:
         return [self._objects[k] for k in sorted(self._by_label.get((key, value), ()))]
 
     def upsert(self, obj: JsonObj) -> JsonObj | None:
-        """Store `obj`; return the previous version (None when new)."""
+        """Store `obj` (without its managedFields: no controller reads them, and on a real cluster they
+        are often the bulk of a small object); return the previous version (None when new)."""
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)  # objects arrive freshly decoded: ours to trim
         key = object_key(obj)
         old = self._objects.get(key)
         if old is not None:

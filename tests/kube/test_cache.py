@@ -47,3 +47,12 @@ def test_replace_all_synthesizes_added_modified_deleted() -> None:
         ("MODIFIED", "change"), ("ADDED", "new"), ("DELETED", "vanish")]
     assert cache.resource_version == "9"
     assert cache.get("ns", "vanish") is None
+
+
+def test_cached_objects_carry_no_managed_fields() -> None:
+    cache = ObjectCache()
+    managed = [{"manager": "kaiwo-ray", "operation": "Apply", "fieldsV1": {"f:spec": {}}}]
+    cache.upsert({"metadata": {"name": "a", "resourceVersion": "1", "managedFields": managed}})
+    cache.replace_all([{"metadata": {"name": "b", "resourceVersion": "2", "managedFields": managed}}], "2")
+    assert cache.upsert_if_newer({"metadata": {"name": "b", "resourceVersion": "3", "managedFields": managed}})
+    assert all("managedFields" not in obj["metadata"] for obj in cache)
