@@ -27,7 +27,15 @@ from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import children as ph
-from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, child_rejected, controlled_by, decide
+from kaiwo_ray.reconcile.workload import (
+    FINALIZER,
+    Plan,
+    World,
+    child_name_taken,
+    child_rejected,
+    controlled_by,
+    decide,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,10 @@ JsonObj = dict[str, Any]
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
 NAME_LABEL = "kaiwo.silogen.ai/name"
+
+# Every child we render carries the CR's uid in this label: the child watches select on it, so the
+# caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.
+CHILD_SELECTOR = RUN_ID_LABEL
 
 _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
     "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
@@ -54,6 +66,14 @@ class _Pending:
     gpus: int
     vendor: str
     cluster_queue: str | None
+
+
+class ChildNameTaken(Exception):
+    """A create answered AlreadyExists with an object this workload does not control."""
+
+    def __init__(self, kind: str, name: str, error: KubeError) -> None:
+        super().__init__(f"{kind} {name} exists and is not ours")
+        self.kind, self.name, self.error = kind, name, error
 
 
 class ChildRejected(Exception):
@@ -144,7 +164,8 @@ class WorkloadController(Controller):
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
         watches = [Watch(self.primary, self._primary_keys)]
-        watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True) for res in _CHILD_RESOURCES[self.kind]]
+        watches += [Watch(res, self._child_keys(owner, res.kind), label_selector=CHILD_SELECTOR, coalesce=True)
+                    for res in _CHILD_RESOURCES[self.kind]]
         watches += [
             Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True),
             Watch(self.other, self._other_keys),
@@ -156,7 +177,7 @@ class WorkloadController(Controller):
         ]
         if self.kind == "KaiwoService":
             watches += [
-                Watch(R.RAYSERVICES, self._same_name, coalesce=True),
+                Watch(R.RAYSERVICES, self._same_name, label_selector=CHILD_SELECTOR, coalesce=True),
                 Watch(R.PODS, self._pod_keys, label_selector="kaiwo.silogen.ai/type=service",
                       index_labels=(RUN_ID_LABEL,), coalesce=True),
             ]
@@ -383,6 +404,13 @@ class WorkloadController(Controller):
         self._note_conflicts(key, plan.conflicts)
         try:
             await self.execute(obj, plan)
+        except ChildNameTaken as taken:
+            # Not in our caches (they hold labelled children only): say so as for a cached stranger,
+            # and retry with backoff, since no event of ours will tell when the name is free.
+            plan = child_name_taken(world, taken.kind, taken.name)
+            self._note_conflicts(key, plan.conflicts)
+            await self.execute(obj, plan)
+            raise taken.error from None
         except ChildRejected as rejected:
             # Say so on the workload (condition + Warning event, once per change), then let the
             # work queue back off on the error as for any other: no hot loop, and a fix on the
@@ -449,10 +477,10 @@ class WorkloadController(Controller):
                 if (body["kind"], body["metadata"]["name"]) in creates:
                     try:
                         result = await self.client.create(res, body)
-                    except AlreadyExists:
+                    except AlreadyExists as exists:
                         if body["kind"] == "LocalQueue":
                             continue  # shared, not ours: someone made it first, which is all we wanted
-                        raise
+                        result = await self._existing_child(res, body, exists)
                 else:
                     result = await self.client.apply(res, body)
             except KubeError as err:
@@ -464,6 +492,19 @@ class WorkloadController(Controller):
                 result.setdefault("kind", body["kind"])
                 result.setdefault("apiVersion", body["apiVersion"])
                 self.caches[res].upsert_if_newer(result)
+
+    async def _existing_child(self, res: Resource, body: JsonObj, exists: AlreadyExists) -> JsonObj:
+        """A child we meant to create exists. Ours (its run-id label was removed, so the watch lost
+        it): apply to restore it. Anyone else's: ChildNameTaken, never written."""
+        meta = body["metadata"]
+        try:
+            live = await self.client.get(res, meta["name"], meta.get("namespace"))
+        except NotFound:
+            raise exists from None  # gone again meanwhile: retry the create
+        owner_uid = next((ref.get("uid") for ref in meta.get("ownerReferences") or () if ref.get("controller")), "")
+        if not controlled_by(live, owner_uid or ""):
+            raise ChildNameTaken(body["kind"], meta["name"], exists)
+        return await self.client.apply(res, body)
 
     async def _patch_meta(self, obj: JsonObj, changes: JsonObj) -> JsonObj:
         meta = obj["metadata"]

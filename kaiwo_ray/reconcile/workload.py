@@ -181,6 +181,16 @@ def child_rejected(world: World, kind: str, name: str, code: int, message: str) 
     return _write_status(world, Plan(phase=stored), status, stored, ph.ERROR, [cond], error=cond)
 
 
+def child_name_taken(world: World, kind: str, name: str) -> Plan:
+    """A create answered AlreadyExists and the object is not ours (one the caches do not hold: they
+    keep only labelled children): the same ERROR as a conflict seen in the cache."""
+    status: JsonObj = world.obj.get("status") or {}
+    stored = str(status.get("status") or "")
+    cond = conflict_condition([f"{kind} {name}"])
+    plan = Plan(phase=stored, conflicts=[(kind, name)])
+    return _write_status(world, plan, status, stored, ph.ERROR, [cond], error=cond)
+
+
 def _deleting(world: World, plan: Plan) -> Plan:
     """Delete what we own, and let the CR go once nothing is left (so a same-named successor never
     meets our leftovers)."""
@@ -408,6 +418,11 @@ def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond
             taken.append(f"{key[0]} {key[1]}")
     if not taken:
         return None
+    return conflict_condition(taken)
+
+
+def conflict_condition(taken: Sequence[str]) -> Cond:
+    """Schedulable=False/ChildNameConflict naming each taken child ("PersistentVolumeClaim train-data")."""
     if len(taken) == 1:
         message = (f"{taken[0]} already exists and is not controlled by this workload; rename or delete it "
                    "(the workload continues once the name is free)")

@@ -23,7 +23,7 @@ from kaiwo_ray.api.workloads import (
     StorageSpec,
     ValueReference,
 )
-from kaiwo_ray.render.context import LABEL_TYPE, JsonObj, RenderContext, Workload, object_meta
+from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE, JsonObj, RenderContext, Workload, object_meta
 from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_subdomain, name_with_postfix, volume_name_for
@@ -100,7 +100,7 @@ def render_storage(ctx: RenderContext) -> list[JsonObj]:
             {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": object_meta(ctx, name),
+                "metadata": object_meta(ctx, name, _run_id(ctx)),
                 "data": {CONFIG_KEY: dump_download_config(document)},
             }
         )
@@ -118,7 +118,7 @@ def _pvc(ctx: RenderContext, storage: StorageSpec, claim: str, size: str) -> Jso
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": object_meta(ctx, claim),
+        "metadata": object_meta(ctx, claim, _run_id(ctx)),
         "spec": spec,
     }
 
@@ -227,6 +227,12 @@ def _git(item: GitDownload, field: str, secrets: dict[str, list[str]]) -> JsonOb
         out["path"] = item.path
     out["targetPath"] = item.target_path
     return out
+
+
+def _run_id(ctx: RenderContext) -> dict[str, str]:
+    """PVCs and the download ConfigMap carry only the run-id label (upstream: none): the operator's
+    child watches select on it, as on every other child."""
+    return {LABEL_RUN_ID: ctx.system_labels[LABEL_RUN_ID]}
 
 
 def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> JsonObj:

@@ -120,3 +120,37 @@ def test_a_look_alike_rayservice_is_neither_read_nor_deleted(operator_env: Opera
     live: Any = target.kube.get("ray.io/v1", "RayService", "lookalike", namespace)
     assert live is not None and live["metadata"]["uid"] == uid and not live["metadata"].get("deletionTimestamp")
     assert operator_writes_to(operator_env, namespace, "rayservices", "lookalike") == []
+
+
+def test_a_stranger_wearing_our_label_is_reported_and_its_deletion_wakes_the_workload(
+        operator_env: OperatorSandbox) -> None:
+    target = client_for(operator_env)
+    namespace = target.namespace("own-label")
+    # A copy of one of our download ConfigMaps, labels and all, but owned by nobody.
+    target.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "copy-data", "namespace": namespace,
+                                     "labels": {"kaiwo.silogen.ai/run-id": "someone-else"}}, "data": {"a": "b"}})
+    target.kube.create(user_pvc("copy-data", namespace) | {"metadata": {
+        "name": "copy-data", "namespace": namespace, "labels": {"kaiwo.silogen.ai/run-id": "someone-else"}}})
+    target.kube.create(kaiwo_job("copy", namespace, entrypoint="sleep 5", storage=DATA_STORAGE))
+    cond = conflict_condition(target, "KaiwoJob", "copy", namespace)
+    assert "PersistentVolumeClaim copy-data" in cond["message"], cond
+    target.kube.delete("v1", "PersistentVolumeClaim", "copy-data", namespace)
+    wait_phase(target, "KaiwoJob", "copy", namespace, "COMPLETE")
+    assert target.kube.get("v1", "ConfigMap", "copy-data", namespace)["data"] == {"a": "b"}  # type: ignore[index]
+
+
+def test_child_caches_hold_only_what_carries_our_label(operator_env: OperatorSandbox) -> None:
+    target = client_for(operator_env)
+    namespace = target.namespace("own-cache")
+    for n in range(5):
+        target.kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": f"unrelated-{n}", "namespace": namespace}, "data": {"n": str(n)}})
+    target.kube.create(kaiwo_job("cached", namespace, entrypoint="sleep 5", storage=DATA_STORAGE))
+    wait_phase(target, "KaiwoJob", "cached", namespace, "COMPLETE")
+    controller: Any = operator_env.controller("kaiwojob")
+    caches = controller.caches
+    from kaiwo_ray.kube import resources as R
+
+    assert caches[R.PVCS].get(namespace, "cached-data") is not None  # ours, labelled: cached
+    assert all(caches[R.CONFIGMAPS].get(namespace, f"unrelated-{n}") is None for n in range(5))

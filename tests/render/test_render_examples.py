@@ -311,7 +311,7 @@ def test_e7_storage_children_in_creation_order() -> None:
         "resources": {"requests": {"storage": "10Gi"}},
     }
     assert hf_pvc["spec"]["resources"] == {"requests": {"storage": "50Gi"}}
-    assert "labels" not in data_pvc["metadata"]
+    assert data_pvc["metadata"]["labels"] == {"kaiwo.silogen.ai/run-id": "UID-1"}  # only the label the watches select on
     assert all(o["metadata"]["ownerReferences"][0]["name"] == "train" for o in rendered)
 
 
