@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.instance import write_kubeconfig
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.instance import write_kubeconfig
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 _namespaces = itertools.count()
 

@@ -17,7 +17,7 @@ import kubernetes
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from kaiwo_api_examples import ALL_EXAMPLES, E1_MINIMAL_JOB, E7_STORAGE_JOB, EXA
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.crd import CRDS
 from kaiwo_ray.api.load import parse_object
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 NAMESPACE = "team-a"
 PLURALS = {info.kind: (info.group, info.plural, info.scope == "Namespaced") for info in CRDS}

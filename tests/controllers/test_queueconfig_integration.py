@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-from kaiwo_ray.sandbox.types import GVR, ApiError
+from kaiwo_sandbox.contracts import GVR, ApiError
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]

@@ -16,7 +16,7 @@ import pytest
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, NotFound, ServerError, TooManyRequests, TransportError
 from kaiwo_ray.kube.resources import CONFIGMAPS
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 NS = "default"
 

@@ -13,7 +13,7 @@ import pytest
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
 from kaiwo_ray.kube.resources import LEASES
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 
 @pytest.fixture(scope="module")

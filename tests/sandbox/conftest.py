@@ -10,7 +10,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 
 @pytest.fixture

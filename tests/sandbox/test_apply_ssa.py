@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.apply import manager_from_user_agent, record_update, server_side_apply
-from kaiwo_ray.sandbox.types import ApiError, JsonObj
+from kaiwo_sandbox.contracts import ApiError, JsonObj
+from kaiwo_sandbox.semantics.apply import manager_from_user_agent, record_update, server_side_apply
 
 
 def _config(replicas: int | None = 3, image: str = "nginx:1.25", **extra: Any) -> JsonObj:

@@ -10,8 +10,8 @@ import pytest
 from kubernetes.client import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from kaiwo_ray.sandbox.builtin_decoding import check_builtin_types
-from kaiwo_ray.sandbox.types import ApiError
+from kaiwo_sandbox.contracts import ApiError
+from kaiwo_sandbox.semantics.builtin.decoding import check_builtin_types
 
 
 def _pod(container: dict[str, Any]) -> dict[str, Any]:

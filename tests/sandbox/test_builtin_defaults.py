@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.builtin_defaults import apply_builtin_defaults
+from kaiwo_sandbox.semantics.builtin.defaults import apply_builtin_defaults
 
 
 def _pod(**spec: Any) -> dict[str, Any]:

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.builtin_decoding import check_builtin_types
-from kaiwo_ray.sandbox.builtin_defaults import apply_builtin_defaults
-from kaiwo_ray.sandbox.builtin_validation import validate_builtin
-from kaiwo_ray.sandbox.metadata import validate_object_meta
-from kaiwo_ray.sandbox.schema import apply_defaults, prune, validate
-from kaiwo_ray.sandbox.selectors import parse_field_selector, parse_label_selector, selector_from_dict
-from kaiwo_ray.sandbox.tables import to_table
-from kaiwo_ray.sandbox.types import ApiError
+from kaiwo_sandbox.apiserver.tables import to_table
+from kaiwo_sandbox.contracts import ApiError
+from kaiwo_sandbox.semantics.builtin.decoding import check_builtin_types
+from kaiwo_sandbox.semantics.builtin.defaults import apply_builtin_defaults
+from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
+from kaiwo_sandbox.semantics.metadata import validate_object_meta
+from kaiwo_sandbox.semantics.schema import apply_defaults, prune, validate
+from kaiwo_sandbox.semantics.selectors import parse_field_selector, parse_label_selector, selector_from_dict
 
 KINDS = [("", "Pod"), ("batch", "Job"), ("apps", "Deployment"), ("apps", "ReplicaSet"), ("", "Service"),
          ("", "PersistentVolumeClaim"), ("", "Node"), ("", "Namespace"), ("", "ConfigMap"), ("", "Secret"),

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.builtin_defaults import apply_builtin_defaults
-from kaiwo_ray.sandbox.builtin_validation import validate_builtin
+from kaiwo_sandbox.semantics.builtin.defaults import apply_builtin_defaults
+from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
 
 
 def _causes(group: str, kind: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
@@ -310,9 +310,10 @@ def test_crd_schemas_must_be_structural() -> None:
 
 
 def test_preinstalled_crds_are_valid() -> None:
-    from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+    from kaiwo_ray.api.crd import all_crds
+    from kaiwo_sandbox.cluster.crds import preinstalled_crds
 
-    for crd in preinstalled_crds():
+    for crd in [*all_crds(), *preinstalled_crds()]:
         assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", crd) == [], crd["metadata"]["name"]
 
 

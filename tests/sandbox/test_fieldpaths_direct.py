@@ -7,10 +7,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.apply import _STRIPPED
-from kaiwo_ray.sandbox.fieldpaths import FieldPathError, applied_fields_v1, encode_fields_v1, to_field_set
-from kaiwo_ray.sandbox.merge_keys import schema_for
-from kaiwo_ray.sandbox.types import JsonObj
+from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.apply import _STRIPPED
+from kaiwo_sandbox.semantics.fieldpaths import (
+    FieldPathError,
+    applied_fields_v1,
+    encode_fields_v1,
+    to_field_set,
+)
+from kaiwo_sandbox.semantics.merge_keys import schema_for
 
 _names = st.sampled_from(["a", "b", "c"])
 _scalars = st.one_of(st.none(), st.text("xy", max_size=2), st.integers(0, 2), st.booleans())

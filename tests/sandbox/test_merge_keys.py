@@ -9,7 +9,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.fieldpaths import (
+from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.fieldpaths import (
     Path,
     added_fields_v1,
     compare,
@@ -21,8 +22,7 @@ from kaiwo_ray.sandbox.fieldpaths import (
     remove_items,
     to_field_set,
 )
-from kaiwo_ray.sandbox.merge_keys import Schema, schema_for
-from kaiwo_ray.sandbox.types import JsonObj
+from kaiwo_sandbox.semantics.merge_keys import Schema, schema_for
 
 
 def _at(schema: Schema, *path: str) -> Schema:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.metadata import is_label_key, validate_object_meta
+from kaiwo_sandbox.semantics.metadata import is_label_key, validate_object_meta
 
 SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
@@ -133,7 +133,7 @@ def test_input_untouched() -> None:
     ],
 )
 def test_wrongly_typed_metadata_is_a_400(meta: dict[str, Any], message: str) -> None:
-    from kaiwo_ray.sandbox.types import ApiError
+    from kaiwo_sandbox.contracts import ApiError
 
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d", **meta}}
     with pytest.raises(ApiError) as info:

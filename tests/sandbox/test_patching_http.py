@@ -10,7 +10,7 @@ from typing import Any
 
 import kubernetes
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 DEPLOYMENT = """apiVersion: apps/v1
 kind: Deployment

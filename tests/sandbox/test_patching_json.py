@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.patching import REJECTED_MESSAGE, apply_json_patch, apply_merge_patch
-from kaiwo_ray.sandbox.types import ApiError, JsonObj
+from kaiwo_sandbox.contracts import ApiError, JsonObj
+from kaiwo_sandbox.semantics.patching import REJECTED_MESSAGE, apply_json_patch, apply_merge_patch
 
 
 def _job() -> JsonObj:

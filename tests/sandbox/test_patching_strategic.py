@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.patching import (
+from kaiwo_sandbox.contracts import ApiError, JsonObj
+from kaiwo_sandbox.semantics.patching import (
     apply_merge_patch,
     apply_strategic_merge_patch,
     strategic_merge_supported,
 )
-from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
 
 def _deployment() -> JsonObj:

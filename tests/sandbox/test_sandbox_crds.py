@@ -9,7 +9,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 GIZMO_SCHEMA = {
     "type": "object",

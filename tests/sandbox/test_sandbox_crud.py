@@ -10,8 +10,8 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
-from kaiwo_ray.sandbox.types import CONFIGMAPS, JOBS
+from kaiwo_sandbox.contracts import CONFIGMAPS, JOBS
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def _error(exc: pytest.ExceptionInfo[ApiException]) -> dict[str, Any]:

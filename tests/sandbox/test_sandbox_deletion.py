@@ -9,7 +9,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually
+from kaiwo_sandbox.testing import RunningSandbox, eventually
 
 
 def _owner_ref(obj: Any, *, block: bool = False, kind: str = "ConfigMap") -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
-from kaiwo_ray.sandbox.types import LEASES, NODES
+from kaiwo_sandbox.contracts import LEASES, NODES
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

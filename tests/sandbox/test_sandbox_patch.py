@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def _deployment(name: str = "web", replicas: int = 1) -> dict[str, Any]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kaiwo_ray.sandbox.protobuf import MAGIC, decode
-from kaiwo_ray.sandbox.types import ApiError
+from kaiwo_sandbox.apiserver.protobuf import MAGIC, decode
+from kaiwo_sandbox.contracts import ApiError
 
 
 def _varint(n: int) -> bytes:

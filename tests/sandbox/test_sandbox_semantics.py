@@ -11,7 +11,7 @@ import kubernetes
 import pytest
 
 from kaiwo_ray.nodes import default_nodes
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 # (discovery path, resource, its subresources) for every resource item 1 of the issue names.
 _SERVED = [

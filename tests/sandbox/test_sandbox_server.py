@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 from kubernetes.client import ApiException
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def _get(sandbox: RunningSandbox, path: str, **kwargs: Any) -> tuple[int, Any]:
@@ -126,7 +126,7 @@ def test_injected_latency(sandbox: RunningSandbox) -> None:
 
 
 def test_faults_never_touch_in_process_writes(sandbox: RunningSandbox) -> None:
-    from kaiwo_ray.sandbox.types import CONFIGMAPS
+    from kaiwo_sandbox.contracts import CONFIGMAPS
 
     sandbox.faults.fail(code=500)
     created = sandbox.call(sandbox.store.create, CONFIGMAPS, {"metadata": {"name": "inproc"}}, namespace="default")

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.store import ObjectStore
-from kaiwo_ray.sandbox.types import (
+from kaiwo_sandbox.contracts import (
     CONFIGMAPS,
     GVR,
     JOBS,
@@ -18,6 +17,7 @@ from kaiwo_ray.sandbox.types import (
     ApiError,
     WatchEvent,
 )
+from kaiwo_sandbox.storage.store import ObjectStore
 
 
 @pytest.fixture
@@ -129,7 +129,7 @@ def test_list_across_namespaces_and_copies(store: ObjectStore) -> None:
 
 
 def test_kueue_objects_are_stored_once_across_versions(store: ObjectStore) -> None:
-    from kaiwo_ray.sandbox.thirdparty_crds import kueue_crds
+    from kaiwo_sandbox.cluster.crds import kueue_crds
 
     store.install_crds(kueue_crds())
     store.create(WORKLOADS, {"metadata": {"name": "w"}, "spec": {"queueName": "q"}}, namespace="default")
@@ -160,7 +160,7 @@ def test_unknown_resource_is_404(store: ObjectStore) -> None:
 
 
 def test_preinstalled_crds_are_upgraded_in_place(store: ObjectStore) -> None:
-    from kaiwo_ray.sandbox.thirdparty_crds import kueue_crds
+    from kaiwo_sandbox.cluster.crds import kueue_crds
 
     assert store.install_crds(kueue_crds()) == 6
     assert store.install_crds(kueue_crds()) == 0  # unchanged: nothing rewritten
@@ -174,8 +174,8 @@ def test_preinstalled_crds_are_upgraded_in_place(store: ObjectStore) -> None:
 def test_events_expire_after_their_ttl(store: ObjectStore) -> None:
     from datetime import timedelta
 
-    from kaiwo_ray.sandbox.event_ttl import expire_events
-    from kaiwo_ray.sandbox.types import EVENTS, rfc3339
+    from kaiwo_sandbox.contracts import EVENTS, rfc3339
+    from kaiwo_sandbox.storage.event_ttl import expire_events
 
     now = store.clock.now()
     for name, age in (("old", 7200), ("fresh", 60)):

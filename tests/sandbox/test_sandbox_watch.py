@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 CMS = "/api/v1/namespaces/default/configmaps"
 
@@ -78,8 +78,8 @@ def test_watch_resume_past_history_gets_410_error_event() -> None:
 
 
 def test_history_is_bounded() -> None:
-    from kaiwo_ray.sandbox.store import ObjectStore
-    from kaiwo_ray.sandbox.types import CONFIGMAPS, NAMESPACES, ApiError
+    from kaiwo_sandbox.contracts import CONFIGMAPS, NAMESPACES, ApiError
+    from kaiwo_sandbox.storage.store import ObjectStore
 
     store = ObjectStore(history_limit=5)
     store.create(NAMESPACES, {"metadata": {"name": "default"}})

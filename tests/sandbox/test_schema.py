@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.schema import apply_defaults, prune, strict_decoding_message, unknown_fields, validate
+from kaiwo_sandbox.semantics.schema import (
+    apply_defaults,
+    prune,
+    strict_decoding_message,
+    unknown_fields,
+    validate,
+)
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -248,9 +254,10 @@ def test_real_kaiwojob_duration_pattern() -> None:
 
 
 def test_third_party_crd_schemas_accept_their_typical_objects() -> None:
-    from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+    from kaiwo_ray.api.crd import all_crds
+    from kaiwo_sandbox.cluster.crds import preinstalled_crds
 
-    for crd in preinstalled_crds():
+    for crd in [*all_crds(), *preinstalled_crds()]:
         for version in crd["spec"]["versions"]:
             schema = version["schema"]["openAPIV3Schema"]
             obj = {"apiVersion": f"{crd['spec']['group']}/{version['name']}", "kind": crd["spec"]["names"]["kind"],

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.field_errors import (
+from kaiwo_sandbox.semantics.field_errors import (
     aggregate_text,
     go_float,
     go_quote,

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.builtin_defaults import apply_builtin_defaults
-from kaiwo_ray.sandbox.builtin_validation import validate_builtin
-from kaiwo_ray.sandbox.metadata import validate_object_meta
-from kaiwo_ray.sandbox.schema import apply_defaults, prune, unknown_fields, validate
-from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
+from kaiwo_ray.api.crd import all_crds
+from kaiwo_sandbox.cluster.crds import preinstalled_crds
+from kaiwo_sandbox.semantics.builtin.defaults import apply_builtin_defaults
+from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
+from kaiwo_sandbox.semantics.metadata import validate_object_meta
+from kaiwo_sandbox.semantics.schema import apply_defaults, prune, unknown_fields, validate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MANIFESTS = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in ("nodes.yaml", "expected.yaml"))
@@ -23,7 +24,7 @@ CLUSTER_SCOPED = {"ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass", "Na
 
 def _schemas() -> dict[tuple[str, str, str], dict[str, Any]]:
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for crd in preinstalled_crds():
+    for crd in [*all_crds(), *preinstalled_crds()]:
         for version in crd["spec"]["versions"]:
             key = (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])
             out[key] = version["schema"]["openAPIV3Schema"]

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kaiwo_ray.sandbox.selectors import (
+from kaiwo_sandbox.contracts import ApiError
+from kaiwo_sandbox.semantics.selectors import (
     parse_field_selector,
     parse_label_selector,
     selector_from_dict,
 )
-from kaiwo_ray.sandbox.types import ApiError
 
 LABELS = {"app": "web", "tier": "frontend", "kaiwo.silogen.ai/user": "alice", "gpus": "8"}
 

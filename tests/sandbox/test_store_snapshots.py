@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.store import ObjectStore
-from kaiwo_ray.sandbox.types import JOBS, NAMESPACES, WatchEvent
+from kaiwo_sandbox.contracts import JOBS, NAMESPACES, WatchEvent
+from kaiwo_sandbox.storage.store import ObjectStore
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox import jsonpath
-from kaiwo_ray.sandbox.tables import human_duration, to_table
+from kaiwo_sandbox.apiserver import jsonpath
+from kaiwo_sandbox.apiserver.tables import human_duration, to_table
 
 NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 

@@ -1,0 +1,125 @@
+"""Fixtures for simulated-cluster scenario tests: sandboxes with controllers running, clients of
+the official `kubernetes` package, node builders, and `wait_for` (poll under a deadline)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+import kubernetes
+import pytest
+
+from kaiwo_sandbox.cluster.base import ClusterSettings
+from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
+
+T = TypeVar("T")
+# The controllers these workload tests need (no Kueue, KubeRay or AppWrapper in the way).
+WORKLOAD_CONTROLLERS = ("volume-binder", "scheduler", "kubelet", "job-controller", "deployment-controller")
+SandboxFactory = Callable[..., RunningSandbox]
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 5.0, interval: float = 0.01,
+             message: str = "") -> T:
+    """Poll `predicate` until it returns something truthy and return it; fail at the deadline with
+    the last value seen (the interval is a polling period, never synchronisation by itself)."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = predicate()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{message or 'condition'} not met within {timeout}s; last value: {last!r}")
+        time.sleep(interval)
+
+
+def make_node(name: str, *, cpu: str = "16", memory: str = "64Gi", gpus: int = 0, gpu_resource: str = "amd.com/gpu",
+              labels: dict[str, str] | None = None, taints: list[JsonObj] | None = None,
+              unschedulable: bool = False, pods: str = "110", ready: bool | None = None) -> JsonObj:
+    """A Node as a kind cluster would register it (capacity = allocatable)."""
+    capacity = {"cpu": cpu, "memory": memory, "pods": pods, "ephemeral-storage": "100Gi"}
+    if gpus:
+        capacity[gpu_resource] = str(gpus)
+    node: JsonObj = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              **(labels or {})}},
+        "spec": {},
+        "status": {"capacity": dict(capacity), "allocatable": dict(capacity)},
+    }
+    if taints:
+        node["spec"]["taints"] = taints
+    if unschedulable:
+        node["spec"]["unschedulable"] = True
+    if ready is not None:
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True" if ready else "False",
+                                         "reason": "KubeletReady" if ready else "KubeletNotReady"}]
+    return node
+
+
+@pytest.fixture(name="wait_for")
+def wait_for_fixture() -> Callable[..., Any]:
+    return wait_for
+
+
+@pytest.fixture(name="make_node")
+def make_node_fixture() -> Callable[..., JsonObj]:
+    return make_node
+
+
+@pytest.fixture
+def sandbox_factory() -> Iterator[SandboxFactory]:
+    """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None)`:
+    start a sandbox with simulated controllers; every one started is stopped after the test."""
+    started: list[RunningSandbox] = []
+
+    def make(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterable[str] = True,
+             time_factor: float = 0.01, settings: ClusterSettings | None = None) -> RunningSandbox:
+        running = start_sandbox(nodes=[make_node("node-1")] if nodes is None else nodes, cluster=cluster,
+                                time_factor=time_factor, cluster_settings=settings)
+        started.append(running)
+        return running
+
+    yield make
+    # A controller exception is logged and retried, which can hide a bug behind a slow recovery
+    # (or a test that just waits longer): every reconcile in a scenario must succeed.
+    errors = {id(r): r.cluster.errors for r in started if r.cluster is not None}
+    for running in started:
+        running.stop()
+    assert not any(errors.values()), f"simulated controllers raised {sum(errors.values())} time(s); see the log"
+
+
+class Clients:
+    """The typed APIs of the official client, bound to one sandbox."""
+
+    def __init__(self, sandbox: RunningSandbox) -> None:
+        self.sandbox = sandbox
+        self.api = sandbox.api_client()
+        self.core = kubernetes.client.CoreV1Api(self.api)
+        self.batch = kubernetes.client.BatchV1Api(self.api)
+        self.apps = kubernetes.client.AppsV1Api(self.api)
+        self.storage = kubernetes.client.StorageV1Api(self.api)
+
+    def events(self, namespace: str = "default", name: str | None = None) -> list[Any]:
+        items = self.core.list_namespaced_event(namespace).items
+        return [e for e in items if name is None or e.involved_object.name == name]
+
+    def close(self) -> None:
+        self.api.close()
+
+
+@pytest.fixture
+def clients_factory() -> Iterator[Callable[[RunningSandbox], Clients]]:
+    made: list[Clients] = []
+
+    def make(sandbox: RunningSandbox) -> Clients:
+        clients = Clients(sandbox)
+        made.append(clients)
+        return clients
+
+    yield make
+    for clients in made:
+        clients.close()
