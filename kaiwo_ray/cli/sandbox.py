@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:  # the sandbox's own dependencies come with the `sandbox` extra, not with the operator
+        import cryptography  # noqa: F401
+    except ImportError:
+        print("kaiwo-ray sandbox: the sandbox's dependencies are not installed; "
+              "install them with: pip install 'kaiwo-ray[sandbox]'", file=sys.stderr)
+        return 2
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
