@@ -245,13 +245,36 @@ def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterabl
     return RunningSandbox(sandbox_box[0], loop, thread, tmpdir)
 
 
-def eventually(check: Callable[[], T], timeout: float = 5.0, interval: float = 0.01) -> T:
-    """Poll `check` until it returns something truthy (which is returned); AssertionError at the deadline."""
+def eventually(check: Callable[[], T | None], timeout: float = 5.0, message: str = "", *,
+               interval: float = 0.01, ignoring: Callable[[Exception], bool] | None = None) -> T:
+    """Poll `check` until it returns something truthy, which is returned; AssertionError naming `message`
+    and the last value seen once `timeout` seconds have passed (check runs at least once, and once more
+    at the deadline). An exception for which `ignoring(err)` is true counts as "not yet" (a transient
+    API error in a suite that injects faults); any other propagates. The sleep is the polling period
+    under a deadline, never synchronisation by itself."""
     deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)  # a polling interval under a deadline, not synchronisation by sleeping
-    raise AssertionError(f"condition not met within {timeout}s (last value: {last!r})")
+    last: object = None
+    while True:
+        try:
+            value = check()
+            if value:
+                return value
+            last = value
+        except Exception as err:
+            if ignoring is None or not ignoring(err):
+                raise
+            last = f"{type(err).__name__}: {err}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{message or 'condition'} not met within {timeout}s (last value: {last!r})")
+        time.sleep(interval)
+
+
+def polling(*, timeout: float = 5.0, interval: float = 0.01,
+            ignoring: Callable[[Exception], bool] | None = None) -> Callable[..., Any]:
+    """`eventually` with other defaults, for a suite whose waits are longer or coarser (real Ray,
+    subprocesses, fault injection): `wait_for = polling(timeout=60.0, interval=0.1)`."""
+    def wait(check: Callable[[], T | None], timeout: float = timeout, message: str = "", *,
+             interval: float = interval) -> T:
+        return eventually(check, timeout, message, interval=interval, ignoring=ignoring)
+
+    return wait

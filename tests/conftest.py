@@ -19,9 +19,9 @@ from kaiwo_sandbox.testing import use_world
 
 pytest_plugins = ["kaiwo_sandbox.pytest_plugin"]
 
-settings.register_profile("dev", max_examples=50, deadline=None,
+settings.register_profile("dev", max_examples=100, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("ci", max_examples=200, deadline=None,
+settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 

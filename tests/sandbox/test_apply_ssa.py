@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
@@ -406,7 +406,6 @@ _configs = st.builds(
     st.lists(_names, max_size=3, unique=True))
 
 
-@settings(max_examples=60, deadline=None)
 @given(_configs, _configs)
 def test_applying_a_configuration_twice_is_a_no_op(first: JsonObj, second: JsonObj) -> None:
     live = server_side_apply(None, first, manager="m", force=False, api_version="apps/v1", group="apps",
@@ -418,7 +417,6 @@ def test_applying_a_configuration_twice_is_a_no_op(first: JsonObj, second: JsonO
     assert twice == once
 
 
-@settings(max_examples=60, deadline=None)
 @given(_configs, _configs)
 def test_a_sole_applier_converges_on_its_configuration(first: JsonObj, second: JsonObj) -> None:
     """With one manager, the object after any apply holds exactly the applied configuration."""

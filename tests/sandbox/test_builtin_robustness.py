@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.apiserver.tables import to_table
@@ -34,7 +34,6 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(KINDS), st.dictionaries(st.sampled_from(["metadata", "spec", "status", "data", "type"]),
                                                 _json, max_size=4))
 def test_builtin_modules_never_crash(kind: tuple[str, str], obj: dict[str, Any]) -> None:
@@ -53,7 +52,6 @@ def test_builtin_modules_never_crash(kind: tuple[str, str], obj: dict[str, Any])
     to_table([defaulted], kind=name, group=group, printer_columns=None, now=datetime.now(UTC))
 
 
-@settings(max_examples=100, deadline=None)
 @given(_json, _json)
 def test_schema_functions_never_crash(schema: Any, obj: Any) -> None:
     if not isinstance(schema, dict) or not isinstance(obj, dict):
@@ -61,7 +59,6 @@ def test_schema_functions_never_crash(schema: Any, obj: Any) -> None:
     validate(schema, prune(schema, apply_defaults(schema, obj)))
 
 
-@settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="ab=!,() in notin<>x-/.", max_size=20))
 def test_selector_parsers_only_raise_api_errors(text: str) -> None:
     for parse in (parse_label_selector, lambda s: parse_field_selector(s, kind="Pod")):

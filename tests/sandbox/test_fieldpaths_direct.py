@@ -4,7 +4,7 @@ encoding it replaces (to_field_set -> reset filter -> strip -> encode_fields_v1)
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import JsonObj
@@ -73,7 +73,6 @@ def _direct(obj: JsonObj, group: str, only: str | None, dropped: str | None) -> 
         return f"error: {exc}"
 
 
-@settings(max_examples=400, deadline=None)
 @given(_objects, st.sampled_from(["", "example.com"]),
        st.sampled_from([(None, None), ("status", None), (None, "status")]))
 def test_direct_encoding_matches_the_set_encoding(obj: JsonObj, group: str, reset: tuple[str | None, str | None]

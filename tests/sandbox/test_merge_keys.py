@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import JsonObj
@@ -258,7 +258,6 @@ _pods = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=150, deadline=None)
 @given(_pods, st.sampled_from([("", "Pod"), ("example.com", "Pod")]))
 def test_direct_create_encoding_matches_compare(pod: JsonObj, group_kind: tuple[str, str]) -> None:
     schema = schema_for(*group_kind)
@@ -268,14 +267,12 @@ def test_direct_create_encoding_matches_compare(pod: JsonObj, group_kind: tuple[
     assert added_fields_v1(pod, schema, skip=skip) == encode_fields_v1(added - skip)
 
 
-@settings(max_examples=150, deadline=None)
 @given(_pods)
 def test_fields_v1_codec_round_trips(pod: JsonObj) -> None:
     fields = to_field_set(pod, schema_for("", "Pod"))
     assert decode_fields_v1(encode_fields_v1(fields)) == fields
 
 
-@settings(max_examples=100, deadline=None)
 @given(_pods, _pods)
 @example(  # same owner reference, keys in another order: no change (found by hypothesis)
     {"metadata": {"finalizers": [], "name": "p", "labels": {},

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
@@ -241,7 +241,6 @@ def _merge_diff(a: Any, b: Any) -> Any:
     return patch
 
 
-@settings(max_examples=150, deadline=None)
 @given(_docs, _docs)
 def test_merge_patch_of_a_diff_turns_a_into_b(a: JsonObj, b: JsonObj) -> None:
     assert apply_merge_patch(a, _merge_diff(a, b)) == b
@@ -251,7 +250,6 @@ def _pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
-@settings(max_examples=150, deadline=None)
 @given(_docs, st.text("abcd/~", min_size=1, max_size=3), _json)
 def test_json_patch_add_then_remove_round_trips(doc: JsonObj, key: str, value: Any) -> None:
     if key in doc:
@@ -262,7 +260,6 @@ def test_json_patch_add_then_remove_round_trips(doc: JsonObj, key: str, value: A
                                     {"op": "remove", "path": _pointer(key)}]) == doc
 
 
-@settings(max_examples=100, deadline=None)
 @given(_docs, st.text("xyz", min_size=1, max_size=2))
 def test_json_patch_move_there_and_back_round_trips(doc: JsonObj, target: str) -> None:
     if not doc or target in doc:

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
@@ -287,7 +287,6 @@ _value = st.recursive(_scalar, lambda inner: st.one_of(
 _doc = st.dictionaries(st.text("xyz", min_size=1, max_size=2), _value, max_size=4)
 
 
-@settings(max_examples=200, deadline=None)
 @given(_doc.map(lambda d: _strip_nulls(d)), _doc.map(lambda d: _strip_nulls_in_lists(d)))
 def test_without_merge_lists_or_directives_strategic_merge_is_merge_patch(doc: JsonObj, patch: JsonObj) -> None:
     """Fields with no patch strategy merge maps and replace lists exactly as RFC 7386 does (nulls

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from kaiwo_ray.api.crd import all_crds
+from kaiwo_ray.cli import render
 from kaiwo_sandbox.cluster.crds import preinstalled_crds
 from kaiwo_sandbox.semantics.builtin.defaults import apply_builtin_defaults
 from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
@@ -54,9 +55,10 @@ def test_example_manifests_are_accepted(path: Path) -> None:
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_rendered_children_are_accepted(path: Path) -> None:
-    render = pytest.importorskip("kaiwo_ray.cli.render")
     schemas = _schemas()
-    for obj in render.render_file(str(path)):
+    rendered = render.render_file(str(path))
+    assert rendered
+    for obj in rendered:
         meta = obj.setdefault("metadata", {})
         if obj.get("kind") not in CLUSTER_SCOPED:
             meta.setdefault("namespace", "default")

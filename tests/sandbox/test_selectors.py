@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_sandbox.contracts import ApiError
@@ -117,7 +117,6 @@ def _requirements(draw: st.DrawFn) -> str:
     return f"{key}{op}{draw(_value)}"
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.lists(_requirements(), min_size=1, max_size=4),
        st.dictionaries(_key, _value, max_size=4))
 def test_printed_selector_parses_back_to_the_same_meaning(reqs: list[str], labels: dict[str, str]) -> None:

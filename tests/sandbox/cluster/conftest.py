@@ -3,36 +3,23 @@ the official `kubernetes` package, node builders, and `wait_for` (poll under a d
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
 
 from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.pytest_plugin import SandboxFactory
+from kaiwo_sandbox.testing import RunningSandbox, eventually
 
-T = TypeVar("T")
 # The controllers these workload tests need (no Kueue, KubeRay or AppWrapper in the way).
 WORKLOAD_CONTROLLERS = ("volume-binder", "scheduler", "kubelet", "job-controller", "deployment-controller")
-SandboxFactory = Callable[..., RunningSandbox]
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 5.0, interval: float = 0.01,
-             message: str = "") -> T:
-    """Poll `predicate` until it returns something truthy and return it; fail at the deadline with
-    the last value seen (the interval is a polling period, never synchronisation by itself)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while True:
-        last = predicate()
-        if last:
-            return last
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{message or 'condition'} not met within {timeout}s; last value: {last!r}")
-        time.sleep(interval)
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = eventually
 
 
 def make_node(name: str, *, cpu: str = "16", memory: str = "64Gi", gpus: int = 0, gpu_resource: str = "amd.com/gpu",
@@ -71,25 +58,16 @@ def make_node_fixture() -> Callable[..., JsonObj]:
 
 
 @pytest.fixture
-def sandbox_factory() -> Iterator[SandboxFactory]:
-    """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None)`:
-    start a sandbox with simulated controllers; every one started is stopped after the test."""
-    started: list[RunningSandbox] = []
+def sandbox_factory(sandbox_factory: SandboxFactory) -> SandboxFactory:
+    """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None)`: the
+    plugin's factory with this suite's defaults (one plain node, every simulated controller)."""
 
     def make(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterable[str] = True,
              time_factor: float = 0.01, settings: ClusterSettings | None = None) -> RunningSandbox:
-        running = start_sandbox(nodes=[make_node("node-1")] if nodes is None else nodes, cluster=cluster,
-                                time_factor=time_factor, cluster_settings=settings)
-        started.append(running)
-        return running
+        return sandbox_factory(nodes=[make_node("node-1")] if nodes is None else nodes, cluster=cluster,
+                               time_factor=time_factor, cluster_settings=settings)
 
-    yield make
-    # A controller exception is logged and retried, which can hide a bug behind a slow recovery
-    # (or a test that just waits longer): every reconcile in a scenario must succeed.
-    errors = {id(r): r.cluster.errors for r in started if r.cluster is not None}
-    for running in started:
-        running.stop()
-    assert not any(errors.values()), f"simulated controllers raised {sum(errors.values())} time(s); see the log"
+    return make
 
 
 class Clients:
