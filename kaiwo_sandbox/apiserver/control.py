@@ -4,15 +4,27 @@ another process. Documented in docs/sandbox.md."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
+from kaiwo_sandbox.apiserver.audit import AuditLog
+from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.contracts import ApiError
 
-if TYPE_CHECKING:
-    from kaiwo_sandbox.apiserver.server import ApiServer
+
+class ControlHandles(Protocol):
+    """What the control routes may touch: the fault injector, the audit log and token minting (the
+    server hands itself; the routes see nothing else of it, so control does not import the server)."""
+
+    @property
+    def faults(self) -> FaultInjector: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    def mint_token(self, user: str) -> str: ...
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -29,7 +41,7 @@ async def _body(request: web.Request) -> Any:
         raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
 
 
-async def handle_control(server: ApiServer, request: web.Request, path: str) -> web.StreamResponse:
+async def handle_control(server: ControlHandles, request: web.Request, path: str) -> web.StreamResponse:
     method = request.method
     path = path.strip("/")
     if path == "faults":

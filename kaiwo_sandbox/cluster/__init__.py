@@ -8,29 +8,30 @@ applies the same semantics to their writes as to any client's.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 
 from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, ControllerRunner
+from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
+from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
+from kaiwo_sandbox.cluster.kueue.controller import KueueController
+from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
+from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
+from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
+from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
+from kaiwo_sandbox.cluster.workloads.jobs import JobController
 from kaiwo_sandbox.contracts import Clock, Store
 
-# name -> "module:Class". Order is start order.
-CONTROLLERS: dict[str, str] = {
-    "volume-binder": "kaiwo_sandbox.cluster.nodes.volumes:VolumeBinder",
-    "scheduler": "kaiwo_sandbox.cluster.nodes.scheduler:Scheduler",
-    "kubelet": "kaiwo_sandbox.cluster.nodes.kubelet:Kubelet",
-    "job-controller": "kaiwo_sandbox.cluster.workloads.jobs:JobController",
-    "deployment-controller": "kaiwo_sandbox.cluster.workloads.deployments:DeploymentController",
-    "kueue": "kaiwo_sandbox.cluster.kueue.controller:KueueController",
-    "kuberay": "kaiwo_sandbox.cluster.kuberay.controller:KubeRayController",
-    "appwrapper": "kaiwo_sandbox.cluster.kuberay.appwrapper:AppWrapperController",
+# name -> controller class. Order is start order.
+CONTROLLERS: dict[str, type[Controller]] = {
+    "volume-binder": VolumeBinder,
+    "scheduler": Scheduler,
+    "kubelet": Kubelet,
+    "job-controller": JobController,
+    "deployment-controller": DeploymentController,
+    "kueue": KueueController,
+    "kuberay": KubeRayController,
+    "appwrapper": AppWrapperController,
 }
-
-
-def load_controller(name: str) -> type[Controller]:
-    module_name, _, class_name = CONTROLLERS[name].partition(":")
-    cls: type[Controller] = getattr(importlib.import_module(module_name), class_name)
-    return cls
 
 
 def select_controllers(names: Iterable[str]) -> list[str]:
@@ -53,7 +54,7 @@ def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None =
     names = list(CONTROLLERS) if enabled is None else select_controllers(enabled)
     runner = ControllerRunner(store, clock)
     for name in names:
-        runner.add(load_controller(name)(store, clock, settings))
+        runner.add(CONTROLLERS[name](store, clock, settings))
     runner.start()
     return runner
 

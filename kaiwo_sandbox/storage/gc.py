@@ -23,7 +23,8 @@ from kaiwo_sandbox.contracts import ApiError, JsonObj
 
 if TYPE_CHECKING:
     from kaiwo_sandbox.registry import ResourceInfo, StorageKey
-    from kaiwo_sandbox.storage.store import ObjectStore, ObjKey
+    from kaiwo_sandbox.storage.owners import ObjKey
+    from kaiwo_sandbox.storage.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class GarbageCollector:
         if not infos:
             return
         info = self.store.primary(infos[0])
-        obj = self.store._data.get(storage, {}).get(key)
+        obj = self.store.stored(storage, key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         refs = obj["metadata"].get("ownerReferences") or []
@@ -202,7 +203,7 @@ class GarbageCollector:
         changed = False
         ns_info = self.store.resolve(NAMESPACES)
         for name in list(self._namespaces):
-            namespace = self.store._data.get(ns_info.storage, {}).get(("", name))
+            namespace = self.store.stored(ns_info.storage, ("", name))
             if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
                 del self._namespaces[name]
                 self._terminating.discard(name)

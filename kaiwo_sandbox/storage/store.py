@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import secrets
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -45,13 +44,14 @@ from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue
 from kaiwo_sandbox.semantics.metadata import validate_object_meta
 from kaiwo_sandbox.storage.gc import GarbageCollector
+from kaiwo_sandbox.storage.history import History
+from kaiwo_sandbox.storage.owners import ObjKey, OwnerIndex
 
 log = logging.getLogger(__name__)
 
 SYSTEM_USER = "system:sandbox"
 DEFAULT_HISTORY = 10_000
 
-ObjKey = tuple[str, str]  # (namespace or "", name)
 # Aliases: inside ObjectStore the name `list` is the method.
 JsonList = list[JsonObj]
 FieldPaths = list[str]
@@ -94,14 +94,11 @@ class ObjectStore:
         self.registry = Registry()
         self._data: dict[StorageKey, dict[ObjKey, JsonObj]] = {}
         self._rv = 0
-        self._history: deque[WatchEvent] = deque()
-        self._history_limit = history_limit
-        self._history_floor = 0  # every event with rv > floor is still in history
+        self.history = History(history_limit)
         self._subscribers: list[Callable[[WatchEvent], None]] = []
         self._watchers: dict[StorageKey, list[Callable[[WatchEvent], None]]] = {}
         self._hooks: list[AdmissionHook] = []
-        self._by_uid: dict[str, tuple[StorageKey, ObjKey]] = {}
-        self._dependents: dict[str, set[tuple[StorageKey, ObjKey]]] = {}
+        self.owners = OwnerIndex()
         self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
         self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
         self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
@@ -189,14 +186,13 @@ class ObjectStore:
             if resource_version not in (None, "", "0"):
                 raise ApiError.bad_request("specifying resource version is not allowed when using continue")
             at_rv, start = decode_continue(continue_token)
-            if at_rv < self._history_floor:
+            if at_rv < self.history.floor:
                 raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
                                "consistent list result. You can start a new list without the continue "
                                "parameter, or use the continue value from the response to resume the list.")
         elif resource_version_match == "Exact" and resource_version:
             at_rv = self.parse_resource_version(resource_version)
-            if at_rv < self._history_floor:
-                raise ApiError.gone(f"too old resource version: {at_rv} ({self._history_floor})")
+            self.history.require(at_rv)
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
             raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: \"{resource_version_match}\"")
         bucket = self._snapshot(info, at_rv)
@@ -223,19 +219,7 @@ class ObjectStore:
         bucket = self._bucket(info)
         if at_rv >= self._rv:
             return bucket
-        newer = [e for e in reversed(self._history) if e.resource_version > at_rv]
-        storage = self.primary(info).storage
-        past = dict(bucket)
-        for event in newer:
-            if (event.gvr.group, event.gvr.resource) != storage:
-                continue
-            meta = event.object.get("metadata") or {}
-            key = (meta.get("namespace") or "", meta.get("name", ""))
-            if event.type == "ADDED":
-                past.pop(key, None)
-            elif event.old is not None:
-                past[key] = event.old
-        return past
+        return self.history.rewind(bucket, self.primary(info).storage, at_rv)
 
     @staticmethod
     def parse_resource_version(value: str) -> int:
@@ -276,24 +260,11 @@ class ObjectStore:
 
     def events_since(self, info: ResourceInfo, rv: int) -> EventList:
         """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them."""
-        if rv < self._history_floor:
-            raise ApiError.gone(f"too old resource version: {rv} ({self._history_floor})")
-        storage = self.primary(info).storage
-        newer: EventList = []
-        for event in reversed(self._history):
-            if event.resource_version <= rv:
-                break
-            if (event.gvr.group, event.gvr.resource) == storage:
-                newer.append(event)
-        newer.reverse()
-        return newer
+        return self.history.since(self.primary(info).storage, rv)
 
     def _emit(self, kind: str, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         event = WatchEvent(kind, self.storage_gvr(info), obj, old, self._rv)  # type: ignore[arg-type]
-        self._history.append(event)
-        if len(self._history) > self._history_limit:
-            dropped = self._history.popleft()
-            self._history_floor = dropped.resource_version
+        self.history.record(event)
         for callback in list(self._watchers.get(self.primary(info).storage, ())):
             callback(event)
         for subscriber in list(self._subscribers):
@@ -306,8 +277,7 @@ class ObjectStore:
 
     def expire_history(self) -> None:
         """Forget all history (fault injection: the next resume or continue gets 410)."""
-        self._history.clear()
-        self._history_floor = self._rv
+        self.history.forget(self._rv)
 
     @contextmanager
     def field_validation(self, mode: str) -> Iterator[FieldPaths]:
@@ -764,11 +734,7 @@ class ObjectStore:
         """Drop an object for good (resourceVersion already bumped on `final`) and let GC react."""
         bucket = self._bucket(info)
         bucket.pop(key, None)
-        meta = final["metadata"]
-        uid = meta.get("uid")
-        if uid:
-            self._by_uid.pop(uid, None)
-        self._index_owners(info, key, old, None)
+        self.owners.removed((info.storage, key), final, old)
         self._emit("DELETED", info, final, old)
         if info.group == CRDS.group and info.resource == CRDS.resource:
             self._unregister_crd(final)
@@ -884,26 +850,7 @@ class ObjectStore:
 
     def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
         self._bucket(info)[key] = obj
-        uid = obj["metadata"].get("uid")
-        if uid:
-            self._by_uid[uid] = (info.storage, key)
-        self._index_owners(info, key, old, obj)
-
-    def _index_owners(self, info: ResourceInfo, key: ObjKey, old: JsonObj | None, new: JsonObj | None) -> None:
-        before = _owner_uids(old)
-        after = _owner_uids(new)
-        if before == after:
-            return
-        ref = (info.storage, key)
-        for uid in before - after:
-            dependents = self._dependents.get(uid)
-            if dependents is not None:
-                dependents.discard(ref)
-                if not dependents:
-                    del self._dependents[uid]
-        for uid in after - before:
-            if uid:
-                self._dependents.setdefault(uid, set()).add(ref)
+        self.owners.committed((info.storage, key), old, obj)
 
     def _after_commit(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         if info.group == CRDS.group and info.resource == CRDS.resource:
@@ -915,8 +862,12 @@ class ObjectStore:
             self.gc.deletion_started(info, obj)
 
     # ------------------------------------------------------------------ lookups for GC
+    def stored(self, storage: StorageKey, key: ObjKey) -> JsonObj | None:
+        """The object stored at `key` in `storage` as it is (not a copy: read, never mutate)."""
+        return self._data.get(storage, {}).get(key)
+
     def by_uid(self, uid: str) -> tuple[ResourceInfo, ObjKey, JsonObj] | None:
-        where = self._by_uid.get(uid)
+        where = self.owners.locate(uid)
         if where is None:
             return None
         storage, key = where
@@ -928,7 +879,7 @@ class ObjectStore:
 
     def dependents_of(self, uid: str) -> LocatedList:
         found: LocatedList = []
-        for storage, key in list(self._dependents.get(uid, ())):
+        for storage, key in self.owners.dependents(uid):
             infos = self.registry.storage_infos(storage)
             obj = self._data.get(storage, {}).get(key)
             if infos and obj is not None:
@@ -1034,8 +985,7 @@ class ObjectStore:
             if info.group == CRDS.group and info.resource == CRDS.resource:
                 self._register_crd(obj)
         self._rv = max(self._rv, int(state.get("resourceVersion") or 0))
-        self._history.clear()
-        self._history_floor = self._rv
+        self.history.forget(self._rv)
 
     def _info_for_kind(self, group: str, version: str, kind: str) -> ResourceInfo | None:
         for info in self.registry:
@@ -1043,7 +993,3 @@ class ObjectStore:
                 return info
         return None
 
-
-def _owner_uids(obj: JsonObj | None) -> set[str]:
-    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or ()
-    return {str(r["uid"]) for r in refs if isinstance(r, dict) and r.get("uid")}
