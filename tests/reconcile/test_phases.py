@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.reconcile import children as c
+from kaiwo_ray.reconcile import phases as c
 from kaiwo_ray.reconcile.conditions import Cond, same_conditions, set_conditions
 
 
