@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kaiwo_sandbox.cluster.kuberay.controller import desired_resources, desired_workers, serve_applications
+from kaiwo_sandbox.cluster.kuberay.raycluster import desired_resources, desired_workers
+from kaiwo_sandbox.cluster.kuberay.rayservice import serve_applications
 from kaiwo_sandbox.cluster.kuberay.objects import (
     build_pod,
     default_submitter_template,
