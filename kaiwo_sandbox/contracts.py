@@ -6,10 +6,13 @@ Objects are plain JSON-shaped dicts, exactly what goes on the wire.
 
 from __future__ import annotations
 
+import asyncio
+import heapq
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol
 
 JsonObj = dict[str, Any]
@@ -235,6 +238,14 @@ class Clock(Protocol):
 
     def monotonic(self) -> float: ...
 
+    def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
+        """Run `callback` once `delay` seconds of this clock have passed (on the sandbox's loop)."""
+        ...
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
 
 @dataclass(slots=True)
 class RealClock:
@@ -246,6 +257,62 @@ class RealClock:
 
     def monotonic(self) -> float:
         return time.monotonic() + self._offset
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay, 0.0), callback)
+
+
+@dataclass(slots=True)
+class _ManualTimer:
+    callback: Callable[[], None] | None
+
+    def cancel(self) -> None:
+        self.callback = None
+
+
+@dataclass(slots=True)
+class ManualClock:
+    """A clock that moves only when told to (`advance`): time-based cluster behaviour (TTLs, back-off,
+    grace periods, deadlines) is tested by advancing time, at its exact boundaries, instead of
+    sleeping in scaled real time. Timers fire inside `advance`, in due order, on the caller's thread
+    (the sandbox's loop: `RunningSandbox.advance` takes care of that)."""
+
+    time_factor: float = 1.0
+    start: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+    _elapsed: float = 0.0
+    _timers: list[tuple[float, int, _ManualTimer]] = field(default_factory=list)
+    _order: itertools.count[int] = field(default_factory=itertools.count)
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self._elapsed)
+
+    def monotonic(self) -> float:
+        return self._elapsed
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
+        timer = _ManualTimer(callback)
+        heapq.heappush(self._timers, (self._elapsed + max(delay, 0.0), next(self._order), timer))
+        return timer
+
+    def next_due(self) -> float | None:
+        """Seconds until the earliest pending timer (None when none is pending)."""
+        while self._timers and self._timers[0][2].callback is None:
+            heapq.heappop(self._timers)
+        return max(self._timers[0][0] - self._elapsed, 0.0) if self._timers else None
+
+    def advance(self, seconds: float) -> int:
+        """Move time forward by `seconds`, firing every timer that falls due; returns how many fired."""
+        target = self._elapsed + max(seconds, 0.0)
+        fired = 0
+        while self._timers and self._timers[0][0] <= target:
+            due, _, timer = heapq.heappop(self._timers)
+            self._elapsed = max(self._elapsed, due)
+            if timer.callback is not None:
+                callback, timer.callback = timer.callback, None
+                callback()
+                fired += 1
+        self._elapsed = target
+        return fired
 
 
 # The second last formatted and its text (one tuple, so threads never see half an update):

@@ -29,7 +29,9 @@ from kaiwo_sandbox.contracts import (
     NODES,
     SERVICES,
     ApiError,
+    Clock,
     JsonObj,
+    ManualClock,
     RealClock,
     rfc3339_micro,
 )
@@ -61,6 +63,7 @@ class SandboxConfig:
     extra_crds: list[JsonObj] = field(default_factory=list)  # installed beside the preinstalled ones (the product's own CRDs)
     tls: bool = True  # kubectl sends credentials only over TLS; plain HTTP is for special cases
     event_ttl: float = 3600.0  # seconds, like kube-apiserver --event-ttl; 0 keeps events forever
+    manual_clock: bool = False  # time moves only by ManualClock.advance (tests of TTLs, back-off, grace periods)
 
 
 # The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
@@ -133,7 +136,8 @@ def write_kubeconfig(path: Path, url: str, token: str, ca_pem: bytes | None = No
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
-        self.clock = RealClock(time_factor=self.config.time_factor)
+        self.clock: Clock = (ManualClock(time_factor=self.config.time_factor) if self.config.manual_clock
+                             else RealClock(time_factor=self.config.time_factor))
         self.store = ObjectStore(self.clock)
         self.audit = AuditLog()
         self.faults = FaultInjector(seed=self.config.fault_seed)

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from kaiwo_sandbox.apiserver.audit import AuditLog
 from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.cluster.base import ClusterSettings
-from kaiwo_sandbox.contracts import JsonObj, RealClock
+from kaiwo_sandbox.contracts import Clock, JsonObj, ManualClock
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 from kaiwo_sandbox.storage.store import ObjectStore
 
@@ -77,8 +77,35 @@ class RunningSandbox:
         return self.sandbox.store
 
     @property
-    def clock(self) -> RealClock:
+    def clock(self) -> Clock:
         return self.sandbox.clock
+
+    def advance(self, seconds: float) -> None:
+        """Move a manual clock (`start_sandbox(manual_clock=True)`) `seconds` forward, timer by timer,
+        letting the simulated controllers settle after each (what they write may start new timers),
+        so the cluster ends where it would be after that much time."""
+        clock = self.sandbox.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError("advance needs a sandbox started with manual_clock=True")
+
+        def step() -> None:
+            remaining = seconds
+            runner = self.sandbox.cluster
+            if runner is not None:
+                runner.drain_until_idle()
+            while True:
+                due = clock.next_due()
+                if due is None or due > remaining:
+                    clock.advance(remaining)
+                    break
+                clock.advance(due)
+                remaining -= due
+                if runner is not None:
+                    runner.drain_until_idle()
+            if runner is not None:
+                runner.drain_until_idle()
+
+        self.call(step)
 
     @property
     def faults(self) -> FaultInjector:
@@ -214,15 +241,17 @@ def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterabl
                   time_factor: float = 0.01, cluster_settings: ClusterSettings | None = None,
                   state_dir: Path | None = None, port: int = 0, bookmark_interval: float = 60.0,
                   install_crds: bool = True, extra_crds: list[JsonObj] | None = None,
-                  tls: bool = True) -> RunningSandbox:
+                  tls: bool = True, manual_clock: bool = False) -> RunningSandbox:
     """Start a sandbox on 127.0.0.1 on a background thread. `nodes=None` seeds the world's nodes
     (see `use_world`), `nodes=[]` none; `extra_crds` are installed beside the world's CRDs;
-    `cluster=True` starts every simulated controller (an iterable: only those)."""
+    `cluster=True` starts every simulated controller (an iterable: only those); `manual_clock=True`
+    stops time until the test moves it with `RunningSandbox.advance`."""
     tmpdir = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-")
     config = SandboxConfig(port=port, nodes=list(_world.nodes if nodes is None else nodes), cluster=cluster,
                            time_factor=time_factor, cluster_settings=cluster_settings, state_dir=state_dir,
                            kubeconfig_path=Path(tmpdir.name) / "kubeconfig", bookmark_interval=bookmark_interval,
-                           install_crds=install_crds, extra_crds=[*_world.crds, *(extra_crds or [])], tls=tls)
+                           install_crds=install_crds, extra_crds=[*_world.crds, *(extra_crds or [])], tls=tls,
+                           manual_clock=manual_clock)
     loop = new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-sandbox", daemon=True)
     thread.start()

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from kaiwo_sandbox.contracts import GVR, ApiError, Clock, JsonObj, Store, WatchEvent
+from kaiwo_sandbox.contracts import GVR, ApiError, Clock, JsonObj, Store, TimerHandle, WatchEvent
 
 log = logging.getLogger(__name__)
 TRANSIENT_API_CODES = frozenset({404, 409, 429, 500, 503, 504})  # races and overload: retried quietly
@@ -81,7 +81,7 @@ class ControllerRunner:
         self.clock = clock
         self.controllers: list[Controller] = []
         self._dirty: dict[str, dict[Key, None]] = {}
-        self._timers: dict[tuple[str, Key], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[str, Key], TimerHandle] = {}
         self._by_resource: dict[tuple[str, str], list[Controller]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -143,7 +143,7 @@ class ControllerRunner:
             self._timers.pop(timer_key, None)
             self.enqueue(controller, key)
 
-        self._timers[timer_key] = asyncio.get_running_loop().call_later(max(delay, 0.0), fire)
+        self._timers[timer_key] = self.clock.call_later(max(delay, 0.0), fire)
 
     def _backoff(self, controller: Controller, key: Key, first: float) -> float:
         """Per-key exponential back-off after failed reconciles (like controller-runtime's rate
@@ -182,6 +182,17 @@ class ControllerRunner:
                 if delay is not None:
                     self._schedule(controller, key, delay)
         return ran
+
+    def drain_until_idle(self, limit: int = 10_000) -> int:
+        """Reconcile until no key is dirty (each reconcile's writes may dirty others); returns how
+        many ran. For a manual clock, where a test settles the cluster between steps of time."""
+        total = 0
+        while total < limit:
+            ran = self.drain_once()
+            if not ran:
+                break
+            total += ran
+        return total
 
     async def _drain_forever(self) -> None:
         while True:

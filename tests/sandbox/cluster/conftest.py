@@ -59,13 +59,15 @@ def make_node_fixture() -> Callable[..., JsonObj]:
 
 @pytest.fixture
 def sandbox_factory(sandbox_factory: SandboxFactory) -> SandboxFactory:
-    """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None)`: the
+    """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None,
+    manual_clock=False)`: the
     plugin's factory with this suite's defaults (one plain node, every simulated controller)."""
 
     def make(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterable[str] = True,
-             time_factor: float = 0.01, settings: ClusterSettings | None = None) -> RunningSandbox:
+             time_factor: float = 0.01, settings: ClusterSettings | None = None,
+             manual_clock: bool = False) -> RunningSandbox:
         return sandbox_factory(nodes=[make_node("node-1")] if nodes is None else nodes, cluster=cluster,
-                               time_factor=time_factor, cluster_settings=settings)
+                               time_factor=time_factor, cluster_settings=settings, manual_clock=manual_clock)
 
     return make
 

@@ -120,12 +120,41 @@ def test_indexed_job_tracks_completed_indexes(sandbox_factory: Any, clients_fact
     assert indexes == ["0", "1", "2"]
 
 
-def test_ttl_after_finished_deletes_job_and_pods(sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
-    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+def test_ttl_after_finished_deletes_job_and_pods_exactly_at_the_ttl(sandbox_factory: Any, clients_factory: Any,
+                                                                         wait_for: Any) -> None:
+    sb = sandbox_factory(cluster=WORKLOADS, manual_clock=True, time_factor=1.0)
+    c = clients_factory(sb)
     c.batch.create_namespaced_job("default", job("brief", ["sleep", "1"], ttlSecondsAfterFinished=5))
-    wait_for(lambda: [j for j in c.batch.list_namespaced_job("default").items if j.metadata.name == "brief"])
+    for _ in range(40):  # the pod is scheduled, started and runs its 1 s in simulated time
+        sb.advance(0.25)
+        status = job_status(c, "brief")
+        if "Complete" in condition_types(status):
+            break
+    assert "Complete" in condition_types(status), status
+    sb.advance(4.75)
+    assert [j.metadata.name for j in c.batch.list_namespaced_job("default").items] == ["brief"]
+    sb.advance(0.5)  # past completionTime + 5 s (the controller measures from its own observation)
     wait_for(lambda: not c.batch.list_namespaced_job("default").items, message="job removed after its TTL")
     wait_for(lambda: not job_pods(c, "brief"), message="pods garbage-collected with the job")
+
+
+def test_failed_pods_are_replaced_after_the_doubling_back_off(sandbox_factory: Any, clients_factory: Any) -> None:
+    """The controller waits 10 s after the first failure and 20 s after the second before the next pod
+    (like the real controller's back-off): measured on a manual clock, where timestamps are exact."""
+    sb = sandbox_factory(cluster=WORKLOADS, manual_clock=True, time_factor=1.0)
+    c = clients_factory(sb)
+    c.batch.create_namespaced_job("default", job("doomed", ["sleep", "1"], backoffLimit=2, annotations={
+        "sandbox.kaiwo-ray.dev/exit-code": "1"}))
+    for _ in range(240):
+        sb.advance(0.25)
+        if "Failed" in condition_types(job_status(c, "doomed")):
+            break
+    pods = sorted(job_pods(c, "doomed"), key=lambda p: p.metadata.creation_timestamp)
+    assert len(pods) == 3
+    finished = [p.status.container_statuses[0].state.terminated.finished_at for p in pods]
+    created = [p.metadata.creation_timestamp for p in pods]
+    assert 10 <= (created[1] - finished[0]).total_seconds() < 11
+    assert 20 <= (created[2] - finished[1]).total_seconds() < 21
 
 
 def test_deleting_a_job_removes_its_pods(sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:

@@ -7,8 +7,6 @@ from typing import Any
 
 import pytest
 
-from kaiwo_sandbox.cluster.kuberay.raycluster import desired_resources, desired_workers
-from kaiwo_sandbox.cluster.kuberay.rayservice import serve_applications
 from kaiwo_sandbox.cluster.kuberay.objects import (
     build_pod,
     default_submitter_template,
@@ -18,6 +16,8 @@ from kaiwo_sandbox.cluster.kuberay.objects import (
     rayjob_cluster_name,
     submitter_job,
 )
+from kaiwo_sandbox.cluster.kuberay.raycluster import desired_resources, desired_workers
+from kaiwo_sandbox.cluster.kuberay.rayservice import serve_applications
 
 CLUSTER: dict[str, Any] = {
     "apiVersion": "ray.io/v1", "kind": "RayCluster",
