@@ -41,7 +41,7 @@ def as_int(value: Any, default: int) -> int:
 
 def pod_requests(pod: JsonObj) -> dict[str, Decimal]:
     """What the scheduler charges a node for, in units: the same total Kueue charges quota for
-    (`kueue_resources.pod_requests`: containers, init containers by the max rule, native sidecars,
+    (`cluster.resources.pod_requests`: containers, init containers by the max rule, native sidecars,
     overhead), since both real components use the same Kubernetes helper. A pod with a quantity
     that does not parse (the store refuses those; this is only a guard) is charged nothing rather
     than stalling the scheduler."""

@@ -37,12 +37,8 @@ from kaiwo_sandbox.contracts import (
 )
 from kaiwo_sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
 from kaiwo_sandbox.semantics import apply, event_conversion, patching, scale, strategies
-from kaiwo_sandbox.semantics import schema as schema_module
-from kaiwo_sandbox.semantics.builtin import defaults as builtin_defaults
-from kaiwo_sandbox.semantics.builtin.decoding import check_builtin_types
-from kaiwo_sandbox.semantics.builtin.validation import validate_builtin
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue
-from kaiwo_sandbox.semantics.metadata import validate_object_meta
+from kaiwo_sandbox.storage import pipeline
 from kaiwo_sandbox.storage.gc import GarbageCollector
 from kaiwo_sandbox.storage.history import History
 from kaiwo_sandbox.storage.owners import ObjKey, OwnerIndex
@@ -361,48 +357,6 @@ class ObjectStore:
             if (ns, name) not in bucket:
                 return name
         return prefix + random_suffix(8)
-
-    def _check_body(self, info: ResourceInfo, gvr: GVR, obj: Any) -> JsonObj:
-        if not isinstance(obj, dict):
-            raise ApiError.bad_request(f"the body of the request is not a {info.kind} object")
-        meta = obj.get("metadata")
-        if meta is None:
-            meta = obj["metadata"] = {}
-        if not isinstance(meta, dict):
-            raise ApiError.bad_request(f'{info.kind} in version "{gvr.version}" cannot be handled as a {info.kind}: '
-                                       "json: cannot unmarshal into Go struct field .metadata of type v1.ObjectMeta")
-        refs = meta.get("ownerReferences")
-        if isinstance(refs, list) and not all(isinstance(ref, dict) for ref in refs):
-            raise ApiError.bad_request(f'{info.kind} in version "{gvr.version}" cannot be handled as a {info.kind}: '
-                                       "json: cannot unmarshal into Go struct field ObjectMeta.metadata."
-                                       "ownerReferences of type v1.OwnerReference")
-        kind = obj.get("kind")
-        if kind and kind != info.kind:
-            raise ApiError.bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind ({info.kind})")
-        api_version = obj.get("apiVersion")
-        if api_version and api_version not in {info.api_version(v) for v in info.versions}:
-            raise ApiError.bad_request(f"the API version in the data ({api_version}) does not match the "
-                                       f"expected API version ({gvr.api_version})")
-        obj["apiVersion"] = gvr.api_version
-        obj["kind"] = info.kind
-        return obj
-
-    @staticmethod
-    def decode_typed(info: ResourceInfo, gvr: GVR, obj: JsonObj) -> None:
-        """The HTTP layer's typed decoding of a built-in kind's body (400 on a wrongly typed field). Bodies
-        from clients and patch results pass it; in-process writers (simulated controllers, tests that plant
-        malformed objects on purpose) write decoded objects and skip it."""
-        if not info.custom:
-            check_builtin_types(info.group, info.kind, gvr.version, obj)
-
-    @classmethod
-    def _well_typed(cls, info: ResourceInfo, gvr: GVR, obj: JsonObj) -> bool:
-        try:
-            cls.decode_typed(info, gvr, obj)
-        except ApiError:
-            return False
-        return True
 
     def _namespace_for(self, info: ResourceInfo, meta: JsonObj, namespace: str | None) -> str:
         if not info.namespaced:
@@ -797,56 +751,28 @@ class ObjectStore:
         return result
 
     # ------------------------------------------------------------------ pipeline steps
+    def _check_body(self, info: ResourceInfo, gvr: GVR, obj: Any) -> JsonObj:
+        return pipeline.check_body(info, gvr, obj)
+
+    decode_typed = staticmethod(pipeline.decode_typed)
+
+    def _well_typed(self, info: ResourceInfo, gvr: GVR, obj: JsonObj) -> bool:
+        return pipeline.well_typed(info, gvr, obj)
+
     def _default(self, info: ResourceInfo, obj: JsonObj, *, owned: bool = False) -> JsonObj:
-        """Defaulting and pruning. `owned`: nothing else references any part of `obj` (a create's
-        freshly decoded body), so it is defaulted in place; otherwise (an update's candidate shares
-        status and managedFields with the stored object) on a copy."""
-        if info.custom:
-            schema = info.schemas.get(info.stored_version)
-            if schema is not None:
-                if owned:
-                    schema_module.default_in_place(schema, obj)
-                else:
-                    obj = schema_module.apply_defaults(schema, obj)
-                if self._field_validation != "Ignore":
-                    unknown = schema_module.unknown_fields(schema, obj)
-                    if self._field_validation == "Warn":
-                        self.unknown_fields.extend(unknown)
-                    elif unknown:
-                        version = info.stored_version
-                        raise ApiError.bad_request(
-                            f'{info.kind} in version "{version}" cannot be handled as a {info.kind}: '
-                            + schema_module.strict_decoding_message(unknown))
-                schema_module.prune_in_place(schema, obj)  # ours by now: defaulted in place or copied
-            return obj
-        if builtin_defaults.has_builtin_defaults(info.group, info.kind):
-            if owned:
-                builtin_defaults.default_in_place(info.group, info.kind, obj)
-                return obj
-            return builtin_defaults.apply_builtin_defaults(info.group, info.kind, obj)
-        return obj
+        return pipeline.default(info, obj, owned=owned, field_validation=self._field_validation,
+                                unknown_sink=self.unknown_fields)
 
     def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
         for hook in list(self._hooks):
             hook(operation, gvr, obj, None if old is None else clone(old), user)
 
     def _validate(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
-        causes: JsonList = validate_object_meta(obj, namespaced=info.namespaced, kind=info.kind)
-        if info.custom:
-            schema = info.schemas.get(info.stored_version)
-            if schema is not None:
-                causes.extend(schema_module.validate(schema, obj))
-        else:
-            causes.extend(validate_builtin(info.group, info.kind, obj, old))
-        if causes:
-            raise ApiError.invalid(info.kind, info.group, str((obj.get("metadata") or {}).get("name", "")), causes)
+        pipeline.validate(info, obj, old)
 
     def _record_manager(self, info: ResourceInfo, gvr: GVR, old: JsonObj | None, new: JsonObj, manager: str,
                         subresource: str | None) -> JsonObj:
-        return apply.record_update(old, new, manager=manager, api_version=gvr.api_version,
-                                              group=info.group, kind=info.kind, subresource=subresource,
-                                              now=rfc3339(self.clock.now()), schema=info.schemas.get(gvr.version),
-                                              status_subresource=info.has_status)
+        return pipeline.record_manager(info, gvr, old, new, manager, subresource, rfc3339(self.clock.now()))
 
     def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
         self._bucket(info)[key] = obj

@@ -2,7 +2,7 @@
 cohort borrowing and lending limits, flavor assignment with Kueue's pending messages, and the
 choice of preemption victims within a ClusterQueue.
 
-Amounts are integers in milli-units (see `kueue_resources`). Nothing here touches the store.
+Amounts are integers in milli-units (see `kaiwo_sandbox.semantics.quantity.parse_milli`). Nothing here touches the store.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 job, quota reservation against ClusterQueues (flavors, cohorts, priorities, StrictFIFO and
 BestEffortFIFO, in-queue preemption), starting and stopping jobs, and queue status.
 
-Like Kueue, the controller decides from an in-memory cache (`kueue_cache.KueueCache`) fed by the
+Like Kueue, the controller decides from an in-memory cache (`cache.KueueCache`) fed by the
 store's notifications — `keys_for` updates it synchronously, so it is never behind the store
 when a reconcile runs. Pending workloads are indexed per ClusterQueue in queue order and usage
 is kept incrementally, so one admission costs a flavor assignment, not a scan of every workload.

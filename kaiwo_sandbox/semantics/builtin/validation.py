@@ -4,7 +4,7 @@ its tests and kubectl users can run into, with the apiserver's field paths and w
 Runs after defaulting, so it sees defaulted objects (e.g. a Job template without restartPolicy has become
 `Always` and is rejected as the real server rejects it). ObjectMeta is validated separately (metadata.py).
 
-Pod specs (and pod updates) are validated in pod_validation.py; this module holds the per-kind rules and the
+Pod specs (and pod updates) are validated in builtin/pods.py; this module holds the per-kind rules and the
 dispatch table.
 
 Deliberate simplification, documented so nobody relies on it: immutable-field errors print a Go struct value as
