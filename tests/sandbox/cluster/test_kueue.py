@@ -131,8 +131,10 @@ def test_third_8_gpu_job_waits_for_quota_then_runs(world: tuple[Clients, Kueue],
     assert (pending["status"], pending["reason"]) == ("False", "Pending")
     assert pending["message"] == ("couldn't assign flavors to pod set main: insufficient unused quota for "
                                   "amd.com/gpu in flavor mi300x, 8 more needed")
-    cq = wait_for(lambda: (s := kueue.status("clusterqueues", "cluster")).get("pendingWorkloads") == 1 and s)
-    assert cq["admittedWorkloads"] == 2
+    # The ClusterQueue's status trails the admissions: wait for the settled counts, not the first status
+    # that shows one pending Workload (one written before b was admitted also does).
+    cq = wait_for(lambda: (s := kueue.status("clusterqueues", "cluster")).get("pendingWorkloads") == 1
+                  and s.get("admittedWorkloads") == 2 and s, message="ClusterQueue: 2 admitted, 1 pending")
     gpu_usage = {r["name"]: r["total"] for r in cq["flavorsUsage"][0]["resources"]}
     assert gpu_usage[GPU] == "16"
     assert condition({"status": cq}, "Active")["reason"] == "Ready"  # type: ignore[index]
