@@ -35,10 +35,10 @@ from kaiwo_sandbox.contracts import (
     WatchEvent,
     rfc3339,
 )
-from kaiwo_sandbox.registry import Registry, ResourceInfo, StorageKey, info_from_crd
+from kaiwo_sandbox.registry import Registry, ResourceInfo, StorageKey
 from kaiwo_sandbox.semantics import apply, event_conversion, patching, scale, strategies
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue
-from kaiwo_sandbox.storage import pipeline
+from kaiwo_sandbox.storage import crd_registration, pipeline
 from kaiwo_sandbox.storage.gc import GarbageCollector
 from kaiwo_sandbox.storage.history import History
 from kaiwo_sandbox.storage.owners import ObjKey, OwnerIndex
@@ -835,25 +835,15 @@ class ObjectStore:
 
     # ------------------------------------------------------------------ CRDs
     def _check_crd(self, crd: JsonObj) -> None:
-        info_from_crd(crd)  # raises 422 for what we cannot serve
+        crd_registration.check(crd)
 
     def _register_crd(self, crd: JsonObj) -> None:
-        try:
-            info = info_from_crd(crd)
-        except ApiError:
-            log.warning("sandbox: CRD %s not served", crd.get("metadata", {}).get("name"))
-            return
-        existing = self.registry.find(info.group, info.resource)
-        if existing is not None and not existing.custom:
-            return
-        self.registry.add(info)
+        crd_registration.register(self.registry, crd)
 
     def _unregister_crd(self, crd: JsonObj) -> None:
-        spec = crd.get("spec") or {}
-        group = spec.get("group") or ""
-        plural = (spec.get("names") or {}).get("plural") or ""
-        info = self.registry.find(group, plural)
-        if info is None or not info.custom:
+        """A deleted CRD takes its objects with it (each deleted, with its watch event), then its resource."""
+        info = crd_registration.served(self.registry, crd)
+        if info is None:
             return
         bucket = self._data.get(info.storage, {})
         for key in sorted(bucket):
@@ -864,7 +854,7 @@ class ObjectStore:
             final["metadata"]["resourceVersion"] = str(self._rv)
             self._remove(info, key, final, obj)
         self._data.pop(info.storage, None)
-        self.registry.remove(group, plural)
+        self.registry.remove(info.group, info.resource)
 
     def install_crds(self, crds: Iterable[JsonObj]) -> int:
         """Install CRDs at startup; one already stored (from `--state`) gets the shipped spec, so an
