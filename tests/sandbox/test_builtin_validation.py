@@ -313,7 +313,9 @@ def test_preinstalled_crds_are_valid() -> None:
     from kaiwo_ray.api.crd import all_crds
     from kaiwo_sandbox.cluster.crds import preinstalled_crds
 
-    for crd in [*all_crds(), *preinstalled_crds()]:
+    crds = [*all_crds(), *preinstalled_crds()]
+    assert crds
+    for crd in crds:
         assert _causes("apiextensions.k8s.io", "CustomResourceDefinition", crd) == [], crd["metadata"]["name"]
 
 

@@ -257,7 +257,9 @@ def test_third_party_crd_schemas_accept_their_typical_objects() -> None:
     from kaiwo_ray.api.crd import all_crds
     from kaiwo_sandbox.cluster.crds import preinstalled_crds
 
-    for crd in [*all_crds(), *preinstalled_crds()]:
+    crds = [*all_crds(), *preinstalled_crds()]
+    assert crds
+    for crd in crds:
         for version in crd["spec"]["versions"]:
             schema = version["schema"]["openAPIV3Schema"]
             obj = {"apiVersion": f"{crd['spec']['group']}/{version['name']}", "kind": crd["spec"]["names"]["kind"],
