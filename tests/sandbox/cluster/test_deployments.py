@@ -103,8 +103,12 @@ def test_template_change_rolls_to_a_new_replicaset(sandbox_factory: Any, clients
 
 def test_progress_deadline_exceeded_when_pods_cannot_schedule(sandbox_factory: Any, clients_factory: Any,
                                                               wait_for: Any) -> None:
-    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    sb = sandbox_factory(cluster=WORKLOADS, manual_clock=True, time_factor=1.0)
+    c = clients_factory(sb)
     c.apps.create_namespaced_deployment("default", deployment("huge", 1, gpus=64, progressDeadlineSeconds=30))
+    sb.advance(29.5)  # no progress for 29.5 s: still within the deadline
+    assert conditions(status_of(c, "huge")).get("Progressing", ("", ""))[1] != "ProgressDeadlineExceeded"
+    sb.advance(1.0)
     status = wait_for(lambda: (s := status_of(c, "huge"))
                       and conditions(s).get("Progressing", ("", ""))[1] == "ProgressDeadlineExceeded" and s)
     assert conditions(status)["Progressing"][0] == "False"

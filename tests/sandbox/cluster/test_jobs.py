@@ -193,8 +193,16 @@ def test_malformed_numbers_fall_back_to_defaults_without_crashing(sandbox_factor
 
 def test_active_deadline_kills_running_pods_before_failing(sandbox_factory: Any, clients_factory: Any,
                                                            wait_for: Any) -> None:
-    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    sb = sandbox_factory(cluster=WORKLOADS, manual_clock=True, time_factor=1.0)
+    c = clients_factory(sb)
     c.batch.create_namespaced_job("default", job("overdue", ["sleep", "infinity"], activeDeadlineSeconds=20))
+    sb.advance(19.5)  # the deadline counts from the Job's startTime: not yet
+    assert "Failed" not in condition_types(job_status(c, "overdue"))
+    assert [p.status.phase for p in job_pods(c, "overdue")] == ["Running"]
+    for _ in range(40):  # past it: the pod is killed (its grace period runs on the same clock)
+        sb.advance(1.0)
+        if "Failed" in condition_types(job_status(c, "overdue")) and not job_pods(c, "overdue"):
+            break
     status = wait_for(lambda: (s := job_status(c, "overdue")) and "Failed" in condition_types(s) and s)
     assert condition_types(status) == ["FailureTarget", "Failed"]
     failed = status.conditions[1]
