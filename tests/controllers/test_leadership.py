@@ -17,8 +17,8 @@ from e2e_scenarios import kaiwo_job, wait_phase
 from e2e_support import Kube, Target, wait_for
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
-from kaiwo_ray.sandbox.instance import write_kubeconfig
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.instance import write_kubeconfig
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 LEASE = {"lease": True, "lease_seconds": 3.0, "renew_every": 0.3, "renew_deadline": 2.0}
 WRITES = ("create", "update", "patch", "delete")

@@ -21,7 +21,7 @@ from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Invalid
 from kaiwo_ray.kube.informer import Informer, InformerSettings
 from kaiwo_ray.kube.workqueue import Backoff, WorkQueue
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 NS = "default"
 

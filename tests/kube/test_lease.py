@@ -7,22 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import pytest
 
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings, incarnation_identity
 from kaiwo_ray.kube.resources import LEASES
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=[]) as sb:
-        yield sb
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def run_with_client(sandbox: RunningSandbox, body: Any) -> None:

@@ -18,7 +18,7 @@ from render_fixtures import CONFIG, gpu_nodes, job, service
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoJobSpec, KaiwoService, KaiwoServiceSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.render import RenderError, render_all
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 from kaiwo_api_strategies import wire_documents
