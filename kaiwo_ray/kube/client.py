@@ -52,6 +52,7 @@ class KubeClient:
         self._lean_checked = False
         self._prefix = ""
         self._host_header = ""
+        self._host_bytes = b""
         # Asked immediately before every write (not GET/HEAD): False refuses it with NotLeader. The
         # controller host sets it to its elector's `may_write`, fencing a leader that lost its Lease.
         self.write_guard: Callable[[], bool] | None = None
@@ -162,19 +163,20 @@ class KubeClient:
                                configuration.tls_server_name or None, rest.maxsize or 100)
             self._prefix = origin.raw_path.rstrip("/")
             self._host_header = origin.host_port_subcomponent or origin.raw_host
+            self._host_bytes = self._host_header.encode("latin-1")
         return self._lean
 
     def _headers(self, content_type: str, auth: str | None, body: bytes | None,
-                 method: str) -> list[tuple[str, str]]:
+                 method: str) -> list[tuple[bytes, bytes]]:
         """The headers aiohttp sent (Accept-Encoding included, so large lists still come compressed
-        from a real apiserver); h11 frames them."""
-        headers = [("Host", self._host_header), ("Accept", "application/json"),
-                   ("Accept-Encoding", "gzip, deflate"), ("Content-Type", content_type),
-                   ("User-Agent", self._user_agent)]
+        from a real apiserver), as bytes (h11 then skips converting them); h11 frames them."""
+        headers = [(b"Host", self._host_bytes), (b"Accept", b"application/json"),
+                   (b"Accept-Encoding", b"gzip, deflate"), (b"Content-Type", content_type.encode("latin-1")),
+                   (b"User-Agent", self._user_agent.encode("latin-1"))]
         if auth:
-            headers.append(("Authorization", auth))
+            headers.append((b"Authorization", auth.encode("latin-1")))
         if body is not None or method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
-            headers.append(("Content-Length", str(len(body) if body is not None else 0)))
+            headers.append((b"Content-Length", b"%d" % (len(body) if body is not None else 0)))
         return headers
 
     async def _lean_send(self, pool: _Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
