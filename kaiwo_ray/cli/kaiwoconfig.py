@@ -24,7 +24,7 @@ class CliConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     user: str | None = None
-    clusterQueue: str | None = None  # noqa: N815 - the file's key
+    clusterQueue: str | None = None
 
 
 def config_path(flag: str | None) -> tuple[Path | None, str]:

@@ -20,7 +20,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from kaiwo_ray.sandbox import discovery
+from kaiwo_ray.sandbox import discovery, pod_streams
 from kaiwo_ray.sandbox.audit import AuditLog, AuditRecord
 from kaiwo_ray.sandbox.faults import FaultInjector
 from kaiwo_ray.sandbox.patching import apply_json_patch, apply_merge_patch
@@ -227,12 +227,11 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if (verb not in info.verbs and sub is None) or (verb in ("update", "patch") and not path.name):
             raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+        if sub in pod_streams.SUBRESOURCES and info.resource == "pods":
+            return await pod_streams.serve(self.store, request, path.namespace, path.name, sub)
         if verb == "get":
             if sub == "scale":
                 return json_response(self.store.get_scale(gvr, ns, path.name))
-            if sub == "log":
-                return web.Response(text=pod_log(self.store.get_ref(gvr, ns, path.name), query.get("container")),
-                                    content_type="text/plain")
             obj = self.store.get_ref(gvr, ns, path.name)
             return self._object_response(request, info, gvr, obj)
         if verb == "list":
