@@ -45,12 +45,15 @@ def _maybe(api: Api, path: str) -> list[JsonObj] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return explain_with(connect(args), args)
+
+
+def explain_with(api: Api, args: argparse.Namespace) -> int:
     from kaiwo_ray.cli.api import resource_path
     from kaiwo_ray.cli.workloads import fetch, parse_selector
     from kaiwo_ray.views.explain import collect_world, explain
 
     wtype, name = parse_selector(args.workload)
-    api = connect(args)
     namespace = args.namespace or api.access.namespace
     workload = fetch(api, wtype, namespace, name)
     workload.setdefault("kind", wtype.kind)

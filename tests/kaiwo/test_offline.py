@@ -1,0 +1,183 @@
+"""The `kaiwo` commands without a cluster: help, version, completion, and every usage error that
+is caught before a request is sent (exit 2, one line, no traceback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import Run
+
+from kaiwo_ray.cli.main import USER_COMMANDS
+
+JOB = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "j"},
+       "spec": {"user": "a@b.co", "image": "busybox", "entrypoint": "sleep 1"}}
+
+
+def one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_help_lists_every_command(offline_kaiwo: Run) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        offline_kaiwo("--help")
+    assert exit_info.value.code == 0
+
+
+@pytest.mark.parametrize("command", sorted(USER_COMMANDS))
+def test_every_command_has_help_with_examples(command: str, offline_kaiwo: Run,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        offline_kaiwo(command, "--help")
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: kaiwo {command}" in out
+    assert "examples:" in out and f"kaiwo {command if command != 'get' else 'get'}" in out
+
+
+def test_version_needs_no_cluster(offline_kaiwo: Run) -> None:
+    code, out, _ = offline_kaiwo("version")
+    assert code == 0 and out.startswith("Client Version: kaiwo-ray ")
+
+
+def test_no_command_prints_help_and_exits_2(offline_kaiwo: Run) -> None:
+    code, _, err = offline_kaiwo()
+    assert code == 2 and "COMMAND" in err
+
+
+def test_unknown_flag_is_one_line_and_exit_2(offline_kaiwo: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        offline_kaiwo("list", "--bogus")
+    assert exit_info.value.code == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "unrecognized arguments: --bogus" in line and "--help" in line
+
+
+def test_missing_file(offline_kaiwo: Run, tmp_path: Path) -> None:
+    code, _, err = offline_kaiwo("submit", "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2
+    assert "nope.yaml: no such file" in one_error_line(err)
+
+
+def test_directory_instead_of_file(offline_kaiwo: Run, tmp_path: Path) -> None:
+    code, _, err = offline_kaiwo("submit", "-f", str(tmp_path))
+    assert code == 2 and "is a directory" in one_error_line(err)
+
+
+def test_invalid_yaml_names_the_line(offline_kaiwo: Run, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: KaiwoJob\nmetadata: {name: x\nspec: [\n")
+    code, _, err = offline_kaiwo("submit", "-f", str(bad))
+    assert code == 2
+    assert "bad.yaml is not valid YAML at line" in one_error_line(err)
+
+
+def test_wrong_kind_points_at_kubectl(offline_kaiwo: Run, tmp_path: Path) -> None:
+    manifest = tmp_path / "deploy.yaml"
+    manifest.write_text(yaml.safe_dump({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}))
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest))
+    assert code == 2
+    line = one_error_line(err)
+    assert "is a Deployment" in line and "kubectl apply" in line
+
+
+def test_two_documents_are_refused(offline_kaiwo: Run, tmp_path: Path) -> None:
+    manifest = tmp_path / "two.yaml"
+    manifest.write_text(yaml.safe_dump(JOB) + "---\n" + yaml.safe_dump(JOB))
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest))
+    assert code == 2 and "holds 2 objects" in one_error_line(err)
+
+
+def test_no_user_anywhere_says_how_to_give_one(offline_kaiwo: Run, tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    job = {**JOB, "spec": {"image": "busybox"}}
+    manifest.write_text(yaml.safe_dump(job))
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest))  # stdin is not a terminal under pytest
+    assert code == 2
+    line = one_error_line(err)
+    assert "no user" in line and "--user" in line and "kaiwoconfig.yaml" in line
+
+
+def test_missing_config_file_named_by_env(offline_kaiwo: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(JOB))
+    monkeypatch.setenv("KAIWOCONFIG", str(tmp_path / "absent.yaml"))
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest))
+    assert code == 2 and "absent.yaml (from $KAIWOCONFIG) does not exist" in one_error_line(err)
+
+
+def test_config_file_with_unknown_key(offline_kaiwo: Run, tmp_path: Path) -> None:
+    manifest, config = tmp_path / "job.yaml", tmp_path / "cfg.yaml"
+    manifest.write_text(yaml.safe_dump(JOB))
+    config.write_text("user: a@b.co\nqueue: q\n")
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest), "--config", str(config))
+    assert code == 2 and "cfg.yaml: queue" in one_error_line(err)
+
+
+def test_no_kubeconfig_is_a_cluster_error(offline_kaiwo: Run, tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(JOB))
+    code, _, err = offline_kaiwo("submit", "-f", str(manifest))
+    assert code == 1
+    line = one_error_line(err)
+    assert "no kubeconfig found" in line and "KUBECONFIG" in line
+
+
+def test_explicit_kubeconfig_that_does_not_exist(offline_kaiwo: Run, tmp_path: Path) -> None:
+    code, _, err = offline_kaiwo("list", "--kubeconfig", str(tmp_path / "kc"))
+    assert code == 2 and "does not exist" in one_error_line(err)
+
+
+def test_unknown_context(offline_kaiwo: Run, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(yaml.safe_dump({
+        "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "one", "context": {"cluster": "c", "user": "u"}}], "current-context": "one"}))
+    code, _, err = offline_kaiwo("list", "--kubeconfig", str(kubeconfig), "--context", "two")
+    assert code == 1 and "context 'two' is not in kubeconfig" in one_error_line(err)
+
+
+def test_unreachable_cluster(offline_kaiwo: Run, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text(yaml.safe_dump({
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "one", "context": {"cluster": "c", "user": "u"}}], "current-context": "one"}))
+    code, _, err = offline_kaiwo("list", "--kubeconfig", str(kubeconfig))
+    assert code == 1
+    line = one_error_line(err)
+    assert "cannot reach the cluster at https://127.0.0.1:1" in line and "connection refused" in line
+
+
+@pytest.mark.parametrize("selector", ["my-job", "pod/x", "job/", "job/a/b"])
+def test_bad_workload_selectors(offline_kaiwo: Run, selector: str) -> None:
+    code, _, err = offline_kaiwo("logs", selector)
+    assert code == 2
+    assert "job/NAME or service/NAME" in one_error_line(err) or "unknown workload type" in err
+
+
+def test_exec_without_a_command(offline_kaiwo: Run) -> None:
+    code, _, err = offline_kaiwo("exec", "job/x")
+    assert code == 2 and "no command" in one_error_line(err)
+
+
+@pytest.mark.parametrize("ports", ["abc", "0", "70000", "1:2:x"])
+def test_bad_port_pairs(offline_kaiwo: Run, ports: str) -> None:
+    code, _, err = offline_kaiwo("port-forward", "service/x", ports)
+    assert code == 2
+    one_error_line(err)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts_name_every_command(offline_kaiwo: Run, shell: str) -> None:
+    code, out, _ = offline_kaiwo("completion", shell)
+    assert code == 0
+    for command in USER_COMMANDS:
+        assert command in out
+    assert "--all-namespaces" in out and "--follow" in out
