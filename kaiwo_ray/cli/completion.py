@@ -31,10 +31,12 @@ def command_options() -> dict[str, tuple[str, list[str], dict[str, list[str]]]]:
         options: list[str] = []
         choices: dict[str, list[str]] = {}
         for action in parser._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
             options += action.option_strings
             if action.choices:
-                key = action.option_strings[-1] if action.option_strings else "_positional"
-                choices[key] = [str(c) for c in action.choices]
+                for key in action.option_strings or ["_positional"]:
+                    choices[key] = [str(c) for c in action.choices]
         found[name] = (help_text, options, choices)
     return found
 

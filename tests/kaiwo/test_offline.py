@@ -180,4 +180,24 @@ def test_completion_scripts_name_every_command(offline_kaiwo: Run, shell: str) -
     assert code == 0
     for command in USER_COMMANDS:
         assert command in out
-    assert "--all-namespaces" in out and "--follow" in out
+    assert ("-l all-namespaces" if shell == "fish" else "--all-namespaces") in out
+
+
+def test_bash_completion_completes_commands_flags_and_choices(offline_kaiwo: Run, tmp_path: Path) -> None:
+    import subprocess
+
+    code, script, _ = offline_kaiwo("completion", "bash")
+    assert code == 0
+    (tmp_path / "kaiwo.bash").write_text(script)
+
+    def complete(*words: str) -> list[str]:
+        quoted = " ".join(f"'{w}'" for w in words)
+        done = subprocess.run(["bash", "-c", f"source {tmp_path / 'kaiwo.bash'}; COMP_WORDS=(kaiwo {quoted}); "
+                               f"COMP_CWORD={len(words)}; _kaiwo; echo \"${{COMPREPLY[@]}}\""],
+                              capture_output=True, text=True, check=True, timeout=30)
+        return done.stdout.split()
+
+    assert complete("lo") == ["logs"]
+    assert "--follow" in complete("logs", "--fo")
+    assert complete("status", "q") == ["queues"]
+    assert set(complete("list", "-o", "")) == {"wide", "yaml", "json", "name"}
