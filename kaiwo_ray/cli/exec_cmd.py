@@ -27,7 +27,7 @@ EXAMPLES = """examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", metavar="TYPE/NAME", help="job/NAME or service/NAME")
-    parser.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]", help="the command to run")
+    parser.add_argument("argv", nargs="*", metavar="-- CMD [ARG...]", help="the command to run, after --")
     parser.add_argument("--command", help="a shell command line, run as /bin/sh -c COMMAND (upstream's flag)")
     parser.add_argument("-i", "--stdin", action="store_true", help="pass stdin to the command")
     parser.add_argument("-t", "--tty", action="store_true", help="allocate a terminal (raw mode locally)")
@@ -40,8 +40,6 @@ def command_of(args: argparse.Namespace) -> list[str]:
     from kaiwo_ray.cli.errors import UsageError
 
     argv = list(args.argv)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
     if args.command and argv:
         raise UsageError("give the command either after -- or with --command, not both")
     if args.command:

@@ -100,8 +100,14 @@ def main(argv: list[str] | None = None, *, prog: str = "kaiwo-ray",
         command = _command_of(words)
         if command == "submit":
             words = _stdin_dash(words)
+        tail: list[str] | None = None
+        if command == "exec" and "--" in words:  # the command after `--` is not parsed (kubectl's way)
+            cut = words.index("--")
+            words, tail = words[:cut], words[cut + 1:]
         parser = build_parser(command, prog=prog, commands=commands)
         args = parser.parse_args(words)
+        if tail is not None:
+            args.argv = tail
         run = getattr(args, "_run", None)
         if run is None:
             parser.print_help(sys.stderr)

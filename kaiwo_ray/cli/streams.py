@@ -30,7 +30,7 @@ def connect(api: Api, path: str, query: Sequence[tuple[str, str]], protocols: Se
     url += "?" + urlencode(list(query))
     kwargs: dict[str, Any] = {"additional_headers": access.headers, "open_timeout": 15, "max_size": None,
                               "subprotocols": [Subprotocol(p) for p in protocols], "compression": None,
-                              "user_agent_header": "kaiwo-cli"}
+                              "user_agent_header": "kaiwo-cli", "legacy": True}
     if access.ssl_context is not None:
         kwargs["ssl"] = access.ssl_context
         if access.server_hostname:

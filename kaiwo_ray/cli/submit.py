@@ -169,6 +169,10 @@ def apply(api: Api, manifest: JsonObj, path: str) -> tuple[JsonObj, str]:
     except ApiStatusError as err:
         if err.code == 404 and "could not find the requested resource" in err.message:
             raise ClusterError("the cluster has no Kaiwo CRDs: install them (kubectl apply -f crds/)") from None
+        if err.code == 404 and err.message.startswith("namespaces "):
+            namespace = manifest["metadata"]["namespace"]
+            raise ClusterError(f"namespace {namespace!r} does not exist: create it (kubectl create namespace "
+                               f"{namespace}) or submit with -n to another") from None
         if err.code in (400, 422):
             raise UsageError(f"the cluster rejected the manifest: {err.message}") from None
         raise
