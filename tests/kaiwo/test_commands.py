@@ -122,7 +122,7 @@ def test_invalid_spec_is_named_by_field(kaiwo: Run, tmp_path: Path) -> None:
 
 
 def test_submit_wait_follows_to_complete(kaiwo: Run, tmp_path: Path) -> None:
-    code, out, err = kaiwo("submit", "-f", write(tmp_path, job("waits", "ns-wait")), "--wait", "--timeout", "60")
+    code, _, err = kaiwo("submit", "-f", write(tmp_path, job("waits", "ns-wait")), "--wait", "--timeout", "60")
     assert code == 0, err
     lines = err.strip().splitlines()
     assert lines[-1].startswith("COMPLETE") or lines[-1].startswith("RUNNING")
