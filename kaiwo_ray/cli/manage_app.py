@@ -106,6 +106,7 @@ class ManageApp(App[None]):
         super().__init__()
         self.backend = backend
         self.rows: list[JsonObj] = []
+        self.detail_text = ""  # what the detail pane shows (read by tests and screen readers alike)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -153,6 +154,7 @@ class ManageApp(App[None]):
         return self.rows[table.cursor_row]
 
     def show(self, text: str) -> None:
+        self.detail_text = text
         detail = self.query_one("#detail", RichLog)
         detail.clear()
         detail.write(text)
