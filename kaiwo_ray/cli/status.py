@@ -118,10 +118,18 @@ def node_rows(nodes: list[JsonObj], views: list[NodeView], pods: list[JsonObj]) 
             state += ",SchedulingDisabled"
         rows.append([view.name, state, gpu_model(node, view), _usage(view.gpus_used, view.gpus_allocatable),
                      _usage(view.cpu_requested, view.cpu_allocatable, "{:.3g}"),
-                     f"{view.memory_requested_text}/{view.memory_allocatable_text} "
+                     f"{binary_size(view.memory_requested)}/{binary_size(view.memory_allocatable)} "
                      f"({_pct(view.memory_requested, view.memory_allocatable)})",
                      _usage(running.get(view.name, 0), max_pods), str(len(workloads.get(view.name, ())))])
     return rows
+
+
+def binary_size(value: float) -> str:
+    """Bytes as kubectl-style binary units, whole numbers: 2375145688Ki -> 2265Gi."""
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if value >= size * 10 or (unit == "Ki" and value >= size):
+            return f"{value / size:.0f}{unit}"
+    return f"{value:.0f}"
 
 
 NODE_HEADERS = ["NODE", "STATUS", "GPU MODEL", "GPUS", "CPU", "MEMORY", "PODS", "WORKLOADS"]

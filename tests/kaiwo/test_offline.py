@@ -201,3 +201,42 @@ def test_bash_completion_completes_commands_flags_and_choices(offline_kaiwo: Run
     assert "--follow" in complete("logs", "--fo")
     assert complete("status", "q") == ["queues"]
     assert set(complete("list", "-o", "")) == {"wide", "yaml", "json", "name"}
+
+
+@pytest.mark.parametrize(("value", "text"), [(0, "0"), (1024, "1Ki"), (100 * 2**20, "100Mi"),
+                                              (2375145688 * 1024, "2265Gi"), (30 * 2**40, "30Ti")])
+def test_memory_reads_in_binary_units(value: float, text: str) -> None:
+    from kaiwo_ray.cli.status import binary_size
+
+    assert binary_size(value) == text
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(5, "5s"), (119, "119s"), (125, "2m5s"), (600, "10m"),
+                                                (3 * 3600 + 60, "3h1m"), (30 * 3600, "30h"), (50 * 3600, "2d2h"),
+                                                (400 * 86400, "400d"), (3 * 365 * 86400, "3y")])
+def test_ages_read_like_kubectl(seconds: float, text: str) -> None:
+    from kaiwo_ray.cli.table import human_duration
+
+    assert human_duration(seconds) == text
+
+
+def test_tables_align_like_kubectl() -> None:
+    from kaiwo_ray.cli.table import render_table
+
+    assert render_table(["NAME", "STATUS"], [["a", "RUNNING"], ["long-name", "-"]]) == (
+        "NAME        STATUS\na           RUNNING\nlong-name   -\n")
+
+
+def test_queue_position_orders_by_priority_then_age() -> None:
+    from kaiwo_ray.cli.progress import queue_position
+
+    def wl(uid: str, created: str, priority: int = 0, admitted: bool = False) -> dict[str, object]:
+        return {"metadata": {"uid": uid, "name": uid, "creationTimestamp": created},
+                "spec": {"queueName": "kaiwo", "priority": priority},
+                "status": {"conditions": [{"type": "Admitted", "status": "True"}] if admitted else []}}
+
+    everyone = [wl("old", "2026-01-01T00:00:00Z"), wl("new", "2026-01-02T00:00:00Z"),
+                wl("urgent", "2026-01-03T00:00:00Z", priority=10), wl("running", "2025-01-01T00:00:00Z", admitted=True)]
+    assert queue_position(everyone[1], everyone) == (3, 3)
+    assert queue_position(everyone[2], everyone) == (1, 3)
+    assert queue_position(everyone[3], everyone) is None
