@@ -10,8 +10,8 @@ portforward: `v4.channel.k8s.io` / `channel.k8s.io` as the kubelet's websocket p
 port a data channel 2i and an error channel 2i+1, each opened by the server with the port
 (uint16, little endian). A port a container declares answers as a tiny HTTP server describing the
 pod (or echoes non-HTTP bytes); any other port is refused on the error channel, as a real pod
-with nothing listening would be. (kubectl's own port-forward tunnels SPDY inside the websocket,
-which the sandbox does not speak: see docs/sandbox.md.)
+with nothing listening would be. kubectl's own port-forward tunnels SPDY/3.1 inside the websocket
+(`SPDY/3.1+portforward.k8s.io`): `spdy_tunnel.py` serves that.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
+from kaiwo_ray.sandbox import spdy_tunnel
 from kaiwo_ray.sandbox.cluster import shell
 from kaiwo_ray.sandbox.types import PODS, ApiError, JsonObj
 
@@ -202,6 +203,9 @@ def answer(pod: JsonObj, port: int, container: str, data: bytes) -> bytes:
 
 
 async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+        return await _portforward_tunnel(request, pod)
     raw_ports = [p for value in request.query.getall("ports", []) for p in value.split(",") if p]
     try:
         ports = [int(p) for p in raw_ports]
@@ -237,3 +241,31 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
     return ws
 
 
+
+
+async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    """kubectl's port-forward: SPDY/3.1 inside the websocket (`spdy_tunnel.py`); the ports come in
+    each stream's headers, not in the query."""
+    if (pod.get("status") or {}).get("phase") != "Running":
+        raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
+    listening = declared_ports(pod)
+    name, uid = pod["metadata"]["name"], (pod.get("metadata") or {}).get("uid", "")
+
+    def serve(port: int, data: bytes) -> bytes | None:
+        return answer(pod, port, listening[port], data) if port in listening else None
+
+    def refused(port: int) -> str:
+        return (f"error forwarding port {port} to pod {name}, uid {uid}: dial tcp4 127.0.0.1:{port}: "
+                "connect: connection refused")
+
+    session = spdy_tunnel.PortForwardSession(serve, refused)
+    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    await ws.prepare(request)
+    async for message in ws:
+        if message.type == WSMsgType.BINARY:
+            out = session.receive(message.data)
+            if out:
+                await ws.send_bytes(out)
+        elif message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            break
+    return ws

@@ -138,3 +138,50 @@ def test_shell_interprets(argv: list[str], stdout: str, code: int) -> None:
 def test_amd_tools_count_the_pods_gpus() -> None:
     assert shell.run(["rocm-smi"], shell.Context.of(POD, "c")).stdout.count("2100Mhz") == 4
     assert shell.run(["amd-smi", "monitor"], shell.Context.of(POD, "c")).stdout.count(" W ") == 4
+
+
+@needs_kubectl
+def test_kubectl_port_forward_through_the_spdy_tunnel(sandbox: RunningSandbox, core: Any) -> None:
+    import re
+    import urllib.request
+
+    make_pod(core, "site", ["sleep", "infinity"], ports=[8080])
+    assert KUBECTL is not None
+    forward = subprocess.Popen([KUBECTL, "port-forward", "pod/site", ":8080", ":9000", "--address", "127.0.0.1"],
+                               env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path)},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert forward.stdout is not None
+        lines = [forward.stdout.readline(), forward.stdout.readline()]
+        ports = {int(m.group(2)): int(m.group(1)) for line in lines
+                 if (m := re.search(r"127\.0\.0\.1:(\d+) -> (\d+)", line))}
+        assert set(ports) == {8080, 9000}, lines
+        for path in ("/one", "/two"):  # a new pair of SPDY streams per connection
+            body = urllib.request.urlopen(f"http://127.0.0.1:{ports[8080]}{path}", timeout=20).read()
+            assert f'"path": "{path}"'.encode() in body and b'"pod": "site"' in body
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{ports[9000]}/", timeout=20).read()
+    finally:
+        forward.terminate()
+        _, err = forward.communicate(timeout=30)
+    assert "connect: connection refused" in err
+
+
+def test_spdy_dictionary_is_the_specs_and_header_blocks_round_trip() -> None:
+    import hashlib
+
+    from kaiwo_ray.sandbox import spdy_tunnel
+
+    assert len(spdy_tunnel.DICTIONARY) == 1423
+    assert hashlib.sha256(spdy_tunnel.DICTIONARY).hexdigest().startswith("51d27341373f923f")
+    sender, receiver = spdy_tunnel.HeaderCodec(), spdy_tunnel.HeaderCodec()
+    for headers in ({"streamtype": "data", "port": "8080", "requestid": "0"}, {}, {"port": "1"}):
+        block = sender.encode(headers)
+        assert receiver.inflate.decompress(block)  # one zlib context across blocks, as SPDY keeps it
+    session = spdy_tunnel.PortForwardSession(lambda port, data: data if port == 1 else None, lambda p: "refused")
+    syn = spdy_tunnel.control_frame(spdy_tunnel.SYN_STREAM, 0, b"\x00\x00\x00\x01" + b"\x00" * 6 + spdy_tunnel.HeaderCodec().encode(
+        {"streamtype": "data", "port": "1", "requestid": "0"}))
+    replies = spdy_tunnel.FrameReader().feed(session.receive(syn + spdy_tunnel.data_frame(1, b"ping", fin=True)))
+    assert [(f.kind, f.stream_id, f.payload if not f.control else b"") for f in replies][:2] == [
+        (spdy_tunnel.SYN_REPLY, 1, b""), (0, 1, b"ping")]
+    assert replies[-1].flags & spdy_tunnel.FLAG_FIN
