@@ -138,7 +138,6 @@ def offer_config(origin: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.access import namespace_of
     from kaiwo_ray.cli.kaiwoconfig import apply_defaults, resolve_namespace
     from kaiwo_ray.cli.workloads import workload_type
 
@@ -147,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     user, queue = resolve_user(args, manifest)
     apply_defaults(manifest, user, queue)
     api = connect(args)
-    namespace = resolve_namespace(manifest, args.namespace, namespace_of(argparse.Namespace(), api))
+    namespace = resolve_namespace(manifest, args.namespace, api.access.namespace)
     validate(manifest, label)
     wtype = workload_type(str(manifest["kind"]))
     name = str(manifest["metadata"]["name"])

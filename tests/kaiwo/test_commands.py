@@ -269,3 +269,16 @@ def test_delete_wait(kaiwo: Run, tmp_path: Path) -> None:
     assert kaiwo("get", "job/goner", "-n", "ns-delete")[0] == 1
     code, _, err = kaiwo("delete", "job/goner", "-n", "ns-delete")
     assert code == 1 and "not found" in err
+
+
+def test_version_with_the_server(kaiwo: Run) -> None:
+    code, out, _ = kaiwo("version", "--server")
+    assert code == 0 and out.splitlines()[1].startswith("Server Version: v1.")
+
+
+def test_status_of_one_vendor_lists_only_its_nodes(kaiwo: Run) -> None:
+    code, out, _ = kaiwo("status", "nvidia")
+    rows = [line.split()[0] for line in out.splitlines()[1:] if line and not line[0].isdigit()]
+    assert code == 0 and rows and all("nvidia" in row for row in rows)
+    nodes = kaiwo("status", "nodes")[1]
+    assert "gpu-amd" in nodes and "gpu-nvidia" in nodes

@@ -240,3 +240,51 @@ def test_queue_position_orders_by_priority_then_age() -> None:
     assert queue_position(everyone[1], everyone) == (3, 3)
     assert queue_position(everyone[2], everyone) == (1, 3)
     assert queue_position(everyone[3], everyone) is None
+
+
+def _pod(name: str, phase: str, containers: list[str], head: bool = False) -> dict[str, object]:
+    return {"metadata": {"name": name, "labels": {"ray.io/node-type": "head"} if head else {}},
+            "spec": {"containers": [{"name": c} for c in containers], "initContainers": [{"name": "init"}]},
+            "status": {"phase": phase,
+                       "containerStatuses": [{"name": c, "state": {"running": {}}} for c in containers],
+                       "initContainerStatuses": [{"name": "init", "state": {"terminated": {
+                           "reason": "Completed", "exitCode": 0}}}]}}
+
+
+def test_picker_rows_name_pod_and_container_in_the_right_columns() -> None:
+    from kaiwo_ray.cli.workloads import container_rows
+
+    assert container_rows([_pod("p", "Running", ["main"])]) == [
+        ("p", "Running", "main", "running"), ("p", "Running", "init", "terminated (Completed 0)")]
+
+
+def test_picker_without_a_terminal_takes_the_first_running_pod_and_says_so(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from kaiwo_ray.cli.pick import choose
+
+    pods = [_pod("a-pending", "Pending", ["main"]), _pod("b-running", "Running", ["main", "sidecar"])]
+    pod, container = choose(pods, "job/x", interactive=False)
+    assert (pod["metadata"]["name"], container) == ("b-running", "main")
+    assert "using pod b-running, container main (choose with --pod and -c)" in capsys.readouterr().err
+    pod, container = choose(pods, "job/x", pod="b-running", container="sidecar", interactive=False)
+    assert (pod["metadata"]["name"], container) == ("b-running", "sidecar")
+
+
+def test_picker_on_a_terminal_asks(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kaiwo_ray.cli.pick import choose
+
+    answers = iter(["9", "3"])
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    pods = [_pod("a", "Running", ["main"]), _pod("b", "Running", ["main"])]
+    pod, container = choose(pods, "job/x", interactive=True)
+    assert (pod["metadata"]["name"], container) == ("b", "main")  # row 3: b/main (a/init is row 2)
+    err = capsys.readouterr().err
+    assert "POD" in err and "please type a number from 1 to 4" in err
+
+
+def test_picker_with_no_pods_points_at_explain() -> None:
+    from kaiwo_ray.cli.errors import ClusterError
+    from kaiwo_ray.cli.pick import choose
+
+    with pytest.raises(ClusterError, match="kaiwo explain job/x"):
+        choose([], "job/x")
