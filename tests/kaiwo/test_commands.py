@@ -282,3 +282,43 @@ def test_status_of_one_vendor_lists_only_its_nodes(kaiwo: Run) -> None:
     assert code == 0 and rows and all("nvidia" in row for row in rows)
     nodes = kaiwo("status", "nodes")[1]
     assert "gpu-amd" in nodes and "gpu-nvidia" in nodes
+
+
+@pytest.mark.parametrize("how", ["exec-plugin", "token-file", "ca-file"])
+def test_kubeconfig_credential_forms(kaiwo: Run, cluster: OperatorSandbox, tmp_path: Path, how: str) -> None:
+    import base64
+    import stat
+
+    config = yaml.safe_load(cluster.sb.kubeconfig_path.read_text())
+    user = config["users"][0]["user"]
+    token = user.pop("token")
+    if how == "exec-plugin":
+        plugin = tmp_path / "credential-plugin"
+        plugin.write_text("#!/bin/sh\n[ -n \"$KUBERNETES_EXEC_INFO\" ] || exit 3\n"
+                          f"echo '{{\"apiVersion\": \"client.authentication.k8s.io/v1\", \"kind\": \"ExecCredential\", "
+                          f"\"status\": {{\"token\": \"{token}\"}}}}'\n")
+        plugin.chmod(plugin.stat().st_mode | stat.S_IEXEC)
+        user["exec"] = {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin)}
+    elif how == "token-file":
+        (tmp_path / "token").write_text(token + "\n")
+        user["tokenFile"] = "token"  # relative to the kubeconfig's directory
+    else:
+        user["token"] = token
+        cluster_entry = config["clusters"][0]["cluster"]
+        (tmp_path / "ca.crt").write_bytes(base64.b64decode(cluster_entry.pop("certificate-authority-data")))
+        cluster_entry["certificate-authority"] = str(tmp_path / "ca.crt")
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    code, _, err = kaiwo("list", "--kubeconfig", str(path), "-n", "ns-list", "-o", "name")
+    assert code == 0, err
+
+
+def test_exec_plugin_that_fails_is_one_line(kaiwo: Run, cluster: OperatorSandbox, tmp_path: Path) -> None:
+    config = yaml.safe_load(cluster.sb.kubeconfig_path.read_text())
+    config["users"][0]["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
+                                           "command": "kaiwo-no-such-plugin", "installHint": "install the plugin"}}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    code, _, err = kaiwo("list", "--kubeconfig", str(path))
+    assert code == 1
+    assert "exec credential plugin kaiwo-no-such-plugin not found: install the plugin" in one_error_line(err)
