@@ -30,21 +30,24 @@ def _condition(obj: JsonObj, ctype: str) -> bool:
                for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-def queue_position(mine: JsonObj | None, all_workloads: list[JsonObj]) -> tuple[int, int] | None:
-    """Where a pending Kueue Workload stands among the pending ones of the same queue:
-    higher priority first, then older first (Kueue's BestEffortFIFO / StrictFIFO order)."""
-    if mine is None or _condition(mine, "Admitted") or _condition(mine, "Finished"):
+def queue_position(mine: JsonObj | None, all_workloads: list[JsonObj],
+                   local_queues: list[JsonObj]) -> tuple[int, int] | None:
+    """Where a pending Kueue Workload stands among its ClusterQueue's pending ones, in Kueue's
+    admission order (the shared read model of `kaiwo_ray.views.queues`)."""
+    from kaiwo_ray.views.queues import cluster_queue_of, is_pending, local_queue_index, pending_in_order
+
+    if mine is None or not is_pending(mine):
         return None
-    queue = (mine.get("spec") or {}).get("queueName")
-    pending = [w for w in all_workloads if (w.get("spec") or {}).get("queueName") == queue
-               and not _condition(w, "Admitted") and not _condition(w, "Finished")]
-    pending.sort(key=lambda w: (-int((w.get("spec") or {}).get("priority") or 0),
-                                str((w.get("metadata") or {}).get("creationTimestamp") or ""),
-                                str((w.get("metadata") or {}).get("name") or "")))
-    uid = (mine.get("metadata") or {}).get("uid")
-    for index, item in enumerate(pending):
-        if (item.get("metadata") or {}).get("uid") == uid:
-            return index + 1, len(pending)
+    index = local_queue_index(local_queues)
+    cluster_queue = cluster_queue_of(mine, index)
+    if cluster_queue is None:
+        return None
+    pending = pending_in_order(cluster_queue, all_workloads, index)
+    name = (mine.get("metadata") or {}).get("name")
+    namespace = (mine.get("metadata") or {}).get("namespace")
+    for item in pending:
+        if (item.name, item.namespace) == (name, namespace):
+            return item.position, len(pending)
     return None
 
 
@@ -82,12 +85,14 @@ def observe(api: Api, workload: JsonObj) -> Observation:
             mine_list = api.list(resource_path(*KUEUE, "workloads", namespace)).get("items") or []
             mine = next((w for w in mine_list for o in (w.get("metadata") or {}).get("ownerReferences") or []
                          if o.get("name") == name and o.get("kind") in OWNER_KINDS), None)
-            if mine is not None and not _condition(mine, "Admitted"):
+            if mine is not None and not _condition(mine, "QuotaReserved"):
                 try:
                     everyone = api.list(resource_path(*KUEUE, "workloads")).get("items") or []
-                except ApiStatusError:
+                    local_queues = api.list(resource_path(*KUEUE, "localqueues")).get("items") or []
+                except ApiStatusError:  # not allowed cluster-wide: the namespace's view of the queue
                     everyone = mine_list
-                obs.queue_position = queue_position(mine, everyone)
+                    local_queues = api.list(resource_path(*KUEUE, "localqueues", namespace)).get("items") or []
+                obs.queue_position = queue_position(mine, everyone, local_queues)
         except ApiStatusError:
             pass  # no Kueue on this cluster: no queue position
     if phase(workload) == "DOWNLOADING":

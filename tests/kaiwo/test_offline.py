@@ -230,16 +230,18 @@ def test_tables_align_like_kubectl() -> None:
 def test_queue_position_orders_by_priority_then_age() -> None:
     from kaiwo_ray.cli.progress import queue_position
 
-    def wl(uid: str, created: str, priority: int = 0, admitted: bool = False) -> dict[str, object]:
-        return {"metadata": {"uid": uid, "name": uid, "creationTimestamp": created},
-                "spec": {"queueName": "kaiwo", "priority": priority},
-                "status": {"conditions": [{"type": "Admitted", "status": "True"}] if admitted else []}}
+    def wl(name: str, created: str, priority: int = 0, admitted: bool = False) -> dict[str, object]:
+        return {"metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
+                "spec": {"queueName": "lq", "priority": priority},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}] if admitted else []}}
 
+    local_queues = [{"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "kaiwo"}}]
     everyone = [wl("old", "2026-01-01T00:00:00Z"), wl("new", "2026-01-02T00:00:00Z"),
                 wl("urgent", "2026-01-03T00:00:00Z", priority=10), wl("running", "2025-01-01T00:00:00Z", admitted=True)]
-    assert queue_position(everyone[1], everyone) == (3, 3)
-    assert queue_position(everyone[2], everyone) == (1, 3)
-    assert queue_position(everyone[3], everyone) is None
+    assert queue_position(everyone[1], everyone, local_queues) == (3, 3)
+    assert queue_position(everyone[2], everyone, local_queues) == (1, 3)
+    assert queue_position(everyone[3], everyone, local_queues) is None
+    assert queue_position(everyone[0], everyone, []) is None  # no LocalQueue: no ClusterQueue known
 
 
 def _pod(name: str, phase: str, containers: list[str], head: bool = False) -> dict[str, object]:
