@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def execute(api: Api, path: str, container: str, argv: list[str], *, stdin: bool, tty: bool,
-            stderr: BinaryIO | None = None) -> int:
+            stdout: BinaryIO | None = None, stderr: BinaryIO | None = None) -> int:
     """Run argv over the exec websocket; the exit code comes from the error channel's Status."""
     from websockets.exceptions import ConnectionClosed
 
@@ -80,7 +80,7 @@ def execute(api: Api, path: str, container: str, argv: list[str], *, stdin: bool
              ("stdin", "true" if stdin else "false"), ("tty", "true" if tty else "false")]
     query += [("command", word) for word in argv]
     ws = streams.connect(api, path, query, streams.EXEC_PROTOCOLS)
-    stdout = sys.stdout.buffer
+    stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr.buffer
     code, message = 0, ""
     with _raw_terminal(tty), contextlib.closing(ws):

@@ -9,7 +9,7 @@ from kaiwo_ray.cli.access import add_cluster_arguments, connect
 EXAMPLES = """examples:
   kaiwo manage                       # every namespace
   kaiwo manage -n research --user jane@example.com
-keys: up/down select, l logs, p pods, e explain, d delete (asks first), r refresh, q quit
+keys: up/down select, l logs, p pods, e explain, m GPUs, d delete (asks first), r refresh, q quit
 """
 
 

@@ -70,6 +70,16 @@ class ClusterBackend:
             explain.explain_with(self.api, args)
         return out.getvalue()
 
+    def monitor(self, workload: JsonObj) -> str:
+        import io
+
+        from kaiwo_ray.cli.monitor import gpu_report
+
+        out = io.BytesIO()
+        if not gpu_report(self.api, str(workload["metadata"].get("namespace")), pods_of(self.api, workload), out):
+            return "no running pod with GPUs"
+        return out.getvalue().decode(errors="replace")
+
     def delete(self, workload: JsonObj) -> None:
         meta = workload["metadata"]
         self.api.delete(type_of(workload).path(meta.get("namespace"), meta["name"]))
@@ -100,6 +110,7 @@ class ManageApp(App[None]):
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("l", "logs", "logs"), Binding("p", "pods", "pods"), Binding("e", "explain", "explain"),
+        Binding("m", "monitor", "GPUs"),
         Binding("d", "delete", "delete"), Binding("r", "refresh", "refresh"), Binding("q", "quit", "quit")]
 
     def __init__(self, backend: ClusterBackend) -> None:
@@ -173,7 +184,8 @@ class ManageApp(App[None]):
     @work(thread=True, exclusive=True, group="detail")
     def run_detail(self, what: str, item: JsonObj) -> None:
         try:
-            text = {"logs": self.backend.logs, "pods": self.backend.pods, "explain": self.backend.explain}[what](item)
+            text = {"logs": self.backend.logs, "pods": self.backend.pods, "explain": self.backend.explain,
+                    "monitor": self.backend.monitor}[what](item)
         except (CliError, ApiStatusError) as err:
             text = f"error: {err.message}"
         self.call_from_thread(self.show, f"[{what} of {self._label(item)}]\n{text}")
@@ -186,6 +198,9 @@ class ManageApp(App[None]):
 
     def action_explain(self) -> None:
         self._act("explain")
+
+    def action_monitor(self) -> None:
+        self._act("monitor")
 
     def action_delete(self) -> None:
         item = self.selected()

@@ -28,9 +28,9 @@ def namespace(cluster: OperatorSandbox, name: str) -> None:
     assert status in (201, 409), body
 
 
-def submit(kaiwo: Run, tmp_path: Path, name: str, ns: str) -> None:
+def submit(kaiwo: Run, tmp_path: Path, name: str, ns: str, gpus: int = 0) -> None:
     path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(job(name, ns, entrypoint="echo hello from kaiwo; sleep infinity")))
+    path.write_text(yaml.safe_dump(job(name, ns, entrypoint="echo hello from kaiwo; sleep infinity", gpus=gpus)))
     code, _, err = kaiwo("submit", "-f", str(path), "--wait", "--timeout", "60")
     assert code == 0, err
 
@@ -44,8 +44,8 @@ async def until(pilot: object, check: Callable[[], bool], timeout: float = 30.0)
 
 def test_manage_lists_and_acts_headless(kaiwo: Run, cluster: OperatorSandbox, tmp_path: Path) -> None:
     namespace(cluster, "ns-manage")
-    for name in ("first", "second"):
-        submit(kaiwo, tmp_path, name, "ns-manage")
+    for name, gpus in (("first", 0), ("second", 1)):
+        submit(kaiwo, tmp_path, name, "ns-manage", gpus)
     api = Api(load(str(cluster.sb.kubeconfig_path)))
     app = ManageApp(ClusterBackend(api, namespace="ns-manage"))
 
@@ -61,6 +61,9 @@ def test_manage_lists_and_acts_headless(kaiwo: Run, cluster: OperatorSandbox, tm
             await pilot.press("e")
             await until(pilot, lambda: app.detail_text.startswith("[explain of job/second]"))
             assert "KaiwoJob ns-manage/second is RUNNING" in app.detail_text
+            await pilot.press("m")
+            await until(pilot, lambda: app.detail_text.startswith("[monitor of job/second]"))
+            assert "GFX_UTIL" in app.detail_text  # amd-smi in its AMD pod
             await pilot.press("d", "n")
             await until(pilot, lambda: app.detail_text == "kept job/second")
             await pilot.press("d", "y")
