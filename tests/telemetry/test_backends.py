@@ -10,10 +10,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-
-from kaiwo_ray.telemetry.backends import BackendUnavailable, NullBackend, select_backend
-from kaiwo_ray.telemetry.backends.amd import AmdSmiBackend
-from kaiwo_ray.telemetry.backends.nvidia import NvmlBackend
 from vendor_stand_ins import (
     AMDSMI_STATUS_INIT_ERROR,
     AMDSMI_STATUS_NO_PERM,
@@ -29,6 +25,10 @@ from vendor_stand_ins import (
     make_pynvml,
     nvidia_gpu,
 )
+
+from kaiwo_ray.telemetry.backends import BackendUnavailable, NullBackend, select_backend
+from kaiwo_ray.telemetry.backends.amd import AmdSmiBackend
+from kaiwo_ray.telemetry.backends.nvidia import NvmlBackend
 
 MIB = 1024 * 1024
 

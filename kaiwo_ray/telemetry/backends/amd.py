@@ -8,6 +8,7 @@ An exception while reading a device's identity marks the device as errored for t
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -117,10 +118,8 @@ class AmdSmiBackend:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                try:
+                with contextlib.suppress(self._smi.AmdSmiException):
                     self._smi.amdsmi_shut_down()
-                except self._smi.AmdSmiException:
-                    pass
 
 
 def _process(entry: dict[str, Any]) -> GpuProcess:

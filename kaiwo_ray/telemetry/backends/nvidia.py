@@ -8,6 +8,7 @@ driver not loaded) is `BackendUnavailable`: the node has no usable NVIDIA GPU.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -36,9 +37,10 @@ class NvmlBackend:
     def __init__(self, nvml: Any = None) -> None:
         if nvml is None:
             try:
-                import pynvml as nvml  # the [nvidia] extra
+                import pynvml  # the [nvidia] extra
             except ImportError as err:
                 raise BackendUnavailable(f"nvidia-ml-py is not installed ({err})") from err
+            nvml = pynvml
         self._nvml = nvml
         self._lost = tuple(getattr(nvml, n) for n in _DEVICE_LOST_CLASSES if hasattr(nvml, n))
         try:
@@ -118,10 +120,8 @@ class NvmlBackend:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                try:
+                with contextlib.suppress(self._nvml.NVMLError):
                     self._nvml.nvmlShutdown()
-                except self._nvml.NVMLError:
-                    pass
 
 
 def _bytes_or_none(value: Any) -> int | None:
