@@ -114,6 +114,9 @@ class ApiServer:
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        from kaiwo_ray.sandbox import gpu_metrics  # the simulated GPU exporter (telemetry hook)
+
+        gpu_metrics.add_routes(app, self.store)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
