@@ -67,7 +67,7 @@ def test_history_is_bounded_fine_then_coarse() -> None:
         history.add(T0 + second, float(second % 2) * 100 if second % 7 else None)
     assert len(history.fine) == 61 and history.fine[0][0] == T0 + 3600 - 1 - 60
     assert len(history.coarse) == 10  # 10 one-minute buckets kept of 60
-    start, mean, low, high, count = history.summary()[-1]
+    _start, mean, low, high, count = history.summary()[-1]
     assert low == 0 and high == 100 and 0 < mean < 100 and count < 60  # unknowns not averaged in
     history.add(T0, 5.0)  # out of order: ignored
     assert history.fine[-1][0] == T0 + 3599
