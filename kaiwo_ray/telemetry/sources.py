@@ -12,6 +12,7 @@ consumers then decide nothing, rather than reading silence as 0 %.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -63,15 +64,17 @@ def parse_exposition(text: str) -> dict[PodKey, list[GpuUse]]:
 class ScrapeSource:
     name = "scrape"
 
-    def __init__(self, endpoint: str, timeout: float = 5.0) -> None:
+    def __init__(self, endpoint: str, timeout: float = 5.0, ca_file: str | None = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
+        self.ca_file = ca_file  # a private CA for an https endpoint (the sandbox's, say)
         self.last_error = ""
 
     async def readings(self, pods: Sequence[tuple[str, str, str]]) -> dict[PodKey, list[GpuUse]]:
         try:
+            ssl_context = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout)) as session, \
-                    session.get(self.endpoint) as response:
+                    session.get(self.endpoint, ssl=ssl_context if ssl_context is not None else True) as response:
                 if response.status // 100 != 2:
                     raise RuntimeError(f"HTTP {response.status}")
                 text = await response.text()
@@ -114,3 +117,28 @@ class NativeSource:
             return {}
         self.last_error = ""
         return {key: [GpuUse(key[1], r.gpu_id, r.utilization) for r in rows] for key, rows in answer.items() if rows}
+
+
+class SamplingSource:
+    """Our telemetry without Ray: a sampler read on demand into an aggregator core in this
+    process (`kaiwo-ray up --no-ray`, tests). Same answers as `NativeSource`."""
+
+    name = "telemetry-local"
+
+    def __init__(self, sampler: Any, aggregator: Any) -> None:
+        self.sampler = sampler
+        self.aggregator = aggregator
+        self.last_error = ""
+
+    async def readings(self, pods: Sequence[tuple[str, str, str]]) -> dict[PodKey, list[GpuUse]]:
+        import time
+
+        for sample in await self.sampler.node_samples():
+            self.aggregator.ingest(sample)
+        now = time.time()
+        answer: dict[PodKey, list[GpuUse]] = {}
+        for namespace, name, uid in pods:
+            rows = self.aggregator.pod_readings(namespace, name, uid, now)
+            if rows:
+                answer[(namespace, name)] = [GpuUse(name, r.gpu_id, r.utilization) for r in rows]
+        return answer
