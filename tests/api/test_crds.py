@@ -53,6 +53,7 @@ def test_one_crd_per_kind() -> None:
         ("KaiwoQueueConfig", "kaiwoqueueconfigs.kaiwo.silogen.ai", "Cluster", True),
         ("KaiwoConfig", "kaiwoconfigs.config.kaiwo.silogen.ai", "Cluster", False),
         ("AIMNamespaceConfig", "aimnamespaceconfigs.config.kaiwo.silogen.ai", "Namespaced", False),
+        ("GpuWorkload", "gpuworkloads.kaiwo.silogen.ai", "Namespaced", True),
     ],
 )
 def test_names_scope_and_subresources(kind: str, name: str, scope: str, has_status: bool) -> None:
@@ -325,6 +326,10 @@ def prune_empty(value: Any) -> Any:
 
 
 SKELETONS: dict[str, dict[str, Any]] = {
+    "GpuWorkload": {
+        "spec": {"workloadRef": {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}},
+        "status": {"trackedPods": [{"podName": "p", "gpuMetrics": [{"gpuId": "0", "utilization": 1}]}]},
+    },
     "KaiwoJob": {
         "spec": {"storage": {"data": {"download": {}}, "huggingFace": {"preCacheRepos": [{"repoId": "r"}]}}},
         "status": {},

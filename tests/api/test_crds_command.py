@@ -16,6 +16,7 @@ EXPECTED_FILES = {
     "kaiwo.silogen.ai_kaiwoqueueconfigs.yaml",
     "config.kaiwo.silogen.ai_kaiwoconfigs.yaml",
     "config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml",
+    "kaiwo.silogen.ai_gpuworkloads.yaml",
 }
 
 
