@@ -15,18 +15,17 @@ from pydantic import BaseModel, ValidationError
 from kaiwo_ray.api.aim import AIMNamespaceConfig
 from kaiwo_ray.api.config import KaiwoConfig
 from kaiwo_ray.api.errors import FieldError, ManifestError, errors_from_validation
-from kaiwo_ray.api.gpuworkload import GpuWorkload
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 
 __all__ = ["KINDS", "KaiwoObject", "ManifestError", "parse_as", "parse_object", "parse_yaml"]
 
-KaiwoObject = KaiwoJob | KaiwoService | KaiwoQueueConfig | KaiwoConfig | AIMNamespaceConfig | GpuWorkload
+KaiwoObject = KaiwoJob | KaiwoService | KaiwoQueueConfig | KaiwoConfig | AIMNamespaceConfig
 
 # kind -> (apiVersion, model)
 KINDS: dict[str, tuple[str, type[KaiwoObject]]] = {
     model.model_fields["kind"].default: (model.model_fields["api_version"].default, model)
-    for model in (KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig, GpuWorkload)
+    for model in (KaiwoJob, KaiwoService, KaiwoQueueConfig, KaiwoConfig, AIMNamespaceConfig)
 }
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -17,8 +17,22 @@ from kaiwo_api_strategies import wire_documents
 
 from kaiwo_ray.api.crd import CRDS, all_crds
 from kaiwo_ray.api.errors import ManifestError
-from kaiwo_ray.api.load import KINDS, parse_object
+from kaiwo_ray.api.gpuworkload import GpuWorkload
+from kaiwo_ray.api.load import KINDS as USER_KINDS
+from kaiwo_ray.api.load import parse_as
+from kaiwo_ray.api.load import parse_object as parse_user_object
 from kaiwo_ray.api.structural import structural_problems, to_json_schema
+
+# Every kind with a CRD: the ones users submit, plus GpuWorkload, which only the operator creates.
+KINDS: dict[str, tuple[str, Any]] = {**USER_KINDS,
+                                     "GpuWorkload": (GpuWorkload.model_fields["api_version"].default, GpuWorkload)}
+
+
+def parse_object(doc: dict[str, Any]) -> Any:
+    if doc.get("kind") == "GpuWorkload":
+        return parse_as(GpuWorkload, doc)
+    return parse_user_object(doc)
+
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_BY_KIND = {crd["spec"]["names"]["kind"]: crd for crd in all_crds()}
