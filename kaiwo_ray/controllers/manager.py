@@ -32,10 +32,12 @@ CONTROLLERS: dict[str, str] = {
     "kaiwojob": "kaiwo_ray.controllers.workloads:kaiwojob_controller",
     "kaiwoservice": "kaiwo_ray.controllers.workloads:kaiwoservice_controller",
     "resourcemonitor": "kaiwo_ray.controllers.monitoring:resource_monitor_controller",
+    "gpuworkload": "kaiwo_ray.controllers.gpupreemption:gpu_preemption_controller",
 }
 # Controllers of opt-in features: started by default only when their switch is on (the option's
 # `settings.enabled`, else the upstream environment variable).
-FEATURE_SWITCHES: dict[str, str] = {"resourcemonitor": "RESOURCE_MONITORING_ENABLED"}
+FEATURE_SWITCHES: dict[str, str] = {"resourcemonitor": "RESOURCE_MONITORING_ENABLED",
+                                    "gpuworkload": "GPU_PREEMPTION_ENABLED"}
 
 
 def default_controller_names(settings: HostSettings) -> list[str]:
