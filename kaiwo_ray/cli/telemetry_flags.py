@@ -1,4 +1,4 @@
-"""The GPU telemetry and resource-monitoring switches of `kaiwo-ray up|dev`, kept out of up.py and
+"""The GPU telemetry, resource-monitoring and GPU-preemption switches of `kaiwo-ray up|dev`, kept out of up.py and
 dev.py so that their hooks stay a few lines: `add_arguments`, `configure` (fills HostSettings and
 checks values), `start_fleet` / `stop_fleet` (the per-node telemetry actors on Ray)."""
 
@@ -30,10 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser, *, dev: bool) -> None:
                             "(default: $RESOURCE_MONITORING_METRICS_ENDPOINT)")
     group.add_argument("--resource-monitoring-interval", metavar="DURATION",
                        help="polling interval, e.g. 10s (default: $RESOURCE_MONITORING_POLLING_INTERVAL, else 10s)")
+    group.add_argument("--gpu-preemption", action=argparse.BooleanOptionalAction, default=True if dev else None,
+                       help="track GPU workloads (GpuWorkload) and preempt idle ones (default: "
+                            + ("on" if dev else "$GPU_PREEMPTION_ENABLED") + ")")
+    group.add_argument("--gpu-preemption-endpoint", metavar="URL",
+                       help="scrape this Prometheus endpoint instead of our telemetry "
+                            "(default: $GPU_PREEMPTION_METRICS_ENDPOINT)")
+    group.add_argument("--gpu-preemption-interval", metavar="DURATION",
+                       help="polling interval, e.g. 15s (default: $GPU_PREEMPTION_POLLING_INTERVAL, else 15s)")
 
 
 def configure(args: argparse.Namespace, settings: HostSettings) -> str | None:
     """Put the monitor's settings into `settings`; the problem in one line when a value is unusable."""
+    from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
     from kaiwo_ray.controllers.monitoring import MonitorSettings
 
     if args.telemetry_interval <= 0:
@@ -45,11 +54,19 @@ def configure(args: argparse.Namespace, settings: HostSettings) -> str | None:
         env["RESOURCE_MONITORING_METRICS_ENDPOINT"] = args.resource_monitoring_endpoint
     if args.resource_monitoring_interval is not None:
         env["RESOURCE_MONITORING_POLLING_INTERVAL"] = args.resource_monitoring_interval
+    if args.gpu_preemption is not None:
+        env["GPU_PREEMPTION_ENABLED"] = "true" if args.gpu_preemption else "false"
+    if args.gpu_preemption_endpoint is not None:
+        env["GPU_PREEMPTION_METRICS_ENDPOINT"] = args.gpu_preemption_endpoint
+    if args.gpu_preemption_interval is not None:
+        env["GPU_PREEMPTION_POLLING_INTERVAL"] = args.gpu_preemption_interval
     try:
         monitor = MonitorSettings.from_env(env)
+        preemption = GpuPreemptionSettings.from_env(env)
     except ValueError as err:
         return str(err)
     settings.controller_options.setdefault("resourcemonitor", {})["settings"] = monitor
+    settings.controller_options.setdefault("gpuworkload", {})["settings"] = preemption
     return None
 
 
