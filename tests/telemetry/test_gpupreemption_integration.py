@@ -95,3 +95,25 @@ def test_idle_job_is_preempted_for_a_pending_one(env: OperatorSandbox) -> None:
     assert phase("busy") == "Active" and kube.get("batch/v1", "Job", "busy", namespace) is not None
     reasons = kube.event_reasons(namespace, preempted["metadata"]["name"], "GpuWorkload")
     assert {"WorkloadIdle", "PreemptionStarted", "WorkloadPreempted"} <= set(reasons)
+
+
+def test_a_job_kueue_holds_back_is_tracked_as_pending_gpu_before_it_has_pods(env: OperatorSandbox) -> None:
+    kube = env.target.kube
+    namespace = "preempt-kueue"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "annotations": {PREFIX + "policy": "OnPressure"}}})
+    kube.create({"apiVersion": kube.kueue_api, "kind": "LocalQueue", "metadata": {"name": "kaiwo"},
+                 "spec": {"clusterQueue": "kaiwo"}}, namespace)
+    body = _job("huge", 24, "0")  # more amd.com/gpu than the ClusterQueue's quota: Kueue keeps it suspended
+    body["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "kaiwo"}
+    body["spec"]["suspend"] = True
+    kube.create(body, namespace)
+
+    def tracker() -> dict[str, Any] | None:
+        items = kube.items(API, "GpuWorkload", namespace)
+        return items[0] if items and (items[0].get("status") or {}).get("phase") == "PendingGpu" else None
+
+    found = wait_for(tracker, 60, "the suspended Job tracked as PendingGpu")
+    assert found["spec"]["gpuResources"] == {"amd.com/gpu": 24}  # from the Job's pod template
+    assert found["spec"]["preemptionPolicy"] == "OnPressure"
+    assert [p["metadata"]["name"] for p in kube.items("v1", "Pod", namespace)] == []
