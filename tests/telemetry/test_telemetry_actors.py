@@ -3,6 +3,7 @@ from one actor, pushes reaching the aggregator, /metrics over HTTP, node reconci
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from actors.telemetry import TelemetryFleet
 from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
 from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
 from kaiwo_ray.telemetry.settings import TelemetrySettings, actor_name
+from kaiwo_ray.telemetry.sources import NativeSource
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 _namespaces = itertools.count()
@@ -46,8 +48,10 @@ def _metrics(url: str) -> dict[str, list[Any]]:
         return {f.name: f.samples for f in text_string_to_metric_families(response.read().decode())}
 
 
-def test_one_sandbox_actor_reports_every_simulated_gpu_node(sandbox: RunningSandbox, fleet_of: Any) -> None:
-    fleet = fleet_of(backend="sandbox", interval=0.2, kubeconfig=str(sandbox.kubeconfig_path))
+def test_one_sandbox_actor_reports_every_simulated_gpu_node(sandbox: RunningSandbox, fleet_of: Any,
+                                                            ray_session: Any) -> None:
+    fleet = fleet_of(backend="sandbox", interval=0.2, kubeconfig=str(sandbox.kubeconfig_path),
+                     reconcile_interval=600)  # no automatic restart of the actor this test kills
     core = kubernetes.client.CoreV1Api(sandbox.api_client())
     core.create_namespace({"metadata": {"name": "telemetry"}})
     core.create_namespaced_pod("telemetry", {
@@ -74,6 +78,21 @@ def test_one_sandbox_actor_reports_every_simulated_gpu_node(sandbox: RunningSand
     nv = [s for s in families["DCGM_FI_DEV_GPU_UTIL"] if s.labels["pod"] == "idle"]
     assert [s.value for s in nv] == [0.0] and nv[0].labels["Hostname"] == "gpu-nvidia-h100-01"
     assert {s.labels["node"] for s in families["kaiwo_gpu_telemetry_up"] if s.value == 1.0} == nodes
+
+    # the monitor's and preemption's way in: NativeSource asks the aggregator actor by name
+    source = NativeSource(ray_namespace=fleet.namespace)
+    answer = asyncio.run(source.readings([("telemetry", "busy", ""), ("telemetry", "idle", "")]))
+    assert {pod: [u.utilization for u in uses] for (_, pod), uses in answer.items()} == {"busy": [80.0],
+                                                                                        "idle": [0.0]}
+    (sample,) = [s for s in families["kaiwo_gpu_utilization_percent"] if s.labels["pod"] == "busy"]
+    history = ray_get(fleet.aggregator.history.remote(sample.labels["node"], sample.labels["uuid"]))
+    assert history["recent"] and all(value == 80.0 for _, value in history["recent"][-3:])
+
+    # the telemetry actor dies for good: its GPUs are unknown (None), never idle, once stale
+    for handle in fleet.actors.values():
+        ray_session.kill(handle, no_restart=True)
+    eventually(lambda: all(u.utilization is None for uses in asyncio.run(source.readings(
+        [("telemetry", "busy", ""), ("telemetry", "idle", "")])).values() for u in uses), timeout=30, interval=0.3)
 
 
 def test_hardware_fleet_puts_one_pinned_actor_on_each_live_node(ray_session: Any, fleet_of: Any) -> None:
