@@ -95,6 +95,10 @@ def test_idle_job_is_preempted_for_a_pending_one(env: OperatorSandbox) -> None:
     assert phase("busy") == "Active" and kube.get("batch/v1", "Job", "busy", namespace) is not None
     reasons = kube.event_reasons(namespace, preempted["metadata"]["name"], "GpuWorkload")
     assert {"WorkloadIdle", "PreemptionStarted", "WorkloadPreempted"} <= set(reasons)
+    # evaluations ran under the Lease and released it with an empty holder, which later ones took as free
+    lease = kube.get("coordination.k8s.io/v1", "Lease", "gpu-preemption-eval", "kube-system")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""
+    assert env.controller("gpuworkload").evaluations >= 2
 
 
 def test_a_job_kueue_holds_back_is_tracked_as_pending_gpu_before_it_has_pods(env: OperatorSandbox) -> None:
