@@ -121,3 +121,28 @@ def test_a_job_kueue_holds_back_is_tracked_as_pending_gpu_before_it_has_pods(env
     assert found["spec"]["gpuResources"] == {"amd.com/gpu": 24}  # from the Job's pod template
     assert found["spec"]["preemptionPolicy"] == "OnPressure"
     assert [p["metadata"]["name"] for p in kube.items("v1", "Pod", namespace)] == []
+
+
+def test_always_policy_forbidden_delete_then_success_then_ttl(env: OperatorSandbox) -> None:
+    """Policy Always needs no pressure. A Forbidden delete is PreemptionFailed and back to Idle; once
+    the delete goes through the tracker is Preempted and, after its TTL, removed."""
+    kube = env.target.kube
+    namespace = "preempt-always"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "annotations": {
+        PREFIX + "policy": "Always", PREFIX + "grace-period": "1s", PREFIX + "ttl": "3s"}}})
+    rule = env.sb.faults.fail(code=403, verbs="delete", resources="jobs.batch", namespaces=namespace, names="locked")
+    kube.create(_job("locked", 1, "0"), namespace)
+
+    def tracker() -> dict[str, Any] | None:
+        items = kube.items(API, "GpuWorkload", namespace)
+        return items[0] if items else None
+
+    wait_for(lambda: "PreemptionFailed" in kube.event_reasons(namespace, (tracker() or {"metadata": {"name": "-"}})[
+        "metadata"]["name"], "GpuWorkload"), 60, "a Forbidden delete reported as PreemptionFailed")
+    assert kube.get("batch/v1", "Job", "locked", namespace) is not None
+    env.sb.faults.remove(rule)
+    done = wait_for(lambda: (t := tracker()) and (t.get("status") or {}).get("phase") == "Preempted" and t, 60,
+                    "Preempted once the delete is allowed")
+    assert done["status"]["preemptionReason"].startswith("Policy is Always")
+    wait_for(lambda: kube.get("batch/v1", "Job", "locked", namespace) is None, 30, "the Job deleted")
+    wait_for(lambda: tracker() is None, 90, "the tracker removed after its 3s TTL")
