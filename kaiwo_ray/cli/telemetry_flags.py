@@ -21,7 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, dev: bool) -> None:
     group.add_argument("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
                        help="seconds between GPU samples (default: 1)")
     group.add_argument("--metrics-port", type=int, default=0, metavar="PORT",
-                       help="port of the GPU /metrics endpoint on 127.0.0.1 (default: any free port)")
+                       help="port of the GPU /metrics endpoint (default: any free port)")
+    group.add_argument("--metrics-host", default="127.0.0.1", metavar="ADDR",
+                       help="address the GPU /metrics endpoint listens on (0.0.0.0 for a Prometheus scrape; "
+                            "default: 127.0.0.1)")
     group.add_argument("--resource-monitoring", action=argparse.BooleanOptionalAction, default=True if dev else None,
                        help="evaluate GPU utilization of KaiwoJobs/KaiwoServices (default: "
                             + ("on" if dev else "$RESOURCE_MONITORING_ENABLED") + ")")
@@ -79,7 +82,7 @@ def start_fleet(args: argparse.Namespace, settings: HostSettings, namespace: str
 
     fleet = TelemetryFleet(TelemetrySettings(backend=args.telemetry_backend, interval=args.telemetry_interval,
                                              kubeconfig=settings.kubeconfig, in_cluster=settings.in_cluster,
-                                             metrics_port=args.metrics_port),
+                                             metrics_host=args.metrics_host, metrics_port=args.metrics_port),
                            namespace=namespace, detached=detached).start()
     with contextlib.suppress(Exception):
         print(f"GPU telemetry ({args.telemetry_backend}): metrics at {fleet.metrics_address()}", flush=True)
