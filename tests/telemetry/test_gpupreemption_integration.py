@@ -51,13 +51,13 @@ def env() -> Iterator[OperatorSandbox]:
         running.run(client.close())
 
 
-def _job(name: str, gpus: int, utilization: str) -> dict[str, Any]:
+def _job(name: str, gpus: int, utilization: str, resource: str = "amd.com/gpu") -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"backoffLimit": 0, "template": {
                 "metadata": {"annotations": {ANNOTATION: utilization}},
                 "spec": {"restartPolicy": "Never", "containers": [{
                     "name": "main", "image": "busybox", "command": ["sleep", "3600"],
-                    "resources": {"limits": {"amd.com/gpu": str(gpus)}, "requests": {"amd.com/gpu": str(gpus)}}}]}}}}
+                    "resources": {"limits": {resource: str(gpus)}, "requests": {resource: str(gpus)}}}]}}}}
 
 
 def test_idle_job_is_preempted_for_a_pending_one(env: OperatorSandbox) -> None:
@@ -131,7 +131,8 @@ def test_always_policy_forbidden_delete_then_success_then_ttl(env: OperatorSandb
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "annotations": {
         PREFIX + "policy": "Always", PREFIX + "grace-period": "1s", PREFIX + "ttl": "3s"}}})
     rule = env.sb.faults.fail(code=403, verbs="delete", resources="jobs.batch", namespaces=namespace, names="locked")
-    kube.create(_job("locked", 1, "0"), namespace)
+    # NVIDIA: the module's other tests keep both AMD nodes busy; preemption is vendor-neutral
+    kube.create(_job("locked", 1, "0", "nvidia.com/gpu"), namespace)
 
     def tracker() -> dict[str, Any] | None:
         items = kube.items(API, "GpuWorkload", namespace)
