@@ -204,9 +204,9 @@ def bench_latency(polling: float) -> None:
     from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
     from kaiwo_ray.controllers.monitoring import MonitorSettings
     from kaiwo_ray.kube.client import KubeClient
-    from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
     from kaiwo_ray.telemetry.sampler import SandboxSampler
     from kaiwo_ray.telemetry.sources import SamplingSource
+    from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
 
     class Late:
         name = "late"

@@ -58,7 +58,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
+def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
                   log_path: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
@@ -134,7 +134,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
-    sandbox = start_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
+    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
     started_ray = False
     supervisor = None
     fleet = None

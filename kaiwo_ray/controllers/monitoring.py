@@ -27,7 +27,7 @@ from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.errors import Conflict, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.monitoring import EVENT_COMPONENT, GpuUse, evaluate
 from kaiwo_ray.render.context import LABEL_NAME, LABEL_TYPE
 

@@ -22,7 +22,7 @@ from typing import Any
 from kaiwo_ray.api.config import ResourceMonitoringConfig
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 
 JsonObj = dict[str, Any]

@@ -304,6 +304,7 @@ def test_bad_manifests_fail_both_crd_and_model_naming_the_field(
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
+# per kind: the test runs once for each of the kinds, so fewer examples each keeps the total bounded
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_whatever_the_model_accepts_and_dumps_the_crd_accepts(kind: str, data: st.DataObject) -> None:

@@ -23,7 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
-from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
+from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 T = TypeVar("T")

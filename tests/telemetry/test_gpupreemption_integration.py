@@ -21,10 +21,10 @@ from e2e_support import wait_for
 from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
-from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.sampler import SandboxSampler
 from kaiwo_ray.telemetry.sources import SamplingSource
+from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
 
 pytestmark = pytest.mark.slow
 API = "kaiwo.silogen.ai/v1alpha1"

@@ -21,10 +21,10 @@ from e2e_support import KAIWO_API, condition, wait_for
 
 from kaiwo_ray.controllers.monitoring import MonitorSettings
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.sampler import SandboxSampler
 from kaiwo_ray.telemetry.sources import SamplingSource, ScrapeSource
+from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
 
 pytestmark = pytest.mark.slow
 CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"

@@ -11,14 +11,14 @@ import kubernetes
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaiwo_ray.sandbox.cluster.gpusim import (
+from kaiwo_sandbox.cluster.nodes.gpusim import (
     ANNOTATION,
     ScheduleError,
     parse_schedule,
     simulate,
     utilization_at,
 )
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

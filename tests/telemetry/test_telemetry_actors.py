@@ -14,10 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.telemetry import TelemetryFleet
-from kaiwo_ray.sandbox.cluster.gpusim import ANNOTATION
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
 from kaiwo_ray.telemetry.settings import TelemetrySettings, actor_name
 from kaiwo_ray.telemetry.sources import NativeSource
+from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 _namespaces = itertools.count()
