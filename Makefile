@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
-	$(PY) -m compileall -q -j 0 $(VENV)/lib kaiwo_ray actors serve >/dev/null || true
+	$(PY) -m compileall -q -j 0 $(VENV)/lib kaiwo_ray kaiwo_sandbox actors serve >/dev/null || true
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -35,9 +35,10 @@ dev: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install
-	$(VENV)/bin/mypy kaiwo_ray
+	$(VENV)/bin/mypy kaiwo_ray kaiwo_sandbox actors
 
 pytest: install tools
 	$(VENV)/bin/pytest
@@ -52,7 +53,7 @@ bench: install
 
 # Refresh the pinned lock file after editing pyproject.toml dependencies.
 lock:
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra nvidia --python-version 3.11 -o requirements.lock
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --extra sandbox --extra nvidia --python-version 3.11 -o requirements.lock
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -45,7 +45,7 @@ def medians(commands: dict[str, list[str]], repeats: int, env: dict[str, str] | 
 
 
 def populate(sb: object, count: int) -> None:
-    from kaiwo_ray.sandbox.types import GVR
+    from kaiwo_sandbox.contracts import GVR
 
     kaiwojobs = GVR("kaiwo.silogen.ai", "v1alpha1", "kaiwojobs")
     namespaces = [f"team-{i}" for i in range(10)]
@@ -62,7 +62,7 @@ def populate(sb: object, count: int) -> None:
                          "env": [{"name": "SEED", "value": str(i)}]},
                 "status": {"status": ("RUNNING", "PENDING", "COMPLETE")[i % 3]}}, namespace=ns)
 
-    from kaiwo_ray.sandbox.types import NAMESPACES
+    from kaiwo_sandbox.contracts import NAMESPACES
 
     for ns in namespaces:
         sb.call(sb.store.create, NAMESPACES, {"metadata": {"name": ns}})  # type: ignore[attr-defined]
@@ -90,7 +90,7 @@ def main() -> int:
     if not kubectl:
         print("list_ratio: skipped (kubectl not installed: make tools)")
         return 0
-    from kaiwo_ray.sandbox.testing import start_sandbox
+    from kaiwo_sandbox.testing import start_sandbox
 
     with start_sandbox(nodes=[]) as sb:
         populate(sb, args.scale)

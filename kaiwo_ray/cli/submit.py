@@ -177,9 +177,18 @@ def apply(api: Api, manifest: JsonObj, path: str) -> tuple[JsonObj, str]:
         raise
     if before is None:
         return applied, "created"
-    same = (before.get("metadata") or {}).get("resourceVersion") == (applied.get("metadata") or {}).get(
-        "resourceVersion")
-    return applied, "unchanged" if same else "configured"
+    return applied, "unchanged" if _same_content(before, applied) else "configured"
+
+
+def _same_content(before: JsonObj, after: JsonObj) -> bool:
+    """Whether the apply changed what a manifest says (spec, labels, annotations). Comparing
+    resourceVersions alone would call a no-op re-submit "configured" whenever the operator wrote the
+    status between our read and our apply."""
+    def content(obj: JsonObj) -> tuple[object, object, object]:
+        meta = obj.get("metadata") or {}
+        return obj.get("spec"), meta.get("labels"), meta.get("annotations")
+
+    return content(before) == content(after)
 
 
 def wait(api: Api, workload: JsonObj, timeout: float) -> int:

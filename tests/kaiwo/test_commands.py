@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from conftest import Run
 from e2e_harness import OperatorSandbox
 from test_offline import one_error_line
+
+Run = Callable[..., tuple[int, str, str]]  # the `kaiwo`/`offline_kaiwo` fixtures (conftest.py)
 
 T = TypeVar("T")
 NAMESPACES = ['ns-bad', 'ns-delete', 'ns-exec', 'ns-explain', 'ns-fail', 'ns-follow', 'ns-list', 'ns-logs', 'ns-monitor', 'ns-monitor-cpu', 'ns-precedence', 'ns-status', 'ns-stdin', 'ns-submit', 'ns-wait']

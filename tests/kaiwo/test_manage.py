@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Run
 from e2e_harness import OperatorSandbox
 from test_commands import job, wait_for
 
 from kaiwo_ray.cli.api import Api
 from kaiwo_ray.cli.kubeconfig import load
 from kaiwo_ray.cli.manage_app import ClusterBackend, ManageApp
+
+Run = Callable[..., tuple[int, str, str]]  # the `kaiwo`/`offline_kaiwo` fixtures (conftest.py)
 
 
 def namespace(cluster: OperatorSandbox, name: str) -> None:

@@ -3,13 +3,15 @@ is caught before a request is sent (exit 2, one line, no traceback)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Run
 
 from kaiwo_ray.cli.main import USER_COMMANDS
+
+Run = Callable[..., tuple[int, str, str]]  # the `kaiwo`/`offline_kaiwo` fixtures (conftest.py)
 
 JOB = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "j"},
        "spec": {"user": "a@b.co", "image": "busybox", "entrypoint": "sleep 1"}}
