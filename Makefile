@@ -19,12 +19,16 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-# kubectl drives the sandbox in the CLI tests; install Debian's client when none is on PATH.
+# kubectl drives the sandbox in the CLI tests, tmux runs `kaiwo manage` in a real terminal; Debian's when absent.
 tools:
 	@command -v kubectl >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null) || echo "kubectl unavailable: its tests will skip"; \
 	  else echo "kubectl unavailable: its tests will skip"; fi; }
+	@command -v tmux >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo "tmux unavailable: the kaiwo manage terminal test will skip"; \
+	  else echo "tmux unavailable: the kaiwo manage terminal test will skip"; fi; }
 
 dev: install
 	$(VENV)/bin/kaiwo-ray dev

@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from kaiwo_sandbox.apiserver.server import ApiServer
 from kaiwo_sandbox.apiserver.tls import ServingCert, serving_cert
 from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.cluster.crds import preinstalled_crds
+from kaiwo_sandbox.cluster.nodes import gpu_exporter
 from kaiwo_sandbox.contracts import (
     LEASES,
     NAMESPACES,
@@ -163,7 +165,8 @@ class Sandbox:
             if state is not None:
                 self.store.load(state)
         self._seed()
-        runner = web.AppRunner(self.server.application(), access_log=None, handler_cancellation=True,
+        exporter = partial(gpu_exporter.add_routes, store=self.store)  # served like a node exporter's port
+        runner = web.AppRunner(self.server.application([exporter]), access_log=None, handler_cancellation=True,
                                shutdown_timeout=2.0)
         await runner.setup()
         ssl_context = None

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,16 +55,6 @@ _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
 
 def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """What the duration rules need of a PENDING workload."""
-
-    created: datetime | None
-    gpus: int
-    vendor: str
-    cluster_queue: str | None
 
 
 class ChildNameTaken(Exception):
@@ -148,10 +137,9 @@ class WorkloadController(Controller):
         # and our own status writes, so that mapping an event to them does not scan every CR (which
         # made each event O(number of CRs), and a burst of creates quadratic).
         self._timed_running: set[Key] = set()
-        # Every PENDING KaiwoJob/KaiwoService (both kinds), indexed from their events: the duration
-        # rules of a RUNNING workload read only these (a scan of every CR per pass made the sweep
-        # O(RUNNING x CRs)); and only an event that touches this set wakes the RUNNING ones.
-        self._pending: dict[tuple[str, str, str], _Pending] = {}
+        # The duration rules of a RUNNING workload read the PENDING workloads of both kinds (the
+        # caches index them by phase: a scan of every CR per pass made the sweep O(RUNNING x CRs)), and
+        # only an event that changes that set wakes the RUNNING ones (or a threshold timer, below).
         self._threshold_timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
         # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
@@ -217,30 +205,27 @@ class WorkloadController(Controller):
         return self._duration_keys(event_type, obj, old)
 
     def _track_pending(self, obj: JsonObj, *, deleted: bool = False) -> None:
+        """A pending GPU workload's age crossing the threshold is what makes it "active GPU demand", and
+        no event says so: a timer wakes the RUNNING ones then, as an event would."""
         meta = obj.get("metadata") or {}
         key = (str(obj.get("kind") or ""), meta.get("namespace") or "", meta.get("name") or "")
         if deleted or (obj.get("status") or {}).get("status") != ph.PENDING:
-            self._pending.pop(key, None)
             timer = self._threshold_timers.pop(key, None)
             if timer is not None:
                 timer.cancel()
             return
-        spec = obj.get("spec") or {}
-        entry = _Pending(created=parse_time(meta.get("creationTimestamp")), gpus=int(spec.get("gpus") or 0),
-                         vendor=str(spec.get("gpuVendor", "amd")), cluster_queue=spec.get("clusterQueue"))
-        self._pending[key] = entry
-        if entry.gpus > 0 and entry.created is not None and key not in self._threshold_timers:
-            # Its age crossing the threshold is what turns it into "active GPU demand": no event says
-            # so, hence a timer (the RUNNING ones are woken then, as by an event).
-            threshold = parse_go_duration(load_config(self.caches.get(R.KAIWOCONFIGS, ())).scheduling
-                                          .pending_threshold_for_preemption)
-            delay = (entry.created + threshold - datetime.now(UTC)).total_seconds()
-            if delay > 0:
-                try:
-                    loop = asyncio.get_running_loop()
-                except RuntimeError:
-                    return
-                self._threshold_timers[key] = loop.call_later(delay + 0.01, self._wake_timed, key)
+        created = parse_time(meta.get("creationTimestamp"))
+        if int((obj.get("spec") or {}).get("gpus") or 0) <= 0 or created is None or key in self._threshold_timers:
+            return
+        threshold = parse_go_duration(load_config(self.caches.get(R.KAIWOCONFIGS, ())).scheduling
+                                      .pending_threshold_for_preemption)
+        delay = (created + threshold - datetime.now(UTC)).total_seconds()
+        if delay > 0:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._threshold_timers[key] = loop.call_later(delay + 0.01, self._wake_timed, key)
 
     def _wake_timed(self, key: tuple[str, str, str]) -> None:
         self._threshold_timers.pop(key, None)
@@ -380,14 +365,17 @@ class WorkloadController(Controller):
             return False, False
         threshold = parse_go_duration(config.scheduling.pending_threshold_for_preemption)
         vendor = spec.get("gpuVendor", "amd")
-        demand = False
-        for entry in self._pending.values():
-            if (entry.gpus > 0 and entry.vendor == vendor
-                    and str(entry.cluster_queue or config.default_cluster_queue_name) == queue
-                    and entry.created is not None and now - entry.created > threshold):
-                demand = True
-                break
-        return demand, bool(self._pending)
+        demand = pending = False
+        for res in (self.primary, self.other):
+            for other in self.caches[res].in_phase(ph.PENDING):  # indexed: not a scan of every CR
+                pending = True
+                ospec = other.get("spec") or {}
+                created = parse_time((other.get("metadata") or {}).get("creationTimestamp"))
+                if ((ospec.get("gpus") or 0) > 0 and ospec.get("gpuVendor", "amd") == vendor
+                        and effective_queue_name(other, config) == queue
+                        and created is not None and now - created > threshold):
+                    return True, True
+        return demand, pending
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key

@@ -25,6 +25,9 @@ class ObjectCache:
         self._by_owner: dict[str, set[ObjectKey]] = {}
         self._label_keys = tuple(label_keys)
         self._by_label: dict[tuple[str, str], set[ObjectKey]] = {}
+        # By `status.status` (Kaiwo's phase; objects without a string there are not indexed): the
+        # duration rules ask for every PENDING workload on every pass of a RUNNING one.
+        self._by_phase: dict[str, set[ObjectKey]] = {}
         self.resource_version = ""
 
     def __len__(self) -> int:
@@ -43,6 +46,10 @@ class ObjectCache:
         if key not in self._label_keys:
             raise KeyError(f"label {key!r} is not indexed (indexed: {self._label_keys})")
         return [self._objects[k] for k in sorted(self._by_label.get((key, value), ()))]
+
+    def in_phase(self, phase: str) -> list[JsonObj]:
+        """Objects whose `status.status` is `phase`."""
+        return [self._objects[k] for k in self._by_phase.get(phase, ())]
 
     def upsert(self, obj: JsonObj) -> JsonObj | None:
         """Store `obj` (without its managedFields: no controller reads them, and on a real cluster they
@@ -106,6 +113,9 @@ class ObjectCache:
             value = labels.get(label)
             if value is not None:
                 self._by_label.setdefault((label, value), set()).add(key)
+        phase = _phase(obj)
+        if phase is not None:
+            self._by_phase.setdefault(phase, set()).add(key)
 
     def _unindex(self, key: ObjectKey, obj: JsonObj) -> None:
         meta = obj.get("metadata") or {}
@@ -125,6 +135,19 @@ class ObjectCache:
                 keys.discard(key)
                 if not keys:
                     del self._by_label[(label, value)]
+        phase = _phase(obj)
+        if phase is not None:
+            keys = self._by_phase.get(phase)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_phase[phase]
+
+
+def _phase(obj: JsonObj) -> str | None:
+    status = obj.get("status")
+    phase = status.get("status") if isinstance(status, dict) else None
+    return phase if isinstance(phase, str) else None
 
 
 def _newer_or_same(a: JsonObj, b: JsonObj) -> bool:

@@ -13,7 +13,7 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -24,6 +24,7 @@ from kaiwo_sandbox.apiserver import discovery
 from kaiwo_sandbox.apiserver.audit import AuditLog, AuditRecord
 from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
+from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 from kaiwo_sandbox.apiserver.tables import to_table
 from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 from kaiwo_sandbox.registry import ResourceInfo
@@ -112,8 +113,12 @@ class ApiServer:
         self._encoded: OrderedDict[tuple[int, str, str, str], bytes] = OrderedDict()
         self.open_watches = 0
 
-    def application(self) -> web.Application:
+    def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
+        """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
+        simulated GPU exporter) before the catch-all Kubernetes route."""
         app = web.Application(client_max_size=64 * 1024 * 1024)
+        for add in extra_routes:
+            add(app)
         app.router.add_route("*", "/{tail:.*}", self.handle)
         return app
 
@@ -227,12 +232,11 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if (verb not in info.verbs and sub is None) or (verb in ("update", "patch") and not path.name):
             raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+        if sub in pod_streams.SUBRESOURCES and info.resource == "pods":
+            return await pod_streams.serve(self.store, request, path.namespace, path.name, sub)
         if verb == "get":
             if sub == "scale":
                 return json_response(self.store.get_scale(gvr, ns, path.name))
-            if sub == "log":
-                return web.Response(text=pod_log(self.store.get_ref(gvr, ns, path.name), query.get("container")),
-                                    content_type="text/plain")
             obj = self.store.get_ref(gvr, ns, path.name)
             return self._object_response(request, info, gvr, obj)
         if verb == "list":

@@ -1,6 +1,6 @@
 """The duration sweep reads an index of PENDING workloads (issue 14, item 7): RUNNING workloads with a
 duration are woken only by events that change that set (or by a pending GPU workload's age crossing
-the preemption threshold), and their rules read the index instead of scanning every CR."""
+the preemption threshold), and their rules read the caches' phase index instead of scanning every CR."""
 
 from __future__ import annotations
 
@@ -46,21 +46,25 @@ def test_only_changes_to_the_pending_set_wake_running_workloads() -> None:
     assert ctl._other_keys("MODIFIED", service("web", "STARTING", rv="4"), service("web", "PENDING", rv="3")) == [TIMED]
 
 
-def test_demand_is_read_from_the_pending_index() -> None:
+def test_demand_is_read_from_the_caches_phase_index() -> None:
     ctl = controller()
+    services = ctl.caches[R.KAIWOSERVICES]
+    for n in range(200):  # RUNNING ones are not even looked at: the cache hands out PENDING ones only
+        services.upsert(service(f"busy-{n}", "RUNNING", gpus=1, age=timedelta(hours=1)))
     now = datetime.now(UTC)
     running = {"kind": "KaiwoJob", "metadata": {"name": "long", "namespace": "ns"},
                "spec": {"duration": "1m", "gpuVendor": "amd"}, "status": {"status": "RUNNING"}}
     assert ctl._demand(running, KaiwoConfigSpec(), "kaiwo", now) == (False, False)
-    ctl._other_keys("ADDED", service("young", "PENDING", gpus=1, age=timedelta(minutes=1)), None)
+    services.upsert(service("young", "PENDING", gpus=1, age=timedelta(minutes=1)))
     assert ctl._demand(running, KaiwoConfigSpec(), "kaiwo", now) == (False, True)  # pending, not old enough
     old = service("old", "PENDING", gpus=2, age=timedelta(minutes=10))
-    ctl._other_keys("ADDED", old, None)
+    services.upsert(old)
     assert ctl._demand(running, KaiwoConfigSpec(), "kaiwo", now) == (True, True)
     assert ctl._demand(running, KaiwoConfigSpec(), "other-queue", now) == (False, True)
-    ctl._other_keys("DELETED", old, old)
-    ctl._other_keys("MODIFIED", service("young", "RUNNING", rv="2"), service("young", "PENDING", gpus=1))
+    services.remove(old)
+    services.upsert(service("young", "RUNNING", rv="2"))
     assert ctl._demand(running, KaiwoConfigSpec(), "kaiwo", now) == (False, False)
+    assert services.in_phase("PENDING") == []
 
 
 def test_a_pending_gpu_workload_crossing_the_threshold_wakes_running_ones() -> None:

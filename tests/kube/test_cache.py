@@ -56,3 +56,14 @@ def test_cached_objects_carry_no_managed_fields() -> None:
     cache.replace_all([{"metadata": {"name": "b", "resourceVersion": "2", "managedFields": managed}}], "2")
     assert cache.upsert_if_newer({"metadata": {"name": "b", "resourceVersion": "3", "managedFields": managed}})
     assert all("managedFields" not in obj["metadata"] for obj in cache)
+
+
+def test_phase_index_follows_updates_and_removals() -> None:
+    cache = ObjectCache()
+    cache.upsert({"metadata": {"name": "a", "resourceVersion": "1"}, "status": {"status": "PENDING"}})
+    cache.upsert({"metadata": {"name": "b", "resourceVersion": "1"}, "status": {"status": "PENDING"}})
+    cache.upsert({"metadata": {"name": "c", "resourceVersion": "1"}, "status": {"phase": "Bound"}})
+    assert sorted(o["metadata"]["name"] for o in cache.in_phase("PENDING")) == ["a", "b"]
+    cache.upsert({"metadata": {"name": "a", "resourceVersion": "2"}, "status": {"status": "RUNNING"}})
+    cache.remove({"metadata": {"name": "b"}})
+    assert cache.in_phase("PENDING") == [] and [o["metadata"]["name"] for o in cache.in_phase("RUNNING")] == ["a"]
