@@ -28,6 +28,7 @@ from kaiwo_ray.operator_runtime import (
 )
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+IN_CLUSTER_LEASE_NAMESPACE = "kaiwo-system"  # deploy/'s namespace, when the pod's is not mounted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write without leader election (only safe when no other instance can run)")
     parser.add_argument("--ray-namespace", default="kaiwo", help="Ray namespace of the named actors")
     parser.add_argument("--identity", help="Lease holder identity (default: host-pid-random)")
-    parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the Leases")
+    parser.add_argument("--lease-namespace", default=None,
+                        help="namespace of the Leases (default: with --in-cluster the pod's own namespace, "
+                             "else kube-system)")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the actors (and restart missing ones)")
     parser.add_argument("--no-ray", action="store_true",
@@ -67,11 +70,16 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace, tune_gc=True)
+    settings = HostSettings(lease=not args.no_lease, tune_gc=True)
     if args.in_cluster:
+        from kaiwo_ray.kube import incluster
+
+        config = incluster.load()  # InClusterError (a ValueError) names what is missing
         settings.in_cluster = True
+        settings.lease_namespace = args.lease_namespace or config.namespace() or IN_CLUSTER_LEASE_NAMESPACE
     else:
         settings.kubeconfig = str(resolve_kubeconfig(args.kubeconfig))
+        settings.lease_namespace = args.lease_namespace or settings.lease_namespace
     if args.identity:
         settings.identity = args.identity
     return settings

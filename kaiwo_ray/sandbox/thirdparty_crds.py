@@ -176,4 +176,6 @@ def kaiwo_crds() -> list[JsonObj]:
 
 
 def preinstalled_crds() -> list[JsonObj]:
-    return kaiwo_crds() + kuberay_crds() + appwrapper_crds() + kueue_crds()
+    from kaiwo_ray.sandbox.monitoring_crds import monitoring_crds  # it builds on this module's crd()
+
+    return kaiwo_crds() + kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds()
