@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
     StopSignal,
@@ -94,10 +95,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
         return 2
+    if args.no_ray and args.ray_address:
+        print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
+        return 2
+    missing = asyncio.run(missing_dependencies(settings))
+    for dep in missing:
+        print(f"kaiwo-ray up: {missing_line(dep)}", file=sys.stderr, flush=True)
+    if any(dep.name == KUEUE.name for dep in missing):
+        return 1  # nothing can be queued without Kueue: say so instead of starting controllers that wait
     if args.no_ray:
-        if args.ray_address:
-            print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
-            return 2
         return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
@@ -139,6 +145,24 @@ def run(args: argparse.Namespace) -> int:
                 import ray
 
                 ray.shutdown()
+
+
+async def missing_dependencies(settings: HostSettings) -> list[Dependency]:
+    """The dependencies the cluster lacks (kube/discovery.py). When discovery itself fails (no cluster at that
+    address, bad credentials) nothing is reported here: starting the controllers names that failure."""
+    from kaiwo_ray.controllers.manager import make_client
+    from kaiwo_ray.kube.discovery import detect
+
+    try:
+        client = await make_client(settings)
+    except Exception:  # the kubernetes package raises assorted errors for unusable configs
+        return []
+    try:
+        return (await detect(client)).missing()
+    except Exception:
+        return []
+    finally:
+        await client.close()
 
 
 def supervise(supervisor: Any, stop: StopSignal, interval: float, out: TextIO | None = None) -> None:

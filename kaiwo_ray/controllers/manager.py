@@ -82,6 +82,11 @@ class ControllerHost:
                                   retry_every=min(2.0, self.settings.renew_every))
             self.elector = LeaseElector(self.client, self.settings.identity, lease)
         await self.controller.start()
+        if self.controller.apis is not None:
+            from kaiwo_ray.kube.discovery import missing_line
+
+            for dep in self.controller.apis.missing():
+                log.warning("%s: %s", self.name, missing_line(dep))
         if self.settings.tune_gc:
             tune_for_long_lived_caches()
         if self.elector is not None:
