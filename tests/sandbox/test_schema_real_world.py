@@ -16,7 +16,7 @@ from kaiwo_ray.sandbox.schema import apply_defaults, prune, unknown_fields, vali
 from kaiwo_ray.sandbox.thirdparty_crds import preinstalled_crds
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-MANIFESTS = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in ("nodes.yaml", "expected.yaml"))
+MANIFESTS = sorted(EXAMPLES.glob("*.yaml"))  # every file there is a manifest
 CLUSTER_SCOPED = {"ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass", "Namespace", "KaiwoQueueConfig",
                   "KaiwoConfig", "AIMNamespaceConfig", "Topology", "PriorityClass"}
 
