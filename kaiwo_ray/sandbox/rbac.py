@@ -107,6 +107,7 @@ class Policy:
         self.roles = roles
         self.cluster_role_bindings = list(cluster_role_bindings)
         self.role_bindings: dict[str, list[JsonObj]] = {}
+        self._cache: dict[tuple[str, tuple[str, ...], str], list[Grant]] = {}
         for binding in role_bindings:
             namespace = (binding.get("metadata") or {}).get("namespace", "")
             self.role_bindings.setdefault(namespace, []).append(binding)
@@ -141,9 +142,20 @@ class Policy:
                                                   f'{ref.get("kind", "")} "{ref.get("name", "")}" to '
                                                   f'{_describe_subject(subject, namespace)}')
 
+    def _grants_cached(self, user: UserInfo, namespace: str) -> list[Grant]:
+        """`grants`, memoised per (user, namespace): a Policy lives until the next RBAC write, and an
+        operator asks as the same user thousands of times in between."""
+        key = (user.name, user.groups, namespace)
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            found = self._cache[key] = list(self.grants(user, namespace))
+        return found
+
     def authorize(self, attrs: Attributes) -> Decision:
         namespace = attrs.namespace if attrs.resource_request else ""
-        for grant in self.grants(attrs.user, namespace):
+        for grant in self._grants_cached(attrs.user, namespace):
             if any(rule_allows(rule, attrs) for rule in grant.rules):
                 return Decision(True, f"RBAC: allowed by {grant.describe}")
         return Decision(False)

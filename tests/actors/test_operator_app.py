@@ -5,6 +5,7 @@ controllers do their work (KaiwoConfig created, Leases in the pod's namespace), 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -96,7 +97,5 @@ def test_the_serve_app_starts_the_controllers_in_cluster(ray_session: Any,
     finally:
         serve.shutdown()
         for name in CONTROLLERS:  # detached: they outlive the replica, as they must on a real cluster
-            try:
+            with contextlib.suppress(ValueError):
                 ray.kill(ray.get_actor(name, namespace=ray_namespace), no_restart=True)
-            except ValueError:
-                pass
