@@ -94,6 +94,13 @@ def test_the_serve_app_starts_the_controllers_in_cluster(ray_session: Any,
         assert {lease.metadata.name for lease in leases} == {f"kaiwo-ray-{c}" for c in CONTROLLERS}
         records = sb.audit.records(user=SA_USER)
         assert records and not [r for r in records if r.code == 403]
+        # `kaiwo-ray doctor --admin-url` reads Serve's real route table: here the operator app alone.
+        import asyncio
+
+        from kaiwo_ray.doctor.gather import _probe_admin
+
+        answered, why = asyncio.run(_probe_admin(f"http://127.0.0.1:{port}"))
+        assert not answered and why == "Serve routes ['/operator'] have no admin application at /", why
     finally:
         serve.shutdown()
         for name in CONTROLLERS:  # detached: they outlive the replica, as they must on a real cluster
