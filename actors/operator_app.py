@@ -9,10 +9,13 @@ Settings come from the pod's environment (deploy/base/rayservice.yaml sets them)
     KAIWO_LEASE_NAMESPACE   the Leases' namespace (default: the pod's own, else kaiwo-system)
     KAIWO_CONTROLLERS       a,b: run only these (default: all)
     KAIWO_RAY_NAMESPACE     Ray namespace of the named actors (default: kaiwo)
+    KAIWO_ACTOR_RESOURCES   JSON {resource: amount} each controller actor asks for (deploy/: Ray's
+                            `node:__internal_head__`, so no controller is placed on a GPU telemetry worker)
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -44,6 +47,21 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], 
     return settings, names, env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
 
 
+def actor_resources(env: Mapping[str, str]) -> dict[str, float]:
+    """KAIWO_ACTOR_RESOURCES as a dict; ValueError naming the variable when it is not a JSON object of numbers."""
+    raw = env.get("KAIWO_ACTOR_RESOURCES") or ""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"KAIWO_ACTOR_RESOURCES is not JSON: {err}") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, int | float) for v in parsed.values()):
+        raise ValueError('KAIWO_ACTOR_RESOURCES must be a JSON object of numbers, e.g. '
+                         '{"node:__internal_head__": 0.001}')
+    return {str(k): float(v) for k, v in parsed.items()}
+
+
 def health_body(rows: list[ActorHealth], error: str = "") -> tuple[int, dict[str, Any]]:
     """(HTTP status, JSON body) of /operator/healthz: 200 when every controller is alive and started."""
     healthy = not error and bool(rows) and all(r.alive and r.started for r in rows)
@@ -60,7 +78,8 @@ class OperatorApp:
         from actors.supervisor import Supervisor
 
         settings, names, namespace = settings_from_env(os.environ)
-        self.supervisor = Supervisor(settings, names, namespace=namespace, detached=True)
+        self.supervisor = Supervisor(settings, names, namespace=namespace, detached=True,
+                                     resources=actor_resources(os.environ))
         self.error = ""
         self._stop = threading.Event()
         # Starting waits for warm caches (seconds to minutes on a big cluster): not in the constructor,

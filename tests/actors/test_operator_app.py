@@ -74,7 +74,8 @@ def test_the_serve_app_starts_the_controllers_in_cluster(ray_session: Any,
     ray_namespace = f"kaiwo-serve-{uuid.uuid4().hex[:6]}"
     env = {"KAIWO_SERVICE_ACCOUNT_DIR": str(mount), "KUBERNETES_SERVICE_HOST": "127.0.0.1",
            "KUBERNETES_SERVICE_PORT": str(sb.sandbox.port), "KAIWO_IN_CLUSTER": "true",
-           "KAIWO_RAY_NAMESPACE": ray_namespace, "KAIWO_CONTROLLERS": ",".join(CONTROLLERS)}
+           "KAIWO_RAY_NAMESPACE": ray_namespace, "KAIWO_CONTROLLERS": ",".join(CONTROLLERS),
+           "KAIWO_ACTOR_RESOURCES": '{"node:__internal_head__": 0.001}'}  # as deploy/ sets it
     port = _free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:

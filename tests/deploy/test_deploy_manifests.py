@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from deploy_support import DEPLOY, find, kustomize
 
@@ -130,3 +131,13 @@ def test_the_operator_role_has_no_wildcards_and_grants_each_verb_once(rendered: 
     assert lease_role["metadata"]["namespace"] == "kaiwo-system"
     assert not [a for a in atoms if a[1] == "leases" and a not in
                 {("coordination.k8s.io", "leases", v) for v in ("create", "get", "update")}]
+
+
+def test_the_controller_actors_are_pinned_to_the_head(rendered: list[dict[str, Any]]) -> None:
+    from actors.operator_app import actor_resources
+
+    head = find(rendered, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]
+    env = {e["name"]: e.get("value") for e in head["template"]["spec"]["containers"][0]["env"]}
+    assert actor_resources(env) == {"node:__internal_head__": 0.001}
+    with pytest.raises(ValueError, match="KAIWO_ACTOR_RESOURCES must be a JSON object of numbers"):
+        actor_resources({"KAIWO_ACTOR_RESOURCES": '["head"]'})
