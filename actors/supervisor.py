@@ -30,7 +30,7 @@ from typing import Any
 import ray
 
 from actors.controller import ACTOR_OPTIONS, ControllerActor
-from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
 from kaiwo_ray.operator_runtime import ActorHealth
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class Supervisor:
         if unknown:
             raise ValueError(f"unknown controllers {unknown}; choose from {list(CONTROLLERS)}")
         self.settings = settings
-        self.names = list(names or CONTROLLERS)
+        self.names = list(names or default_controller_names(settings))  # opt-in ones only when enabled
         self.namespace = namespace
         self.detached = detached
         self.log_level = log_level

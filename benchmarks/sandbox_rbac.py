@@ -22,7 +22,7 @@ from pathlib import Path
 import kubernetes
 import yaml
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "base"
 NAMESPACE = "kaiwo-system"
@@ -71,8 +71,8 @@ class Client:
 
 def _evaluation_seconds(sb: RunningSandbox, repeats: int) -> float:
     """Seconds per RBAC decision (the policy cached, as between RBAC writes), on the sandbox's loop."""
-    from kaiwo_ray.sandbox.authn import service_account_user
-    from kaiwo_ray.sandbox.rbac import Attributes
+    from kaiwo_sandbox.apiserver.auth.authn import service_account_user
+    from kaiwo_sandbox.apiserver.auth.rbac import Attributes
 
     authz = sb.sandbox.access.authz
     attrs = Attributes(service_account_user(NAMESPACE, "kaiwo-ray"), "list", namespace="team", api_group="batch",

@@ -41,7 +41,9 @@ class TestDefaultNodes:
                 assert label["nvidia.com/gpu.count"] == "8"
 
     def test_nodes_look_like_kubelet_reports(self) -> None:
-        for node in default_nodes():
+        nodes = default_nodes()
+        assert nodes
+        for node in nodes:
             labels = node["metadata"]["labels"]
             assert labels["kubernetes.io/hostname"] == node["metadata"]["name"]
             assert {"kubernetes.io/os", "kubernetes.io/arch", "node.kubernetes.io/instance-type"} <= set(

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from kaiwo_ray.cli import telemetry_flags
 from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
 
 READY_LINE = "Kubeconfig written to"
@@ -36,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the controller actors")
+    telemetry_flags.add_arguments(parser, dev=True)
 
 
 def next_steps(kubeconfig: Path) -> str:
@@ -56,7 +58,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
+def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
                   log_path: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
@@ -128,13 +130,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal) -> int:
-    from kaiwo_ray.controllers.manager import HostSettings
+    from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
-    sandbox = start_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
+    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
     started_ray = False
     supervisor = None
+    fleet = None
     try:
         problem = wait_for_sandbox(sandbox, log_path, stop)
         if problem == "interrupted":
@@ -154,7 +157,13 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig), tune_gc=True), namespace="kaiwo")
+        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True)
+        problem = telemetry_flags.configure(args, host)
+        if problem is not None:
+            print(f"kaiwo-ray dev: {problem}", file=sys.stderr)
+            return 2
+        fleet = telemetry_flags.start_fleet(args, host, "kaiwo", detached=False)
+        supervisor = Supervisor(host, default_controller_names(host), namespace="kaiwo")
         try:
             rows = supervisor.start(interrupted=stop.event.is_set)
         except StartInterrupted:
@@ -179,6 +188,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         if supervisor is not None:
             with contextlib.suppress(Exception):
                 supervisor.stop(grace_seconds=2.0)
+        telemetry_flags.stop_fleet(fleet)
         if started_ray:
             import ray
 

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.cli import telemetry_flags
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
 from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the controllers in this process instead of Ray actors (no restarts by Ray)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                         help="how long in-flight reconciles may take to finish on shutdown")
+    telemetry_flags.add_arguments(parser, dev=False)
 
 
 def resolve_kubeconfig(path: Path | None) -> Path:
@@ -92,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
         settings = host_settings(args)
         if args.health_interval <= 0 or args.grace < 0:
             raise ValueError("--health-interval must be > 0 and --grace >= 0")
+        problem = telemetry_flags.configure(args, settings)
+        if problem is not None:
+            raise ValueError(problem)
+        names = names if args.controllers else default_controller_names(settings)
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
         return 2
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
     with StopSignal() as stop:
         started_ray = False
+        fleet = None
         try:
             try:
                 started_ray = init_ray(address, namespace=args.ray_namespace)
@@ -124,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             where = "a local Ray (started)" if started_ray else f"Ray at {address}"
             print(f"kaiwo-ray up: {', '.join(names)} on {where}, Ray namespace {args.ray_namespace!r}, "
                   f"identity {settings.identity!r}" + ("" if settings.lease else ", no lease"), flush=True)
+            fleet = telemetry_flags.start_fleet(args, settings, args.ray_namespace, detached=not started_ray)
             supervisor = Supervisor(settings, names, namespace=args.ray_namespace, detached=not started_ray)
             try:
                 rows = supervisor.start(interrupted=stop.event.is_set)
@@ -141,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             stop_supervisor(supervisor, args.grace, sys.stdout)
             return 0
         finally:
+            telemetry_flags.stop_fleet(fleet)
             if started_ray:
                 import ray
 

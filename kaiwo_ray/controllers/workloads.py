@@ -25,7 +25,7 @@ from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, decide
 
 log = logging.getLogger(__name__)

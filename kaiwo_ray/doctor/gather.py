@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kaiwo_ray.controllers.manager import CONTROLLERS
+from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 from kaiwo_ray.doctor import checks
 from kaiwo_ray.doctor.checks import Result
 from kaiwo_ray.kube import resources as R
@@ -26,7 +26,7 @@ class Options:
     namespace: str = "kaiwo-system"  # the operator's namespace (deploy/)
     service_account: str = "kaiwo-ray"
     admin_url: str | None = None
-    controllers: list[str] = field(default_factory=lambda: list(CONTROLLERS))
+    controllers: list[str] = field(default_factory=lambda: default_controller_names(HostSettings()))
 
 
 async def _get(client: KubeClient, res: R.Resource | None, name: str, namespace: str | None = None) -> JsonObj | None:

@@ -23,7 +23,7 @@ from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 from kaiwo_ray.reconcile.drift import needs_write, update_body
 from kaiwo_ray.render import (

@@ -20,7 +20,7 @@ import kubernetes
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -363,7 +363,7 @@ def test_rendering_stays_light() -> None:
         "import sys; from kaiwo_ray.cli.render import render_file, render_default_queue_config; "
         "render_file('examples/gpu-job.yaml'); render_file('examples/ray-service.yaml'); "
         "render_file('examples/queue-config.yaml'); render_default_queue_config(); "
-        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_ray.sandbox', 'kaiwo_ray.operator_runtime'); "
+        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_sandbox', 'kaiwo_ray.operator_runtime'); "
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     result = subprocess.run(

@@ -286,7 +286,7 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
     import kubernetes
     import yaml
 
-    from kaiwo_ray.sandbox.testing import eventually, start_sandbox
+    from kaiwo_sandbox.testing import eventually, start_sandbox
 
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
         log_path = tmp_path / "up.log"

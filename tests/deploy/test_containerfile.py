@@ -16,7 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CONTAINERFILE = (REPO / "Containerfile").read_text()
 # Stage `wheel` copies exactly these; the wheel is built from them alone.
-SOURCES = ("pyproject.toml", "README.md", "kaiwo_ray", "actors", "serve")
+SOURCES = ("pyproject.toml", "README.md", "kaiwo_ray", "kaiwo_sandbox", "actors", "serve")
 
 
 def _name(requirement: str) -> str:
@@ -45,6 +45,8 @@ def dev_only_modules(ours: list[str]) -> set[str]:
 
     runtime = closure({_name(r) for r in ours if "extra ==" not in r})
     dev = {_name(r) for r in ours if 'extra == "dev"' in r}
+    if "kaiwo-ray" in dev:  # [dev] names our own [sandbox] extra: block what that extra brings, not us
+        dev = (dev - {"kaiwo-ray"}) | {_name(r) for r in ours if 'extra == "sandbox"' in r}
     blocked = closure(dev) - runtime
     modules = {m for m, dists in md.packages_distributions().items()
                if any(d.lower().replace("_", "-") in blocked for d in dists)}

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from deploy_support import DEPLOY
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 SA = "system:serviceaccount:kaiwo-system:kaiwo-ray"

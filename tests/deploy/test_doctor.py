@@ -24,7 +24,7 @@ from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.kube import incluster
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.permissions import LEASE_RULES, OPERATOR_RULES
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 NAMESPACE = "kaiwo-system"
 

@@ -16,7 +16,7 @@ import kubernetes
 import yaml
 from deploy_support import DEPLOY
 
-from kaiwo_ray.sandbox.testing import eventually, start_sandbox
+from kaiwo_sandbox.testing import eventually, start_sandbox
 
 NAMESPACE = "kaiwo-system"
 SA_USER = f"system:serviceaccount:{NAMESPACE}:kaiwo-ray"

@@ -17,7 +17,7 @@ import yaml
 from deploy_support import DEPLOY
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
-from kaiwo_ray.sandbox.testing import eventually, start_sandbox
+from kaiwo_sandbox.testing import eventually, start_sandbox
 
 KAIWO = ("kaiwo.silogen.ai", "v1alpha1")
 

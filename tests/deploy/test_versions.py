@@ -20,7 +20,7 @@ import pytest
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.kube.discovery import ClusterApis, parse_group_list
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, RAYJOBS, TOPOLOGIES
-from kaiwo_ray.sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 KAIWO = ("kaiwo.silogen.ai", "v1alpha1")
 

@@ -39,8 +39,8 @@ from e2e_support import JsonObj, Kube, Target, wait_for
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.kube import incluster
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-from kaiwo_ray.sandbox.types import ApiError
+from kaiwo_sandbox.contracts import ApiError
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "base"
 NAMESPACE = "kaiwo-system"

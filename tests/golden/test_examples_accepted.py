@@ -20,7 +20,7 @@ from kubernetes.dynamic import DynamicClient
 
 from kaiwo_ray.cli.render import render_default_queue_config, render_file
 from kaiwo_ray.manifests import load_documents
-from kaiwo_ray.sandbox.testing import start_sandbox
+from kaiwo_sandbox.testing import start_sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

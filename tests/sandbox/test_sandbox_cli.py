@@ -20,7 +20,7 @@ import kubernetes
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.persistence import load_state
+from kaiwo_sandbox.storage.persistence import load_state
 
 NODES = """apiVersion: v1
 kind: Node
@@ -118,7 +118,7 @@ def test_cli_refuses_to_overwrite_a_foreign_kubeconfig(tmp_path: Path) -> None:
 def test_the_serving_loop_is_uvloop_when_installed_and_asyncio_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from kaiwo_ray.sandbox.instance import new_event_loop
+    from kaiwo_sandbox.instance import new_event_loop
 
     loop = new_event_loop()
     try:
