@@ -19,6 +19,9 @@ import yaml
 from aiohttp import web
 
 from kaiwo_sandbox.apiserver.audit import AuditLog
+from kaiwo_sandbox.apiserver.auth import bootstrap as rbac_bootstrap
+from kaiwo_sandbox.apiserver.auth.access import Access
+from kaiwo_sandbox.apiserver.auth.authz import AuthorizationMode
 from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.server import ApiServer
 from kaiwo_sandbox.apiserver.tls import ServingCert, serving_cert
@@ -65,6 +68,7 @@ class SandboxConfig:
     extra_crds: list[JsonObj] = field(default_factory=list)  # installed beside the preinstalled ones (the product's own CRDs)
     tls: bool = True  # kubectl sends credentials only over TLS; plain HTTP is for special cases
     event_ttl: float = 3600.0  # seconds, like kube-apiserver --event-ttl; 0 keeps events forever
+    authorization: AuthorizationMode = "AlwaysAllow"  # "RBAC": Roles and bindings decide (apiserver/auth/authz.py)
     manual_clock: bool = False  # time moves only by ManualClock.advance (tests of TTLs, back-off, grace periods)
 
 
@@ -146,8 +150,9 @@ class Sandbox:
         state_dir = self.config.state_dir
         fresh = secrets.token_urlsafe(24)
         self.token = load_or_create_token(state_dir, fresh) if state_dir is not None else fresh
-        self.server = ApiServer(self.store, tokens={self.token: ADMIN_USER}, audit=self.audit, faults=self.faults,
-                                bookmark_interval=self.config.bookmark_interval)
+        self.access = Access(self.store, {self.token: ADMIN_USER}, self.config.authorization)
+        self.server = ApiServer(self.store, tokens={}, audit=self.audit, faults=self.faults,
+                                bookmark_interval=self.config.bookmark_interval, access=self.access)
         self.url = ""
         self.port = 0
         self.cert: ServingCert | None = None
@@ -198,6 +203,7 @@ class Sandbox:
         for name in SYSTEM_NAMESPACES:
             if self.store.find_ref(NAMESPACES, None, name) is None:
                 self.store.create_owned(NAMESPACES, {"metadata": {"name": name}}, managed=False, admit=False)
+        rbac_bootstrap.seed(self.store)
         if self.store.find_ref(SERVICES, "default", "kubernetes") is None:
             self.store.create_owned(SERVICES, clone(API_SERVICE), managed=False, admit=False)
         if self.config.install_crds:
@@ -235,6 +241,19 @@ class Sandbox:
             await self._persister.stop()
             self._persister = None
 
-    def mint_token(self, user: str) -> str:
-        """A bearer token for another client identity (shows up as `user` in the audit log)."""
-        return self.server.mint_token(user)
+    def mint_token(self, user: str, groups: tuple[str, ...] | list[str] = ()) -> str:
+        """A bearer token for another client identity (shows up as `user` in the audit log), member of
+        `groups` and system:authenticated."""
+        return self.server.mint_token(user, groups)
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
+        """A token of an existing ServiceAccount (as `kubectl create token` gets one); 404 ApiError without it."""
+        from kaiwo_sandbox.apiserver.auth.reviews import token_request
+
+        answer = token_request({"spec": {"expirationSeconds": seconds}}, namespace=namespace, name=name,
+                               store=self.store, authn=self.access.authn)
+        return str(answer["status"]["token"])
+
+    def revoke_token(self, token: str) -> bool:
+        """Stop accepting `token` (what a rotated service-account token looks like to its old holder)."""
+        return self.access.authn.revoke(token)

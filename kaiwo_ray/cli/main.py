@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sandbox": ("kaiwo_ray.cli.sandbox", "run the Kubernetes API sandbox (a simulated cluster)"),
     "dev": ("kaiwo_ray.cli.dev", "start sandbox + local Ray + operator in one command"),
     "up": ("kaiwo_ray.cli.up", "run the operator against a real cluster"),
+    "doctor": ("kaiwo_ray.cli.doctor", "check a cluster for kaiwo-ray: one line per check, with its fix"),
 }
 
 # The user's commands: `kaiwo COMMAND` and `kaiwo-ray COMMAND` alike.

@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--without", action="append", default=[], metavar="CONTROLLER", choices=list(CONTROLLERS),
                         help="leave this simulated controller off (repeatable; one of: "
                              + ", ".join(CONTROLLERS) + ")")
+    parser.add_argument("--authorization", choices=["allow-all", "rbac"], default="allow-all",
+                        help="allow-all (default): every authenticated request is allowed; rbac: Roles, ClusterRoles "
+                             "and their bindings decide, as on a real cluster (the kubeconfig's admin is in "
+                             "system:masters either way)")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
 
@@ -36,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         print("kaiwo-ray sandbox: the sandbox's dependencies are not installed; "
               "install them with: pip install 'kaiwo-ray[sandbox]'", file=sys.stderr)
         return 2
+    from kaiwo_sandbox.apiserver.auth.authz import parse_mode
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -58,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     # The sandbox knows no Kaiwo: the product hands it its CRDs and the node set a fresh cluster has.
     config = SandboxConfig(port=args.port, nodes=list(nodes), cluster=_cluster(args), time_factor=args.time_factor,
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
-                           extra_crds=list(all_crds()))
+                           extra_crds=list(all_crds()), authorization=parse_mode(args.authorization))
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))
@@ -92,7 +97,8 @@ async def _serve(sandbox: object) -> None:
     # (a real apiserver's Go GC does not stop the world for 100 ms either).
     tune_for_long_lived_caches()
     kubeconfig = sandbox.config.kubeconfig_path
-    print(f"Kubernetes API sandbox listening on {sandbox.url}", flush=True)
+    print(f"Kubernetes API sandbox listening on {sandbox.url} (authorization: {sandbox.config.authorization})",
+          flush=True)
     print(f"Kubeconfig written to {kubeconfig} (context kaiwo-sandbox)", flush=True)
     print("Point kubectl at it with either of:", flush=True)
     print(f"  export KUBECONFIG={kubeconfig}", flush=True)

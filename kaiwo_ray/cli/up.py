@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from kaiwo_ray.cli import telemetry_flags
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
+from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
     StopSignal,
@@ -29,6 +30,7 @@ from kaiwo_ray.operator_runtime import (
 )
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+IN_CLUSTER_LEASE_NAMESPACE = "kaiwo-system"  # deploy/'s namespace, when the pod's is not mounted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write without leader election (only safe when no other instance can run)")
     parser.add_argument("--ray-namespace", default="kaiwo", help="Ray namespace of the named actors")
     parser.add_argument("--identity", help="Lease holder identity (default: host-pid-random)")
-    parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the Leases")
+    parser.add_argument("--lease-namespace", default=None,
+                        help="namespace of the Leases (default: with --in-cluster the pod's own namespace, "
+                             "else kube-system)")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the actors (and restart missing ones)")
     parser.add_argument("--no-ray", action="store_true",
@@ -69,11 +73,16 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace, tune_gc=True)
+    settings = HostSettings(lease=not args.no_lease, tune_gc=True)
     if args.in_cluster:
+        from kaiwo_ray.kube import incluster
+
+        config = incluster.load()  # InClusterError (a ValueError) names what is missing
         settings.in_cluster = True
+        settings.lease_namespace = args.lease_namespace or config.namespace() or IN_CLUSTER_LEASE_NAMESPACE
     else:
         settings.kubeconfig = str(resolve_kubeconfig(args.kubeconfig))
+        settings.lease_namespace = args.lease_namespace or settings.lease_namespace
     if args.identity:
         settings.identity = args.identity
     return settings
@@ -92,10 +101,15 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
         return 2
+    if args.no_ray and args.ray_address:
+        print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
+        return 2
+    missing = asyncio.run(missing_dependencies(settings))
+    for dep in missing:
+        print(f"kaiwo-ray up: {missing_line(dep)}", file=sys.stderr, flush=True)
+    if any(dep.name == KUEUE.name for dep in missing):
+        return 1  # nothing can be queued without Kueue: say so instead of starting controllers that wait
     if args.no_ray:
-        if args.ray_address:
-            print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
-            return 2
         return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
@@ -140,6 +154,24 @@ def run(args: argparse.Namespace) -> int:
                 import ray
 
                 ray.shutdown()
+
+
+async def missing_dependencies(settings: HostSettings) -> list[Dependency]:
+    """The dependencies the cluster lacks (kube/discovery.py). When discovery itself fails (no cluster at that
+    address, bad credentials) nothing is reported here: starting the controllers names that failure."""
+    from kaiwo_ray.controllers.manager import make_client
+    from kaiwo_ray.kube.discovery import detect
+
+    try:
+        client = await make_client(settings)
+    except Exception:  # the kubernetes package raises assorted errors for unusable configs
+        return []
+    try:
+        return (await detect(client)).missing()
+    except Exception:
+        return []
+    finally:
+        await client.close()
 
 
 def supervise(supervisor: Any, stop: StopSignal, interval: float, out: TextIO | None = None) -> None:

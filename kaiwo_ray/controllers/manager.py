@@ -109,6 +109,11 @@ class ControllerHost:
             self.elector = LeaseElector(self._lease_client, incarnation_identity(self.settings.identity), lease)
             self.client.write_guard = self.elector.may_write
         await self.controller.start()
+        if self.controller.apis is not None:
+            from kaiwo_ray.kube.discovery import missing_line
+
+            for dep in self.controller.apis.missing():
+                log.warning("%s: %s", self.name, missing_line(dep))
         if self.settings.tune_gc:
             tune_for_long_lived_caches()
         if self.elector is not None:
@@ -157,7 +162,7 @@ class Operator:
 
     def __init__(self, names: list[str] | None = None, settings: HostSettings | None = None) -> None:
         self.settings = settings or HostSettings()
-        self.hosts = [ControllerHost(n, self.settings) for n in (names or list(CONTROLLERS))]
+        self.hosts = [ControllerHost(n, self.settings) for n in (names or default_controller_names(self.settings))]
 
     async def start(self) -> None:
         for host in self.hosts:

@@ -22,6 +22,7 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
@@ -148,6 +149,13 @@ class WorkloadController(Controller):
         # an event of such an object (deleted, renamed away, handed to us) retries the CR at once.
         self._blocked: dict[tuple[str, str, str], Key] = {}
         self._blocked_of: dict[Key, list[tuple[str, str, str]]] = {}
+
+    @property
+    def _missing_apis(self) -> dict[str, str]:
+        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install."""
+        if self.apis is None:
+            return {}
+        return {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
@@ -333,6 +341,7 @@ class WorkloadController(Controller):
             cluster_queue=cluster_queue, now=now, active_gpu_demand=demand, any_pending_workload=pending,
             settle_seconds=self.coalesce_seconds, settle_remaining=self._settle_remaining((namespace, name)),
             live_object=live_object,
+            missing_apis=self._missing_apis,
         )
 
     def _settle_remaining(self, key: Key) -> float:

@@ -4,7 +4,8 @@ another process. Documented in docs/sandbox.md."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from aiohttp import web
@@ -13,9 +14,14 @@ from kaiwo_sandbox.apiserver.audit import AuditLog
 from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.contracts import ApiError
 
+if TYPE_CHECKING:
+    from kaiwo_sandbox.apiserver.auth.access import Access
+    from kaiwo_sandbox.storage.store import ObjectStore
+
 
 class ControlHandles(Protocol):
-    """What the control routes may touch: the fault injector, the audit log and token minting (the
+    """What the control routes may touch: the fault injector, the audit log, token minting (the store and the authenticator, for
+    service-account tokens) (the
     server hands itself; the routes see nothing else of it, so control does not import the server)."""
 
     @property
@@ -24,7 +30,13 @@ class ControlHandles(Protocol):
     @property
     def audit(self) -> AuditLog: ...
 
-    def mint_token(self, user: str) -> str: ...
+    @property
+    def store(self) -> ObjectStore: ...
+
+    @property
+    def access(self) -> Access: ...
+
+    def mint_token(self, user: str, groups: Sequence[str] = ()) -> str: ...
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -39,6 +51,29 @@ async def _body(request: web.Request) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
+
+
+def mint_from_json(server: ControlHandles, body: Any) -> dict[str, Any]:
+    """POST /sandbox/v1/tokens: {"user": NAME, "groups": [..]} or {"serviceAccount": "NS/NAME"}."""
+    if not isinstance(body, dict):
+        raise ApiError.bad_request("tokens: the body is a JSON object")
+    account = body.get("serviceAccount")
+    if account is not None:
+        namespace, _, name = str(account).partition("/")
+        if not namespace or not name:
+            raise ApiError.bad_request('tokens: "serviceAccount" is "NAMESPACE/NAME"')
+        from kaiwo_sandbox.apiserver.auth.reviews import token_request
+
+        answer = token_request({"spec": {}}, namespace=namespace, name=name, store=server.store,
+                               authn=server.access.authn)
+        return {"user": f"system:serviceaccount:{namespace}:{name}", "token": answer["status"]["token"]}
+    user = body.get("user")
+    if not isinstance(user, str) or not user:
+        raise ApiError.bad_request('tokens: "user" (a non-empty string) is required')
+    groups = body.get("groups") or []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ApiError.bad_request('tokens: "groups" is a list of strings')
+    return {"user": user, "token": server.mint_token(user, groups)}
 
 
 async def handle_control(server: ControlHandles, request: web.Request, path: str) -> web.StreamResponse:
@@ -78,8 +113,5 @@ async def handle_control(server: ControlHandles, request: web.Request, path: str
             return _json({"cleared": True})
     elif path == "tokens" and method == "POST":
         body = await _body(request)
-        user = body.get("user")
-        if not isinstance(user, str) or not user:
-            raise ApiError.bad_request('tokens: "user" (a non-empty string) is required')
-        return _json({"user": user, "token": server.mint_token(user)}, 201)
+        return _json(mint_from_json(server, body), 201)
     raise ApiError(404, "NotFound", f"no sandbox control endpoint {method} /sandbox/v1/{path}; see docs/sandbox.md")

@@ -163,4 +163,6 @@ def kueue_crds() -> list[JsonObj]:
 
 
 def preinstalled_crds() -> list[JsonObj]:
-    return kuberay_crds() + appwrapper_crds() + kueue_crds()
+    from kaiwo_sandbox.cluster.monitoring_crds import monitoring_crds  # it builds on this module's crd()
+
+    return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds()

@@ -33,6 +33,7 @@ from kaiwo_sandbox.semantics.builtin.pods import (
     validate_pod,
     validate_pod_spec,
 )
+from kaiwo_sandbox.semantics.builtin.rbac import VALIDATORS as RBAC_VALIDATORS
 from kaiwo_sandbox.semantics.metadata import (
     is_dns1035_label,
     is_dns1123_label,
@@ -573,6 +574,9 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("scheduling.k8s.io", "PriorityClass"): _priorityclass,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _crd,
 }
+
+
+_VALIDATORS.update(RBAC_VALIDATORS)
 
 
 def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -> list[JsonObj]:

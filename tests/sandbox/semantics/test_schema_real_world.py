@@ -18,7 +18,7 @@ from kaiwo_sandbox.semantics.metadata import validate_object_meta
 from kaiwo_sandbox.semantics.schema import apply_defaults, prune, unknown_fields, validate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
-MANIFESTS = sorted(p for p in EXAMPLES.glob("*.yaml") if p.name not in ("nodes.yaml", "expected.yaml"))
+MANIFESTS = sorted(EXAMPLES.glob("*.yaml"))  # every file there is a manifest
 CLUSTER_SCOPED = {"ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass", "Namespace", "KaiwoQueueConfig",
                   "KaiwoConfig", "AIMNamespaceConfig", "Topology", "PriorityClass"}
 
