@@ -20,7 +20,6 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
-import h11
 import orjson
 from yarl import URL
 
@@ -55,7 +54,6 @@ class KubeClient:
         self._lean_checked = False
         self._prefix = ""
         self._host_header = ""
-        self._host_bytes = b""
         # Asked immediately before every write (not GET/HEAD): False refuses it with NotLeader. The
         # controller host sets it to its elector's `may_write`, fencing a leader that lost its Lease.
         self.write_guard: Callable[[], bool] | None = None
@@ -165,8 +163,7 @@ class KubeClient:
 
         Why not aiohttp: its per-request machinery (ClientRequest/ClientResponse objects, a writer
         task, timer and header multidicts, URL re-parsing) was ~60% of a request's client CPU; this
-        writes one buffer and reads the answer with asyncio streams over the same TLS context, with
-        h11 doing the HTTP/1.1 framing (status line, headers, chunked and length-delimited bodies)."""
+        writes one buffer and reads the answer with asyncio streams over the same TLS context."""
         if not self._lean_checked:
             self._lean_checked = True
             configuration = self._api.configuration
@@ -180,21 +177,18 @@ class KubeClient:
                                configuration.tls_server_name or None, rest.maxsize or 100)
             self._prefix = origin.raw_path.rstrip("/")
             self._host_header = origin.host_port_subcomponent or origin.raw_host
-            self._host_bytes = self._host_header.encode("latin-1")
         return self._lean
 
-    def _headers(self, content_type: str, auth: str | None, body: bytes | None,
-                 method: str) -> list[tuple[bytes, bytes]]:
-        """The headers aiohttp sent (Accept-Encoding included, so large lists still come compressed
-        from a real apiserver), as bytes (h11 then skips converting them); h11 frames them."""
-        headers = [(b"Host", self._host_bytes), (b"Accept", b"application/json"),
-                   (b"Accept-Encoding", b"gzip, deflate"), (b"Content-Type", content_type.encode("latin-1")),
-                   (b"User-Agent", self._user_agent.encode("latin-1"))]
+    def _head(self, method: str, target: str, content_type: str, auth: str | None, body: bytes | None) -> bytes:
+        """The request line and headers: the ones aiohttp sent (Accept-Encoding included, so large
+        lists still come compressed from a real apiserver)."""
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}", "Accept: application/json",
+                 "Accept-Encoding: gzip, deflate", f"Content-Type: {content_type}", f"User-Agent: {self._user_agent}"]
         if auth:
-            headers.append((b"Authorization", auth.encode("latin-1")))
+            lines.append(f"Authorization: {auth}")
         if body is not None or method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
-            headers.append((b"Content-Length", b"%d" % (len(body) if body is not None else 0)))
-        return headers
+            lines.append(f"Content-Length: {len(body) if body is not None else 0}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     async def _lean_send(self, pool: _Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                          body: Any = None, content_type: str = "application/json",
@@ -207,9 +201,8 @@ class KubeClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self._timeout)
         for attempt in (0, 1):
-            headers = self._headers(content_type, await self._authorization(refresh=attempt > 0), data, method)
-            request = h11.Request(method=method, target=target, headers=headers)
-            response = await self._exchange(pool, method, path, request, data, deadline,
+            head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data)
+            response = await self._exchange(pool, method, path, head if data is None else head + data, deadline,
                                             large=data is not None and len(data) > _DRAIN_ABOVE)
             if response.status == 401 and attempt == 0:
                 await self._read_and_finish(pool, response)
@@ -220,8 +213,8 @@ class KubeClient:
             return response
         raise AssertionError("unreachable")
 
-    async def _exchange(self, pool: _Pool, method: str, path: str, request: h11.Request, data: bytes | None,
-                        deadline: float, *, large: bool) -> _Response:
+    async def _exchange(self, pool: _Pool, method: str, path: str, request: bytes, deadline: float, *,
+                        large: bool) -> _Response:
         """Send `request` and read the answer's head. A reused connection the server had closed
         meanwhile is retried once on a fresh one for idempotent methods, as aiohttp does."""
         loop = asyncio.get_running_loop()
@@ -235,11 +228,12 @@ class KubeClient:
             # fails), instead of a timeout context per read.
             timer = loop.call_at(deadline, conn.abort)
             try:
-                conn.writer.write(conn.send_request(request, data))
+                conn.writer.write(request)
                 if large:
                     await conn.writer.drain()
-                status, headers = await _read_head(conn)
-                response = _Response(status, headers, conn)
+                status, headers, keep_alive = await _read_head(conn)
+                response = _Response(status, headers, conn, keep_alive)
+                response.bodiless = method == "HEAD" or status in _NO_BODY_STATUSES
             except _Disconnected as exc:
                 timer.cancel()
                 pool.release(conn, reusable=False)
@@ -264,7 +258,7 @@ class KubeClient:
         """Give the connection back: to the pool when its answer was read to the end, else closed."""
         if response.timer is not None:
             response.timer.cancel()
-        pool.release(response.conn, reusable=complete and response.conn.next_cycle())
+        pool.release(response.conn, reusable=complete and response.keep_alive)
 
     async def _read_and_finish(self, pool: _Pool, response: _Response) -> bytes:
         """The body of an answer that is not returned (an error's Status); the connection goes
@@ -496,8 +490,7 @@ _READ_LIMIT = 2**21  # the package session's read_bufsize: one watch event (a li
 _IDLE_SECONDS = 60.0  # older idle connections are dropped, not reused: below aiohttp servers' 75 s keep-alive
 # (the sandbox), under client-go's 90 s: a quiet minute costs no new TLS handshake
 _DRAIN_ABOVE = 2**16  # bodies larger than this wait for the socket buffer (flow control)
-_MAX_HEAD = 2**16  # an answer's head larger than this is refused (h11 raises; a TransportError to callers)
-_READ_SIZE = 2**16
+_NO_BODY_STATUSES = frozenset({204, 304})
 
 
 class _Disconnected(Exception):
@@ -505,47 +498,19 @@ class _Disconnected(Exception):
 
 
 class _Connection:
-    """One keep-alive connection: asyncio streams, the h11 state machine that frames its requests
-    and answers, and when it was last given back."""
+    """One keep-alive connection: asyncio streams plus when it was last given back."""
 
-    __slots__ = ("h11", "idle_since", "reader", "reused", "writer")
+    __slots__ = ("idle_since", "reader", "reused", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.reused = False
         self.idle_since = 0.0
-        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
 
     def usable(self, now: float) -> bool:
         return (not self.writer.transport.is_closing() and not self.reader.at_eof()
-                and self.h11.our_state is h11.IDLE and now - self.idle_since < _IDLE_SECONDS)
-
-    def send_request(self, request: h11.Request, data: bytes | None) -> bytes:
-        out = self.h11.send(request) or b""
-        if data:
-            out += self.h11.send(h11.Data(data=data)) or b""
-        return out + (self.h11.send(h11.EndOfMessage()) or b"")
-
-    def next_cycle(self) -> bool:
-        """After a complete answer: ready the connection for the next request, if both sides keep it."""
-        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
-            self.h11.start_next_cycle()
-            return True
-        return False
-
-    async def next_event(self, *, first: bool = False) -> Any:
-        """The next h11 event of the answer, reading from the socket as h11 needs. `first`: nothing of
-        this answer has arrived yet, so an immediate close on a reused connection is `_Disconnected`."""
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            data = await self.reader.read(_READ_SIZE)
-            if not data and first and self.reused:
-                raise _Disconnected
-            first = False
-            self.h11.receive_data(data)  # b"": the peer closed; h11 says whether that was allowed
+                and now - self.idle_since < _IDLE_SECONDS)
 
     def abort(self) -> None:
         self.writer.transport.abort()
@@ -554,14 +519,16 @@ class _Connection:
 class _Response:
     """Status, headers (lower-case names) and the connection its body is still to be read from."""
 
-    __slots__ = ("conn", "deadline", "decoder", "headers", "status", "timer")
+    __slots__ = ("bodiless", "conn", "deadline", "decoder", "headers", "keep_alive", "status", "timer")
 
-    def __init__(self, status: int, headers: dict[str, str], conn: _Connection) -> None:
+    def __init__(self, status: int, headers: dict[str, str], conn: _Connection, keep_alive: bool) -> None:
         self.status = status
         self.headers = headers
         self.conn = conn
+        self.keep_alive = keep_alive
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
+        self.bodiless = False  # a HEAD's answer, a 204 or a 304: no body whatever the headers say
         encoding = headers.get("content-encoding", "identity").strip().lower()
         self.decoder: Any = None
         if encoding in ("gzip", "x-gzip"):
@@ -631,44 +598,76 @@ class _Pool:
             self._open.pop().abort()
 
 
-async def _read_head(conn: _Connection) -> tuple[int, dict[str, str]]:
-    """Status and headers of the next final (non-1xx) answer on `conn` (h11 parses them)."""
-    event = await conn.next_event(first=True)
-    while isinstance(event, h11.InformationalResponse):  # an interim answer: the real one follows
-        event = await conn.next_event()
-    if not isinstance(event, h11.Response):
-        raise h11.RemoteProtocolError(f"expected an answer, got {type(event).__name__}")
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in event.headers:
-        key = raw_name.decode("latin-1")  # h11 lower-cases names
-        text = raw_value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return event.status_code, headers
+async def _read_head(conn: _Connection) -> tuple[int, dict[str, str], bool]:
+    """Status, headers and keep-alive of the next final (non-1xx) answer on `conn`."""
+    while True:
+        try:
+            head = await conn.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            if conn.reused and not exc.partial:
+                raise _Disconnected from exc
+            raise
+        lines = head.split(b"\r\n")
+        version, status_text = lines[0].split(b" ", 2)[:2]
+        status = int(status_text)
+        if 100 <= status < 200 and status != 101:  # an interim answer: the real one follows
+            continue
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(b":")
+                key = name.strip().lower().decode("latin-1")
+                text = value.strip().decode("latin-1")
+                headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        connection = headers.get("connection", "").lower()
+        keep_alive = "keep-alive" in connection if version == b"HTTP/1.0" else "close" not in connection
+        return status, headers, keep_alive
 
 
 async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
-    """The body's pieces as they arrive (decoded), until h11 says the answer ended (by its length,
-    its last chunk or the connection's close); HEAD, 204 and 304 answers have none."""
-    conn = response.conn
-    while True:
-        event = await conn.next_event()
-        if isinstance(event, h11.Data):
-            if event.data:
-                yield response.decode(event.data)
-        elif isinstance(event, h11.EndOfMessage):
-            break
-        else:
-            raise h11.RemoteProtocolError(f"unexpected {type(event).__name__} in an answer's body")
+    """The body's pieces as they arrive (decoded); the connection is left at the body's end."""
+    reader = response.conn.reader
+    transfer = response.headers.get("transfer-encoding", "").lower()
+    if response.bodiless:
+        return
+    if "chunked" in transfer:
+        while True:
+            size_line = await reader.readuntil(b"\r\n")
+            size = int(size_line.split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, unused
+                    pass
+                break
+            chunk = await reader.readexactly(size + 2)
+            if chunk[-2:] != b"\r\n":
+                raise ValueError("malformed chunked body")
+            yield response.decode(chunk[:-2])
+    elif "content-length" in response.headers:
+        remaining = int(response.headers["content-length"])
+        while remaining > 0:
+            chunk = await reader.read(min(remaining, _READ_LIMIT))
+            if not chunk:
+                raise asyncio.IncompleteReadError(b"", remaining)
+            remaining -= len(chunk)
+            yield response.decode(chunk)
+    else:  # delimited by the end of the connection
+        response.keep_alive = False
+        while chunk := await reader.read(_READ_LIMIT):
+            yield response.decode(chunk)
     if response.decoder is not None and (tail := response.decoder.flush()):
         yield tail
 
 
 async def _read_body(response: _Response) -> bytes:
+    length = response.headers.get("content-length")
+    if response.bodiless:
+        return b""
+    if length is not None and response.decoder is None and "transfer-encoding" not in response.headers:
+        return await response.conn.reader.readexactly(int(length))  # the common case: one read
     return b"".join([chunk async for chunk in _read_chunks(response)])
 
 
-_TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error,
-                     h11.ProtocolError)
+_TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error)
 """What a broken, closed, timed-out or garbled connection raises (IncompleteReadError is an EOFError)."""
 
 
