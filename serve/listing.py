@@ -1,0 +1,110 @@
+"""Workload listing over the cache: rows memoized per resourceVersion, a sorted key order kept until
+the set of workloads changes, filters, and opaque `continue` tokens (the last key of a page)."""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES
+from kaiwo_ray.views.workloads import WorkloadSummary, summarize
+from serve.cache import ClusterCache
+
+RowKey = tuple[str, str, str]  # (namespace, name, kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    namespaces: frozenset[str] | None = None
+    """None: every namespace (the caller narrows it to what the user may list)."""
+    user: str | None = None
+    queue: str | None = None
+    phases: frozenset[str] | None = None
+    kinds: frozenset[str] | None = None
+    labels: Callable[[Mapping[str, str]], bool] | None = None
+
+    def match(self, row: WorkloadSummary) -> bool:
+        return ((self.namespaces is None or row.namespace in self.namespaces)
+                and (self.kinds is None or row.kind in self.kinds)
+                and (self.phases is None or row.phase in self.phases)
+                and (self.user is None or row.user == self.user)
+                and (self.queue is None or row.queue == self.queue)
+                and (self.labels is None or self.labels(row.labels)))
+
+
+class BadToken(ValueError):
+    pass
+
+
+def encode_token(key: RowKey) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode().rstrip("=")
+
+
+def decode_token(token: str) -> RowKey:
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        if not (isinstance(raw, list) and len(raw) == 3 and all(isinstance(p, str) for p in raw)):
+            raise ValueError
+        return (raw[0], raw[1], raw[2])
+    except ValueError as err:
+        raise BadToken(f"invalid continue token {token!r}") from err
+
+
+class WorkloadRows:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self._rows: dict[RowKey, tuple[str, str, WorkloadSummary]] = {}
+        self._order: list[RowKey] = []
+        self._order_version = -1
+
+    def _refresh(self) -> None:
+        if self._order_version == self.cache.version:
+            return
+        default_queue = self.cache.default_queue()
+        seen: dict[RowKey, None] = {}
+        for res in (KAIWOJOBS, KAIWOSERVICES):
+            cache = self.cache.caches.get(res)
+            for obj in cache or ():
+                meta = obj.get("metadata") or {}
+                key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""), res.kind)
+                seen[key] = None
+                rv = str(meta.get("resourceVersion") or "")
+                memo = self._rows.get(key)
+                if memo is None or memo[0] != rv or memo[1] != default_queue:
+                    self._rows[key] = (rv, default_queue, summarize(obj, default_queue))
+        if len(seen) != len(self._rows) or len(seen) != len(self._order):
+            for gone in [k for k in self._rows if k not in seen]:
+                del self._rows[gone]
+            self._order = sorted(self._rows)
+        self._order_version = self.cache.version
+
+    def rows(self) -> Iterable[WorkloadSummary]:
+        self._refresh()
+        return (self._rows[k][2] for k in self._order)
+
+    def page(self, filters: Filters, limit: int, token: str | None) -> tuple[list[WorkloadSummary], int, str | None]:
+        """(items, total matching, continue token or None on the last page)."""
+        self._refresh()
+        start = 0
+        if token:
+            start = bisect.bisect_right(self._order, decode_token(token))
+        items: list[WorkloadSummary] = []
+        total = 0
+        last: RowKey | None = None
+        more = False
+        for index, key in enumerate(self._order):
+            row = self._rows[key][2]
+            if not filters.match(row):
+                continue
+            total += 1
+            if index < start:
+                continue
+            if len(items) < limit:
+                items.append(row)
+                last = key
+            else:
+                more = True
+        return items, total, encode_token(last) if more and last is not None else None
