@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.installed
 
-.PHONY: dev test install lint typecheck pytest lock crds bench tools clean
+.PHONY: dev test install lint typecheck pytest lock crds bench tools browser vendor clean
 
 # Create the virtualenv from the lock file; re-run only when the inputs change. It is byte-compiled once:
 # with PYTHONDONTWRITEBYTECODE set (as on CI) every process would otherwise recompile Ray, kubernetes and
@@ -26,7 +26,26 @@ tools:
 	    (apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null) || echo "kubectl unavailable: its tests will skip"; \
 	  else echo "kubectl unavailable: its tests will skip"; fi; }
 
-dev: install
+# The dashboard's chart library, vendored from its npm package at build time (never a CDN at run time).
+CHARTJS_VERSION := 4.6.1
+VENDOR_DIR := serve/static/vendor
+$(VENDOR_DIR)/chart.umd.min.js:
+	mkdir -p $(VENDOR_DIR)
+	cd $(VENDOR_DIR) && npm pack --silent chart.js@$(CHARTJS_VERSION) >/dev/null \
+	  && tar -xzf chart.js-$(CHARTJS_VERSION).tgz package/dist/chart.umd.min.js package/LICENSE.md \
+	  && mv package/dist/chart.umd.min.js chart.umd.min.js && mv package/LICENSE.md chart.js-LICENSE.md \
+	  && rm -rf package chart.js-$(CHARTJS_VERSION).tgz
+
+vendor: $(VENDOR_DIR)/chart.umd.min.js
+
+# The dashboard tests drive a real headless Chromium: Debian's, installed when missing (like kubectl).
+browser:
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || echo "chromium unavailable: the dashboard browser tests will skip"; \
+	  else echo "chromium unavailable: the dashboard browser tests will skip"; fi; }
+
+dev: install vendor
 	$(VENV)/bin/kaiwo-ray dev
 
 lint: install
@@ -35,7 +54,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy kaiwo_ray
 
-pytest: install tools
+pytest: install tools browser vendor
 	$(VENV)/bin/pytest
 
 test: lint typecheck pytest
