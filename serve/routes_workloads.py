@@ -128,6 +128,9 @@ def _child_ref(obj: dict[str, Any]) -> ChildRef:
         for cond in st.get("conditions") or ():
             if cond.get("status") == "True":
                 phase = cond.get("type") or ""
+    if not phase:  # a Job or RayJob on its way: its pod counts
+        counts = [f"{st[k]} {k}" for k in ("active", "succeeded", "failed") if st.get(k)]
+        phase = ", ".join(counts) or str(st.get("jobStatus") or st.get("jobDeploymentStatus") or "")
     return ChildRef(kind=str(obj.get("kind") or ""), name=str(meta(obj).get("name") or ""),
                     namespace=meta(obj).get("namespace"), phase=str(phase))
 

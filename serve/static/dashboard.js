@@ -220,6 +220,9 @@ async function workloadPage(main, first, [namespace, plural, name]) {
     `<span class="why">${esc(e.reason)}</span><span>${esc(e.object.kind)} ${esc(e.object.name)}: ${esc(e.message)}</span></li>`).join("")
     : `<li class="empty">No events.</li>`;
   const kinds = [...new Set(items.map((e) => e.object.kind))];
+  const times = items.filter((e) => e.last_seen).map((e) => Date.parse(e.last_seen));
+  const lo = times.length ? Math.min(...times) - 1000 : Date.now() - 60000;
+  const hi = times.length ? Math.max(...times) + 1000 : Date.now();
   chart("timeline-chart", {
     type: "scatter",
     data: { datasets: kinds.map((kind, i) => ({
@@ -228,8 +231,8 @@ async function workloadPage(main, first, [namespace, plural, name]) {
       data: items.filter((e) => e.object.kind === kind && e.last_seen).map((e) => ({ x: Date.parse(e.last_seen), y: i, reason: e.reason })),
     })) },
     options: {
-      scales: { x: { type: "linear", ticks: { callback: (v) => new Date(v).toLocaleTimeString() } },
-                y: { ticks: { callback: (v) => kinds[v] || "" }, min: -0.5, max: Math.max(0.5, kinds.length - 0.5) } },
+      scales: { x: { type: "linear", min: lo, max: hi, ticks: { maxTicksLimit: 6, callback: (v) => new Date(v).toLocaleTimeString() } },
+                y: { ticks: { stepSize: 1, autoSkip: false, callback: (v) => kinds[v] || "" }, min: -0.5, max: Math.max(0.5, kinds.length - 0.5) } },
       plugins: { legend: { display: false }, tooltip: { callbacks: { label: (ctx) => `${kinds[ctx.parsed.y]}: ${ctx.raw.reason}` } } },
     },
   });

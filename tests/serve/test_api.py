@@ -8,22 +8,12 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from admin_support import kaiwojob, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 JsonObj = dict[str, Any]
-
-
-def kaiwojob(name: str, namespace: str, *, user: str = "ann@example.com", labels: dict[str, str] | None = None,
-             **spec: Any) -> JsonObj:
-    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {"user": user, "image": "busybox", "entrypoint": "sleep 100000", **spec}}
-
-
-def submit(http: httpx.Client, obj: JsonObj) -> httpx.Response:
-    return http.post("/api/v1/workloads", json=obj)
 
 
 def names(response: httpx.Response) -> list[str]:
