@@ -42,7 +42,9 @@ class AdminOptions:
 
 
 @serve.deployment(name="AdminAPI", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,
-                  health_check_period_s=10)
+                  health_check_period_s=10,
+                  # one log line per request would cost more than the request on a busy machine
+                  logging_config={"enable_access_log": False, "log_level": "WARNING"})
 @serve.ingress()
 class AdminAPI:
     """One replica = one FastAPI app with its own watch-fed cache (its lifespan starts the watches)."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_object
@@ -74,7 +74,7 @@ async def list_workloads(
     labelSelector: Annotated[str | None, Query(description="app=x,tier!=db,env in (a,b)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     continue_: Annotated[str | None, Query(alias="continue")] = None,
-) -> WorkloadList:
+) -> Response:
     state = admin(request)
     kinds = list(WORKLOAD_KINDS)
     if kind is not None:
@@ -92,10 +92,10 @@ async def list_workloads(
     filters = Filters(namespaces=namespaces, user=user, queue=queue, phases=phases, kinds=frozenset(kinds),
                       labels=labels)
     try:
-        items, total, token = _rows(state).page(filters, limit, continue_)
+        body = _rows(state).page_json(filters, limit, continue_)
     except BadToken as err:
         raise ApiError(422, f"query.continue: {err}", causes=_cause("query.continue", str(err))) from None
-    return WorkloadList(items=items, total=total, continue_token=token)
+    return Response(body, media_type="application/json")  # already WorkloadList JSON (see page_json)
 
 
 def _cause(field: str, message: str) -> list[Any]:
@@ -163,14 +163,14 @@ def _world(state: AdminState, obj: dict[str, Any]) -> Any:
 
 
 @router.get("/namespaces/{namespace}/{plural}/{name}/explain", response_model=Explanation)
-async def explain_workload(request: Request, namespace: str, plural: str, name: str) -> Explanation:
+async def explain_workload(request: Request, namespace: str, plural: str, name: str) -> Response:
     from dataclasses import replace
 
     obj = await _workload(request, namespace, plural, name)
     world, all_kueue = _world(admin(request), obj)
     if any(not _admitted(w) for w in world.kueue_workloads):  # the queue position needs the whole queue
         world = replace(world, all_kueue_workloads=all_kueue)
-    return explain(world)
+    return Response(explain(world).model_dump_json(), media_type="application/json")  # typed; no re-validation
 
 
 def _admitted(kueue_workload: dict[str, Any]) -> bool:

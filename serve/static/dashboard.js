@@ -312,6 +312,7 @@ async function render(first) {
   for (const a of document.querySelectorAll("header nav a")) a.classList.toggle("active", a.dataset.page === current.nav);
   try {
     await current.render(main, first);
+    if (!document.body.dataset.ready) document.body.dataset.readyMs = String(Math.round(performance.now()));
     document.body.dataset.ready = "1";
   } catch (err) {
     if (first) main.innerHTML = `<div class="panel"><b>Could not load this page:</b> ${esc(err.message)}</div>`;
