@@ -59,6 +59,8 @@ class ClusterCache:
         self._events_by_uid: dict[str, set[tuple[str, str]]] = {}
         self.version = 0
         """Bumped on every change: live views (SSE) send an update when it moved."""
+        self.workload_version = 0
+        """Bumped only by KaiwoJob/KaiwoService/KaiwoConfig changes: what the workload rows depend on."""
         self.changed = asyncio.Event()
         self.phase_listeners: list[PhaseListener] = []
         for res in resources:
@@ -102,6 +104,8 @@ class ClusterCache:
                         except Exception:  # a metrics bug must not stop the watch
                             log.exception("phase listener failed")
             self.version += 1
+            if res in (KAIWOJOBS, KAIWOSERVICES, KAIWOCONFIGS):
+                self.workload_version += 1
             self.changed.set()
 
         return on_event

@@ -62,7 +62,7 @@ class WorkloadRows:
         self._order_version = -1
 
     def _refresh(self) -> None:
-        if self._order_version == self.cache.version:
+        if self._order_version == self.cache.workload_version:
             return
         default_queue = self.cache.default_queue()
         seen: dict[RowKey, None] = {}
@@ -82,7 +82,7 @@ class WorkloadRows:
                 del self._rows[gone]
                 self._json.pop(gone, None)
             self._order = sorted(self._rows)
-        self._order_version = self.cache.version
+        self._order_version = self.cache.workload_version
 
     def rows(self) -> Iterable[WorkloadSummary]:
         self._refresh()
