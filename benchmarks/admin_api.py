@@ -128,7 +128,7 @@ def _uvicorn_main(kubeconfig: str, port: int) -> None:
 
     tune_for_long_lived_caches()
     uvicorn.run(build_app(AdminSettings(kubeconfig=kubeconfig, auth="none", sync_timeout=300)), host="127.0.0.1",
-                port=port, log_level="warning")
+                port=port, log_level="warning", timeout_keep_alive=75)  # beyond the client's idle pool time
 
 
 def wait_ready(url: str, timeout: float = 300.0) -> None:
@@ -162,6 +162,9 @@ def _serve_main(kubeconfig: str, port: int, conn: Any) -> None:
 # -- measurements ----------------------------------------------------------------------------------
 
 
+FAILED: list[str] = []  # requests that got no answer: reported, never silently dropped
+
+
 async def paced(url: str, path: str, rate: float, seconds: float) -> list[float]:
     """Latencies (ms) of GETs sent at `rate` per second for `seconds`, each on schedule (open loop)."""
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
@@ -171,8 +174,12 @@ async def paced(url: str, path: str, rate: float, seconds: float) -> list[float]
 
         async def one() -> None:
             began = time.perf_counter()
-            response = await client.get(path)
-            response.raise_for_status()
+            try:
+                response = await client.get(path)
+                response.raise_for_status()
+            except httpx.HTTPError as err:
+                FAILED.append(f"{path}: {type(err).__name__}: {err}")
+                return
             samples.append((time.perf_counter() - began) * 1000)
 
         start = time.perf_counter()
@@ -348,6 +355,7 @@ def main() -> int:
         finally:
             app.kill()
             app.join(10)
+    print(f"failed requests: {len(FAILED)}" + (f" (first: {FAILED[0]})" if FAILED else ""), flush=True)
     print(f"benchmark wall time: {time.monotonic() - started:.1f} s", flush=True)
     return 0
 

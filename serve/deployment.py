@@ -74,7 +74,9 @@ def app_builder(args: dict[str, Any]) -> Application:
 def start_admin(options: AdminOptions, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> str:
     """Start Serve's HTTP proxy on host:port and deploy the admin API at /; returns its URL.
     Waits until the replica's cache has synced (Serve runs the app's lifespan before it is ready)."""
-    serve.start(http_options={"host": host, "port": port})
+    # Idle connections kept 75 s (Serve's default is 5): dashboards and API clients poll every few seconds,
+    # and a connection closed by the server just as a client reuses it costs that client an error.
+    serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": 75})
     serve.run(application(options), name=APP_NAME, route_prefix="/", blocking=False)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     return f"http://{shown}:{port}"

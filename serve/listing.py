@@ -26,6 +26,12 @@ class Filters:
     kinds: frozenset[str] | None = None
     labels: Callable[[Mapping[str, str]], bool] | None = None
 
+    @property
+    def only_namespaces(self) -> bool:
+        """Nothing to test per row (every kind, no other filter): a page is a slice."""
+        return (self.user is None and self.queue is None and self.phases is None and self.labels is None
+                and (self.kinds is None or self.kinds >= {"KaiwoJob", "KaiwoService"}))
+
     def match(self, row: WorkloadSummary) -> bool:
         return ((self.namespaces is None or row.namespace in self.namespaces)
                 and (self.kinds is None or row.kind in self.kinds)
@@ -107,24 +113,52 @@ class WorkloadRows:
         return [self._rows[k][2] for k in keys], total, next_token
 
     def page_keys(self, filters: Filters, limit: int, token: str | None) -> tuple[list[RowKey], int, str | None]:
+        """Keys are sorted (namespace, name, kind), so a namespace is a contiguous run found by
+        bisection, and a page without other filters is a slice: a request costs what it returns
+        (plus one pass over the namespaces asked for when other filters must be counted)."""
         self._refresh()
-        start = 0
-        if token:
-            start = bisect.bisect_right(self._order, decode_token(token))
-        items: list[RowKey] = []
+        after = decode_token(token) if token else None
+        spans = self._spans(filters.namespaces)
+        if filters.only_namespaces:
+            total = sum(hi - lo for lo, hi in spans)
+            items: list[RowKey] = []
+            more = False
+            for lo, hi in spans:
+                if after is not None:
+                    lo = max(lo, bisect.bisect_right(self._order, after, lo, hi))
+                take = self._order[lo:min(hi, lo + limit - len(items))]
+                items.extend(take)
+                if len(items) == limit:
+                    more = lo + len(take) < hi or any(h > lo2 for lo2, h in spans if lo2 > lo)
+                    break
+            last = items[-1] if items else None
+            return items, total, encode_token(last) if more and last is not None else None
+        items = []
         total = 0
-        last: RowKey | None = None
+        last_key: RowKey | None = None
         more = False
-        for index, key in enumerate(self._order):
-            row = self._rows[key][2]
-            if not filters.match(row):
-                continue
-            total += 1
-            if index < start:
-                continue
-            if len(items) < limit:
-                items.append(key)
-                last = key
-            else:
-                more = True
-        return items, total, encode_token(last) if more and last is not None else None
+        for lo, hi in spans:
+            for key in self._order[lo:hi]:
+                if not filters.match(self._rows[key][2]):
+                    continue
+                total += 1
+                if after is not None and key <= after:
+                    continue
+                if len(items) < limit:
+                    items.append(key)
+                    last_key = key
+                else:
+                    more = True
+        return items, total, encode_token(last_key) if more and last_key is not None else None
+
+    def _spans(self, namespaces: frozenset[str] | None) -> list[tuple[int, int]]:
+        """[lo, hi) ranges of `_order` holding the given namespaces (everything when None), in order."""
+        if namespaces is None:
+            return [(0, len(self._order))]
+        spans = []
+        for ns in sorted(namespaces):
+            lo = bisect.bisect_left(self._order, (ns, "", ""))
+            hi = bisect.bisect_left(self._order, (ns + "\0", "", ""))
+            if hi > lo:
+                spans.append((lo, hi))
+        return spans
