@@ -122,12 +122,11 @@ def seed(kubeconfig: Path, scale: int) -> None:
 def _uvicorn_main(kubeconfig: str, port: int) -> None:
     import uvicorn
 
-    from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from serve.app import build_app
     from serve.state import AdminSettings
 
-    tune_for_long_lived_caches()
-    uvicorn.run(build_app(AdminSettings(kubeconfig=kubeconfig, auth="none", sync_timeout=300)), host="127.0.0.1",
+    settings = AdminSettings(kubeconfig=kubeconfig, auth="none", sync_timeout=300, tune_gc=True)  # as on Serve
+    uvicorn.run(build_app(settings), host="127.0.0.1",
                 port=port, log_level="warning", timeout_keep_alive=75)  # beyond the client's idle pool time
 
 

@@ -46,6 +46,10 @@ async def open_state(settings: AdminSettings) -> AdminState:
         await cache.stop()
         await client.close()
         raise
+    if settings.tune_gc:
+        from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
+
+        tune_for_long_lived_caches()
     return state
 
 

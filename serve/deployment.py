@@ -35,10 +35,13 @@ class AdminOptions:
     ray_namespace: str | None = "kaiwo"
     """Controller actors to read /metrics stats from (None: no controller series)."""
     max_body_bytes: int = 1 << 20
+    tune_gc: bool = True
+    """A replica is a long-lived server holding large caches (see kaiwo_ray.gc_tuning)."""
 
     def settings(self) -> AdminSettings:
         return AdminSettings(kubeconfig=self.kubeconfig, in_cluster=self.in_cluster, auth=self.auth,
-                             ray_namespace=self.ray_namespace, max_body_bytes=self.max_body_bytes)
+                             ray_namespace=self.ray_namespace, max_body_bytes=self.max_body_bytes,
+                             tune_gc=self.tune_gc)
 
 
 @serve.deployment(name="AdminAPI", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,

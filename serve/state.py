@@ -30,6 +30,9 @@ class AdminSettings:
     """When set (and no stats_source), controller stats come from the named actors of this Ray namespace."""
     auth_cache_seconds: float = 10.0
     sync_timeout: float = 60.0
+    tune_gc: bool = False
+    """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
+    sight and collect rarely (kaiwo_ray.gc_tuning), as the operator does."""
 
 
 @dataclass(slots=True)
