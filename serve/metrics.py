@@ -82,8 +82,7 @@ def controller_families(snapshots: Iterable[dict[str, Any]]) -> list[Metric]:
     return families
 
 
-def workload_families(cache: ClusterCache) -> list[Metric]:
-    """kaiwo's own: workloads by namespace/kind/phase/queue, pending per ClusterQueue."""
+def workload_counts(cache: ClusterCache) -> dict[tuple[str, str, str, str], int]:
     default_queue = cache.default_queue()
     counts: dict[tuple[str, str, str, str], int] = {}
     for wl in cache.workloads():
@@ -91,6 +90,12 @@ def workload_families(cache: ClusterCache) -> list[Metric]:
                str(status(wl).get("status") or "NEW"),
                str((wl.get("spec") or {}).get("clusterQueue") or default_queue))
         counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def workload_families(cache: ClusterCache, counts: dict[tuple[str, str, str, str], int] | None = None) -> list[Metric]:
+    """kaiwo's own: workloads by namespace/kind/phase/queue, pending per ClusterQueue."""
+    counts = workload_counts(cache) if counts is None else counts
     workloads = GaugeMetricFamily("kaiwo_workloads", "KaiwoJobs and KaiwoServices by namespace, kind, phase and queue",
                                   labels=["namespace", "kind", "phase", "queue"])
     for key, count in sorted(counts.items()):
@@ -126,6 +131,7 @@ class AdminMetrics:
                                          "From creation to the first RUNNING, per workload kind", ["kind"],
                                          buckets=TIME_TO_RUNNING_BUCKETS, registry=self.registry)
         cache.phase_listeners.append(self.on_phase)
+        self._counts: tuple[int, dict[tuple[str, str, str, str], int]] = (-1, {})
 
     def on_phase(self, obj: dict[str, Any], before: str, after: str) -> None:
         kind = str(obj.get("kind") or "")
@@ -147,6 +153,8 @@ class AdminMetrics:
     async def render(self) -> tuple[bytes, str]:
         snapshots = await self.controller_snapshots()
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache)))
+        if self._counts[0] != self.cache.workload_version:  # a scrape between changes reuses the counts
+            self._counts = (self.cache.workload_version, workload_counts(self.cache))
+        registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache, self._counts[1])))
         body = generate_latest(registry) + generate_latest(self.registry)
         return body, CONTENT_TYPE_LATEST
