@@ -274,6 +274,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="how long each paced run lasts")
     parser.add_argument("--no-serve", action="store_true", help="skip the Ray Serve comparison")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium measurement")
+    parser.add_argument("--serve-only", action="store_true", help="only the Ray Serve vs uvicorn comparison")
     args = parser.parse_args()
     started = time.monotonic()
     print(f"admin API benchmark: {args.scale} KaiwoJobs (+{EXPLAIN_SUBJECTS} queued with Kueue objects), "
@@ -291,72 +292,85 @@ def main() -> int:
             began = time.monotonic()
             wait_ready(url)
             print(f"admin app (uvicorn) synced in {time.monotonic() - began:.1f} s", flush=True)
-            page = "/api/v1/workloads?limit=100"
-            listed = asyncio.run(paced(url, page, args.rate, args.seconds))
-            line(f"list (page of 100) p50 at {args.rate:.0f} req/s", percentile(listed, 50), "ms")
-            line(f"list (page of 100) p99 at {args.rate:.0f} req/s", percentile(listed, 99), "ms", "<= 50 ms")
-            filtered = asyncio.run(paced(url, "/api/v1/workloads?namespace=team-3&phase=RUNNING&labelSelector=batch%3D1",
-                                         args.rate, args.seconds / 2))
-            line("list (filtered) p99", percentile(filtered, 99), "ms", "<= 50 ms")
-
-            ours = [list_everything(url) for _ in range(5)]
-            theirs = [kubectl_everything(kubeconfig) for _ in range(5)] if shutil.which("kubectl") else []
-            ours_s = statistics.median(s for s, _ in ours)
-            line(f"list every workload via the API ({ours[0][1]} items, pages of 1000), median", ours_s * 1000, "ms")
-            if theirs:
-                theirs_s = statistics.median(s for s, _ in theirs)
-                line(f"kubectl get kaiwojobs -A -o json ({theirs[0][1]} items), median", theirs_s * 1000, "ms")
-                line("kubectl / API (every workload)", theirs_s / ours_s, "x", ">= 5x")
-                line("kubectl / API (one page of 100, p50)", theirs_s * 1000 / percentile(listed, 50), "x", ">= 5x")
-            else:
-                print("kubectl not found: `make tools` installs it; no ratio", flush=True)
-
-            explained = asyncio.run(paced(url, "/api/v1/namespaces/team-0/kaiwojobs/queued-07/explain",
-                                          args.rate, args.seconds / 2))
-            line("explain (queued workload) p50", percentile(explained, 50), "ms")
-            line("explain (queued workload) p99", percentile(explained, 99), "ms", "<= 20 ms")
-            scraped = sequential(url, "/metrics", 20)
-            line("/metrics p50", percentile(scraped, 50), "ms")
-            line("/metrics max of 20", max(scraped), "ms", "<= 100 ms")
-            if not args.no_browser:
-                ready = dashboard_ready_ms(url)
-                if ready is None:
-                    print("dashboard: chromium/chromedriver or vendored Chart.js missing (make browser vendor)")
-                else:
-                    line("dashboard first page usable (Chromium, median of 3)", statistics.median(ready), "ms",
-                         "<= 1000 ms")
-
+            if not args.serve_only:
+                measure(url, kubeconfig, args)
             if not args.no_serve:
-                parent, child = CONTEXT.Pipe()
-                serve_port = free_port()
-                served = CONTEXT.Process(target=_serve_main, args=(str(kubeconfig), serve_port, child), daemon=True,
-                                         name="admin-serve")
-                served.start()
-                try:
-                    if not parent.poll(240):
-                        raise RuntimeError("Ray Serve did not start within 240 s")
-                    serve_url = parent.recv()
-                    wait_ready(serve_url)
-                    # side by side, same load, alternating so drift in machine load hits both
-                    plain, on_serve = [], []
-                    for _ in range(2):
-                        plain += asyncio.run(paced(url, page, args.rate, args.seconds / 2))
-                        on_serve += asyncio.run(paced(serve_url, page, args.rate, args.seconds / 2))
-                    line("list p50 under uvicorn", percentile(plain, 50), "ms")
-                    line("list p50 on Ray Serve", percentile(on_serve, 50), "ms")
-                    line("Ray Serve added latency p50", percentile(on_serve, 50) - percentile(plain, 50), "ms")
-                    line("Ray Serve added latency p99", percentile(on_serve, 99) - percentile(plain, 99), "ms")
-                finally:
-                    parent.send("stop")
-                    served.join(60)
-                    if served.is_alive():
-                        served.kill()
+                compare_serve(url, kubeconfig, args)
         finally:
             app.kill()
             app.join(10)
     print(f"failed requests: {len(FAILED)}" + (f" (first: {FAILED[0]})" if FAILED else ""), flush=True)
     print(f"benchmark wall time: {time.monotonic() - started:.1f} s", flush=True)
     return 0
+
+
+PAGE = "/api/v1/workloads?limit=100"
+
+
+def measure(url: str, kubeconfig: Path, args: argparse.Namespace) -> None:
+    """The figures of the app under uvicorn: list, every workload vs kubectl, explain, /metrics, dashboard."""
+    listed = asyncio.run(paced(url, PAGE, args.rate, args.seconds))
+    line(f"list (page of 100) p50 at {args.rate:.0f} req/s", percentile(listed, 50), "ms")
+    line(f"list (page of 100) p99 at {args.rate:.0f} req/s", percentile(listed, 99), "ms", "<= 50 ms")
+    filtered = asyncio.run(paced(url, "/api/v1/workloads?namespace=team-3&phase=RUNNING&labelSelector=batch%3D1",
+                                 args.rate, args.seconds / 2))
+    line("list (filtered) p99", percentile(filtered, 99), "ms", "<= 50 ms")
+
+    ours = [list_everything(url) for _ in range(5)]
+    theirs = [kubectl_everything(kubeconfig) for _ in range(5)] if shutil.which("kubectl") else []
+    ours_s = statistics.median(s for s, _ in ours)
+    line(f"list every workload via the API ({ours[0][1]} items, pages of 1000), median", ours_s * 1000, "ms")
+    if theirs:
+        theirs_s = statistics.median(s for s, _ in theirs)
+        line(f"kubectl get kaiwojobs -A -o json ({theirs[0][1]} items), median", theirs_s * 1000, "ms")
+        line("kubectl / API (every workload)", theirs_s / ours_s, "x", ">= 5x")
+        line("kubectl / API (one page of 100, p50)", theirs_s * 1000 / percentile(listed, 50), "x", ">= 5x")
+    else:
+        print("kubectl not found: `make tools` installs it; no ratio", flush=True)
+
+    explained = asyncio.run(paced(url, "/api/v1/namespaces/team-0/kaiwojobs/queued-07/explain",
+                                  args.rate, args.seconds / 2))
+    line("explain (queued workload) p50", percentile(explained, 50), "ms")
+    line("explain (queued workload) p99", percentile(explained, 99), "ms", "<= 20 ms")
+    scraped = sequential(url, "/metrics", 20)
+    line("/metrics p50", percentile(scraped, 50), "ms")
+    line("/metrics max of 20", max(scraped), "ms", "<= 100 ms")
+    if not args.no_browser:
+        ready = dashboard_ready_ms(url)
+        if ready is None:
+            print("dashboard: chromium/chromedriver or vendored Chart.js missing (make browser vendor)")
+        else:
+            line("dashboard first page usable (Chromium, median of 3)", statistics.median(ready), "ms", "<= 1000 ms")
+
+
+def compare_serve(url: str, kubeconfig: Path, args: argparse.Namespace) -> None:
+    """The same app on Ray Serve beside the uvicorn one, same load, runs alternating so that drift in
+    the machine's load hits both."""
+    parent, child = CONTEXT.Pipe()
+    served = CONTEXT.Process(target=_serve_main, args=(str(kubeconfig), free_port(), child), daemon=True,
+                             name="admin-serve")
+    served.start()
+    try:
+        if not parent.poll(240):
+            raise RuntimeError("Ray Serve did not start within 240 s")
+        serve_url = parent.recv()
+        wait_ready(serve_url)
+        plain: list[float] = []
+        on_serve: list[float] = []
+        for _ in range(2):
+            plain += asyncio.run(paced(url, PAGE, args.rate, args.seconds / 2))
+            on_serve += asyncio.run(paced(serve_url, PAGE, args.rate, args.seconds / 2))
+        line("list p50 under uvicorn", percentile(plain, 50), "ms")
+        line("list p50 on Ray Serve", percentile(on_serve, 50), "ms")
+        line("list p99 under uvicorn", percentile(plain, 99), "ms")
+        line("list p99 on Ray Serve", percentile(on_serve, 99), "ms")
+        line("Ray Serve added latency p50", percentile(on_serve, 50) - percentile(plain, 50), "ms")
+        line("Ray Serve added latency p99", percentile(on_serve, 99) - percentile(plain, 99), "ms")
+    finally:
+        parent.send("stop")
+        served.join(60)
+        if served.is_alive():
+            served.kill()
 
 
 if __name__ == "__main__":
