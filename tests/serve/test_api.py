@@ -103,6 +103,9 @@ def test_logs_stream_the_pods_log(http: httpx.Client, listed: None) -> None:
         assert response.headers["x-kaiwo-pod"].startswith("one-")
         text = "".join(response.iter_text())
     assert "simulated container 'workload' (image busybox)" in text
+    tail = http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"tail": 1}).text
+    assert tail.count("\n") == 1 and tail.startswith("[kaiwo-ray sandbox] running since")
+    assert http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"tail": -1}).status_code == 422
     bad = http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"container": "nope"})
     assert bad.status_code == 400 and "container nope is not valid" in bad.json()["message"]
     assert http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"pod": "x"}).status_code == 404
@@ -222,3 +225,18 @@ def test_openapi_has_typed_models(http: httpx.Client) -> None:
             "NodeList", "Overview"} <= set(schemas)
     listing = spec["paths"]["/api/v1/workloads"]["get"]["responses"]["200"]["content"]["application/json"]
     assert listing["schema"]["$ref"].endswith("/WorkloadList")
+
+
+def test_logs_follow_until_the_pod_goes(env: OperatorSandbox, http: httpx.Client) -> None:
+    env.sb.http("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "logs"}})
+    assert submit(http, kaiwojob("follow-me", "logs")).status_code == 201
+    wait_for(lambda: http.get("/api/v1/namespaces/logs/kaiwojobs/follow-me").json().get("summary", {}).get("phase")
+             == "RUNNING", 30, "follow-me RUNNING")
+    with http.stream("GET", "/api/v1/namespaces/logs/kaiwojobs/follow-me/logs", params={"follow": "true"}) as response:
+        assert response.status_code == 200
+        lines = response.iter_lines()
+        assert "simulated container 'workload'" in next(lines)
+        # still open: the container runs; deleting the workload ends the stream with the reason
+        assert http.delete("/api/v1/namespaces/logs/kaiwojobs/follow-me").status_code == 200
+        rest = list(lines)
+    assert rest and rest[-1].startswith(("[kaiwo-ray sandbox] pod deleted", "[kaiwo-ray sandbox] terminated"))
