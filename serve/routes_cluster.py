@@ -29,9 +29,9 @@ def _queues(state: AdminState) -> list[ClusterQueueView]:
 
 
 def _gpu_samples(state: AdminState) -> list[GpuSample]:
-    """Per-GPU telemetry, when a collector has registered one (`state.extras["gpu_samples"]`)."""
-    source = state.extras.get("gpu_samples")
-    return list(source()) if callable(source) else []
+    """Per-GPU telemetry, when a collector is configured (AdminSettings.gpu_samples)."""
+    source = state.settings.gpu_samples
+    return list(source()) if source is not None else []
 
 
 @router.get("/api/v1/queues", response_model=QueueList)

@@ -3,19 +3,22 @@ client for writes, the authorizer, the metrics, and the settings the app was bui
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fastapi import Request
 
 from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.views.nodes import GpuSample
 from serve.auth import Access, Authorizer, User
 from serve.cache import ClusterCache
 from serve.errors import ApiError
 from serve.limits import DEFAULT_MAX_BODY_BYTES
 
 StatsSource = Callable[[], Awaitable[list[dict[str, Any]]]]
+GpuSamples = Callable[[], Iterable[GpuSample]]
+"""Per-GPU telemetry, when a collector exists: the latest sample of every GPU (the telemetry seam)."""
 """Returns one stats snapshot per controller (see kaiwo_ray.controllers.manager.ControllerHost.stats)."""
 
 
@@ -30,6 +33,8 @@ class AdminSettings:
     """When set (and no stats_source), controller stats come from the named actors of this Ray namespace."""
     auth_cache_seconds: float = 10.0
     sync_timeout: float = 60.0
+    gpu_samples: GpuSamples | None = None
+    """Per-GPU utilization for /api/v1/nodes, the overview and the dashboard's heat map (none: allocation only)."""
     tune_gc: bool = False
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
     sight and collect rarely (kaiwo_ray.gc_tuning), as the operator does."""

@@ -8,10 +8,13 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from admin_support import kaiwojob, submit
+from admin_support import kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
+
+from kaiwo_ray.views.nodes import GpuSample
+from serve.state import AdminSettings
 
 JsonObj = dict[str, Any]
 
@@ -167,7 +170,7 @@ def test_explain_over_quota_through_the_api(env: OperatorSandbox, http: httpx.Cl
                  30, f"{name} running")
     assert submit(http, kaiwojob("gpu-c", "api-explain", gpus=8, gpuModels=["mi300x"])).status_code == 201
     result = wait_for(lambda: (r := http.get("/api/v1/namespaces/api-explain/kaiwojobs/gpu-c/explain").json())
-                      ["phase"] == "PENDING" and r["reasons"] and r, 30, "gpu-c explained")
+                      .get("phase") == "PENDING" and r["reasons"] and r, 30, "gpu-c explained")
     assert result["reasons"][0]["code"] == "InsufficientQuota"
     assert result["queue_position"] == 1
     queue = http.get("/api/v1/queues/kaiwo").json()
@@ -240,3 +243,18 @@ def test_logs_follow_until_the_pod_goes(env: OperatorSandbox, http: httpx.Client
         assert http.delete("/api/v1/namespaces/logs/kaiwojobs/follow-me").status_code == 200
         rest = list(lines)
     assert rest and rest[-1].startswith(("[kaiwo-ray sandbox] pod deleted", "[kaiwo-ray sandbox] terminated"))
+
+
+def test_gpu_samples_seam_reaches_nodes_and_overview(env: OperatorSandbox) -> None:
+    """Where telemetry plugs in: a sample source given to the app shows per GPU, with its pod."""
+    sample = GpuSample(node="gpu-amd-mi300x-02", index=3, utilization=42.0,
+                       pod={"kind": "Pod", "name": "p", "namespace": "default"})
+    running = serve_app(AdminSettings(kubeconfig=str(env.sb.kubeconfig_path), auth="none",
+                                      gpu_samples=lambda: [sample]))
+    try:
+        with running.client() as http:
+            nodes = {n["name"]: n for n in http.get("/api/v1/nodes").json()["items"]}
+            assert nodes["gpu-amd-mi300x-02"]["gpus"] == [sample.model_dump(mode="json")]
+            assert nodes["gpu-nvidia-h100-01"]["gpus"] == []
+    finally:
+        running.stop()

@@ -104,3 +104,15 @@ def test_decisions_are_cached_briefly(rbac_sandbox: RunningSandbox, secured: Run
             assert bob.get("/api/v1/namespaces/team-a/kaiwojobs/one").status_code == 403
         assert rbac_sandbox.audit.count("create", "subjectaccessreviews") - before == 1
         assert rbac_sandbox.audit.count("create", "tokenreviews") - reviews_before == 1
+
+
+def test_the_live_stream_takes_its_token_as_a_query_parameter(rbac_sandbox: RunningSandbox,
+                                                               secured: RunningApp) -> None:
+    """EventSource cannot send headers: the dashboard passes `access_token`, checked like a header."""
+    with secured.client() as client:
+        with client.stream("GET", "/api/v1/stream", params={"access_token": rbac_sandbox.token}) as response:
+            assert response.status_code == 200
+            assert next(response.iter_lines()) == "event: overview"
+        alice = rbac_sandbox.mint_token("alice")
+        assert client.get("/api/v1/stream", params={"access_token": alice}).status_code == 403
+        assert client.get("/api/v1/stream").status_code == 401
