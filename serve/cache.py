@@ -63,6 +63,8 @@ class ClusterCache:
         """Bumped only by KaiwoJob/KaiwoService/KaiwoConfig changes: what the workload rows depend on."""
         self.changed = asyncio.Event()
         self.phase_listeners: list[PhaseListener] = []
+        self.workload_listeners: list[Callable[[Resource, JsonObj], None]] = []
+        """(resource, object): every KaiwoJob/KaiwoService/KaiwoConfig event, for incremental read models."""
         for res in resources:
             labels = (LABEL_NAME,) if res is PODS else ()
             self.caches[res] = ObjectCache(label_keys=labels)
@@ -106,6 +108,8 @@ class ClusterCache:
             self.version += 1
             if res in (KAIWOJOBS, KAIWOSERVICES, KAIWOCONFIGS):
                 self.workload_version += 1
+                for notify in self.workload_listeners:
+                    notify(res, obj)
             self.changed.set()
 
         return on_event

@@ -9,11 +9,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES
+from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES, Resource
 from kaiwo_ray.views.workloads import WorkloadSummary, summarize
 from serve.cache import ClusterCache
 
 RowKey = tuple[str, str, str]  # (namespace, name, kind)
+_KINDS = (KAIWOJOBS, KAIWOSERVICES)
+_KINDS_BY_NAME = {res.kind: res for res in _KINDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,35 +62,69 @@ def decode_token(token: str) -> RowKey:
 
 
 class WorkloadRows:
+    """Rows kept in step with the watch: a workload event marks its key dirty, and the next read
+    re-summarizes only dirty keys (a KaiwoConfig change, which can move every row's queue, rebuilds
+    all). The sorted key order is patched by bisection on adds and deletes."""
+
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
         self._rows: dict[RowKey, tuple[str, str, WorkloadSummary]] = {}
         self._json: dict[RowKey, bytes] = {}  # each row serialized once per resourceVersion
         self._order: list[RowKey] = []
-        self._order_version = -1
+        self._dirty: set[RowKey] | None = None  # None: rebuild everything on the next read
+        cache.workload_listeners.append(self._touched)
+
+    def _touched(self, res: Resource, obj: Mapping[str, object]) -> None:
+        if res not in _KINDS:
+            self._dirty = None
+        elif self._dirty is not None:
+            meta = obj.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            self._dirty.add((str(meta.get("namespace") or ""), str(meta.get("name") or ""), res.kind))
 
     def _refresh(self) -> None:
-        if self._order_version == self.cache.workload_version:
+        if self._dirty is None:
+            self._rebuild()
+            return
+        if not self._dirty:
             return
         default_queue = self.cache.default_queue()
-        seen: dict[RowKey, None] = {}
-        for res in (KAIWOJOBS, KAIWOSERVICES):
-            cache = self.cache.caches.get(res)
-            for obj in cache or ():
+        for key in self._dirty:
+            obj = self.cache.get(_KINDS_BY_NAME[key[2]], key[0], key[1])
+            known = key in self._rows
+            self._json.pop(key, None)
+            if obj is None:
+                if known:
+                    del self._rows[key]
+                    index = bisect.bisect_left(self._order, key)
+                    if index < len(self._order) and self._order[index] == key:
+                        del self._order[index]
+                continue
+            rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            self._rows[key] = (rv, default_queue, summarize(obj, default_queue))
+            if not known:
+                bisect.insort(self._order, key)
+        self._dirty = set()
+
+    def _rebuild(self) -> None:
+        self._dirty = set()  # events from here on are applied incrementally
+        default_queue = self.cache.default_queue()
+        rows: dict[RowKey, tuple[str, str, WorkloadSummary]] = {}
+        for res in _KINDS:
+            for obj in self.cache.caches.get(res) or ():
                 meta = obj.get("metadata") or {}
                 key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""), res.kind)
-                seen[key] = None
                 rv = str(meta.get("resourceVersion") or "")
                 memo = self._rows.get(key)
-                if memo is None or memo[0] != rv or memo[1] != default_queue:
-                    self._rows[key] = (rv, default_queue, summarize(obj, default_queue))
+                if memo is not None and memo[0] == rv and memo[1] == default_queue:
+                    rows[key] = memo
+                else:
+                    rows[key] = (rv, default_queue, summarize(obj, default_queue))
                     self._json.pop(key, None)
-        if len(seen) != len(self._rows) or len(seen) != len(self._order):
-            for gone in [k for k in self._rows if k not in seen]:
-                del self._rows[gone]
-                self._json.pop(gone, None)
-            self._order = sorted(self._rows)
-        self._order_version = self.cache.workload_version
+        for gone in [k for k in self._json if k not in rows]:
+            del self._json[gone]
+        self._rows = rows
+        self._order = sorted(rows)
 
     def rows(self) -> Iterable[WorkloadSummary]:
         self._refresh()

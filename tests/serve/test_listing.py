@@ -53,3 +53,28 @@ def test_pages_visit_exactly_the_matching_rows(filters: Filters, limit: int) -> 
         if token is None:
             break
     assert seen == expected
+
+
+def test_rows_follow_watch_events_incrementally() -> None:
+    cache = _cache()
+    rows = WorkloadRows(cache)
+    assert rows.page(Filters(namespaces=frozenset({"ns-1"})), 100, None)[1] == 12
+    on_job = cache.informers[KAIWOJOBS].on_event
+    added = {"kind": "KaiwoJob", "metadata": {"namespace": "ns-1", "name": "a-new", "resourceVersion": "900"},
+             "spec": {"user": "u9"}, "status": {"status": "PENDING"}}
+    cache.caches[KAIWOJOBS].upsert(added)
+    on_job("ADDED", added, None)
+    changed = dict(cache.caches[KAIWOJOBS].get("ns-1", "w-001") or {})
+    changed["metadata"] = {**changed["metadata"], "resourceVersion": "901"}
+    changed["status"] = {"status": "FAILED"}
+    old = cache.caches[KAIWOJOBS].upsert(changed)
+    on_job("MODIFIED", changed, old)
+    gone = cache.caches[KAIWOJOBS].get("ns-1", "w-006")
+    assert gone is not None
+    cache.caches[KAIWOJOBS].remove(gone)
+    on_job("DELETED", gone, gone)
+    page, total, _ = rows.page(Filters(namespaces=frozenset({"ns-1"})), 100, None)
+    assert total == 12 and page[0].name == "a-new"
+    assert "w-006" not in {r.name for r in page}
+    assert next(r for r in page if r.name == "w-001").phase == "FAILED"
+    assert [r.name for r in rows.page(Filters(user="u9"), 100, None)[0]] == ["a-new"]
