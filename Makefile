@@ -30,8 +30,8 @@ tools:
 CHARTJS_VERSION := 4.6.1
 VENDOR_DIR := serve/static/vendor
 $(VENDOR_DIR)/chart.umd.min.js:
-	mkdir -p $(VENDOR_DIR)
-	cd $(VENDOR_DIR) && npm pack --silent chart.js@$(CHARTJS_VERSION) >/dev/null \
+	@command -v npm >/dev/null 2>&1 || { echo "npm unavailable: the dashboard has no charts and its browser tests skip"; exit 0; }; \
+	mkdir -p $(VENDOR_DIR) && cd $(VENDOR_DIR) && npm pack --silent chart.js@$(CHARTJS_VERSION) >/dev/null \
 	  && tar -xzf chart.js-$(CHARTJS_VERSION).tgz package/dist/chart.umd.min.js package/LICENSE.md \
 	  && mv package/dist/chart.umd.min.js chart.umd.min.js && mv package/LICENSE.md chart.js-LICENSE.md \
 	  && rm -rf package chart.js-$(CHARTJS_VERSION).tgz
