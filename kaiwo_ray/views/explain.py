@@ -49,6 +49,9 @@ from kaiwo_ray.views.queues import (
 
 DEFAULT_QUEUE = "kaiwo"
 
+__all__ = ["DEFAULT_QUEUE", "Explanation", "NodeVerdict", "ObjectRef", "QuotaGap", "Reason", "ReasonCode",
+           "WorkloadWorld", "collect_world", "explain", "quota_gaps", "requested", "scheduling_verdicts"]
+
 
 class ReasonCode(StrEnum):
     """What holds a workload back (stable strings: the CLI and API clients match on them)."""

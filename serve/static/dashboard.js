@@ -199,6 +199,8 @@ async function workloadPage(main, first, [namespace, plural, name]) {
         <div class="panel"><h2>Phase and event timeline</h2><div class="chart" style="height:140px"><canvas id="timeline-chart"></canvas></div><ul class="timeline" id="timeline"></ul></div>
         <div class="panel"><h2>Children and pods</h2><div id="children"></div></div>
       </div>
+      <div class="panel"><h2>GPU utilization</h2><div id="gpu-util-empty" class="empty"></div>
+        <div class="chart" id="gpu-util-box" style="height:200px" hidden><canvas id="gpu-util"></canvas></div></div>
       <div class="panel"><h2>Log tail <span class="muted" id="log-pod"></span></h2><pre class="log" id="log">…</pre></div>`;
   }
   const [detail, explanation, events] = await Promise.all([api(base), api(`${base}/explain`), api(`${base}/events`)]);
@@ -241,6 +243,7 @@ async function workloadPage(main, first, [namespace, plural, name]) {
     [...detail.children, ...detail.pods].map((c) => `<tr><td>${esc(c.kind)}</td><td>${esc(c.name)}</td><td>${esc(c.phase)}</td></tr>`).join("") +
     `</tbody></table>`;
 
+  await gpuUtilization(detail);
   const log = document.getElementById("log");
   if (detail.pods.length) {
     try {
@@ -252,6 +255,30 @@ async function workloadPage(main, first, [namespace, plural, name]) {
     } catch (err) { log.textContent = `(${err.message})`; }
   } else {
     log.textContent = "(no pods yet)";
+  }
+}
+
+async function gpuUtilization(detail) {
+  // Per-GPU samples of this workload's pods (from the telemetry seam); users who may not list nodes
+  // simply see the note.
+  let samples = [];
+  try {
+    const pods = new Set(detail.pods.map((p) => p.name));
+    const nodes = await api("/api/v1/nodes");
+    samples = nodes.items.flatMap((n) => n.gpus.filter((g) => g.pod && pods.has(g.pod.name)));
+  } catch (err) { samples = []; }
+  const empty = document.getElementById("gpu-util-empty");
+  const box = document.getElementById("gpu-util-box");
+  box.hidden = samples.length === 0;
+  empty.textContent = samples.length ? "" : (detail.summary.gpus
+    ? "No GPU telemetry for this workload yet: utilization shows here when a telemetry collector is configured."
+    : "This workload uses no GPUs.");
+  if (samples.length) {
+    chart("gpu-util", {
+      type: "bar",
+      data: { labels: samples.map((g) => `${g.node} #${g.index}`), datasets: [{ label: "utilization %", data: samples.map((g) => g.utilization), backgroundColor: "#4f46e5" }] },
+      options: { scales: { y: { min: 0, max: 100 } }, plugins: { legend: { display: false } } },
+    });
   }
 }
 

@@ -12,11 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from admin_support import kaiwojob, submit
+from admin_support import kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 
+from kaiwo_ray.views.explain import ObjectRef
+from kaiwo_ray.views.nodes import GpuSample
 from serve.dashboard import CHART_JS
+from serve.state import AdminSettings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 NS = "dash"
@@ -134,3 +137,26 @@ def test_workloads_list_detail_queues_and_nodes(browser: Any, api: Any, workload
     assert errors(open_page(browser, f"{api.url}/#/nodes", "nodes")) == []
     used, idle = chart_data(browser, "node-gpus")
     assert sum(used) >= 8 and sum(used) + sum(idle) == 24
+
+
+def test_gpu_telemetry_shows_per_gpu_on_the_detail_page_and_the_heat_map(browser: Any, env: OperatorSandbox,
+                                                                          api: Any, workloads: None) -> None:
+    """With a sample source (the telemetry seam), the workload's GPUs are plotted and the heat map
+    shows utilization per GPU."""
+    with httpx.Client(base_url=api.url) as http:
+        pod = http.get(f"/api/v1/namespaces/{NS}/kaiwojobs/train").json()["pods"][0]["name"]
+        node = next(n["name"] for n in http.get("/api/v1/nodes").json()["items"]
+                    if any(p["name"] == pod for p in n["pods"]))
+    samples = [GpuSample(node=node, index=i, utilization=10.0 * i + 5,
+                         pod=ObjectRef(kind="Pod", name=pod, namespace=NS)) for i in range(8)]
+    running = serve_app(AdminSettings(kubeconfig=str(env.sb.kubeconfig_path), auth="none",
+                                      gpu_samples=lambda: samples))
+    try:
+        assert errors(open_page(browser, f"{running.url}/#/workloads/{NS}/kaiwojobs/train", "workload-gpus")) == []
+        [utilization] = chart_data(browser, "gpu-util")
+        assert utilization == [10.0 * i + 5 for i in range(8)]
+        assert errors(open_page(browser, f"{running.url}/", "overview-telemetry")) == []
+        shown = browser.execute_script("return [...document.querySelectorAll('#heat .cell')].map(c => c.innerText)")
+        assert [str(10 * i + 5) for i in range(8)] == [s for s in shown if s][:8]
+    finally:
+        running.stop()
