@@ -104,6 +104,9 @@ class Overview(BaseModel):
 
     phases: dict[str, int]
     workloads: int
+    """Counted over the namespaces the user may list workloads in."""
     queues: list[ClusterQueueView]
-    nodes: NodeTotals
+    """Empty when the user may not list ClusterQueues."""
+    nodes: NodeTotals | None
+    """None when the user may not list nodes."""
     version: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -17,7 +18,7 @@ from kaiwo_ray.views.workloads import phase_counts
 from serve.auth import Access
 from serve.errors import ApiError
 from serve.models import NodeList, Overview, QueueList
-from serve.state import AdminState, admin, require
+from serve.state import AdminState, admin, current_user, require
 
 router = APIRouter(tags=["cluster"])
 KUEUE = "kueue.x-k8s.io"
@@ -57,19 +58,40 @@ async def list_nodes(request: Request) -> NodeList:
     return NodeList(items=views, totals=node_totals(views))
 
 
-def overview(state: AdminState) -> Overview:
+@dataclass(frozen=True, slots=True)
+class OverviewScope:
+    """What one user's overview may show: workloads of these namespaces (None: all), queues, nodes."""
+
+    namespaces: frozenset[str] | None
+    queues: bool
+    nodes: bool
+
+
+async def overview_scope(request: Request) -> OverviewScope:
+    from serve.routes_workloads import BY_KIND, visible_namespaces
+
+    state = admin(request)
+    user = await current_user(request)
+    namespaces = await visible_namespaces(request, state, list(BY_KIND.values()), None)
+    return OverviewScope(namespaces, await state.auth.allowed(user, Access("list", "clusterqueues", KUEUE)),
+                         await state.auth.allowed(user, Access("list", "nodes")))
+
+
+def overview(state: AdminState, scope: OverviewScope = OverviewScope(None, True, True)) -> Overview:
     cache = state.cache
-    views = node_views(cache.items(NODES), cache.items(PODS), _gpu_samples(state))
-    workloads = cache.workloads()
-    return Overview(phases=phase_counts(workloads), workloads=len(workloads), queues=_queues(state),
-                    nodes=node_totals(views), version=cache.version)
+    workloads = [w for w in cache.workloads() if scope.namespaces is None
+                 or (w.get("metadata") or {}).get("namespace") in scope.namespaces]
+    totals = None
+    if scope.nodes:
+        totals = node_totals(node_views(cache.items(NODES), cache.items(PODS), _gpu_samples(state)))
+    return Overview(phases=phase_counts(workloads), workloads=len(workloads),
+                    queues=_queues(state) if scope.queues else [], nodes=totals, version=cache.version)
 
 
 @router.get("/api/v1/overview", response_model=Overview)
 async def get_overview(request: Request) -> Overview:
-    await require(request, Access("list", "clusterqueues", KUEUE))
-    await require(request, Access("list", "nodes"))
-    return overview(admin(request))
+    """Workloads by phase, queues and node totals, each as far as the user may see them."""
+    return overview(admin(request), await overview_scope(request))
 
 
 @router.get("/api/v1/stream", response_class=StreamingResponse,
@@ -79,7 +101,7 @@ async def stream(request: Request,
                  interval: Annotated[float, Query(ge=0.2, le=60)] = 1.0) -> StreamingResponse:
     """Live updates for the dashboard: at most one `overview` event per `interval` seconds, sent only
     when something changed (and a comment every 15 s so proxies keep the stream open)."""
-    await require(request, Access("list", "clusterqueues", KUEUE))
+    scope = await overview_scope(request)
     state = admin(request)
 
     async def events() -> AsyncIterator[bytes]:
@@ -89,7 +111,7 @@ async def stream(request: Request,
             if state.cache.version != version:
                 version = state.cache.version
                 idle = 0.0
-                body = overview(state).model_dump_json()
+                body = overview(state, scope).model_dump_json()
                 yield f"event: overview\nid: {version}\ndata: {body}\n\n".encode()
                 await asyncio.sleep(interval)  # a rate limit on updates, not a synchronisation
                 continue

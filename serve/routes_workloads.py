@@ -45,7 +45,7 @@ def _rows(state: AdminState) -> WorkloadRows:
     return rows
 
 
-async def _visible_namespaces(request: Request, state: AdminState, kinds: list[Resource],
+async def visible_namespaces(request: Request, state: AdminState, kinds: list[Resource],
                               namespace: str | None) -> frozenset[str] | None:
     """The namespaces the user may list every asked kind in: None = all (a cluster-wide grant)."""
     if namespace is not None:
@@ -87,7 +87,7 @@ async def list_workloads(
         labels = parse_selector(labelSelector) if labelSelector else None
     except SelectorError as err:
         raise ApiError(422, f"query.labelSelector: {err}", causes=_cause("query.labelSelector", str(err))) from None
-    namespaces = await _visible_namespaces(request, state, [BY_KIND[k] for k in kinds], namespace)
+    namespaces = await visible_namespaces(request, state, [BY_KIND[k] for k in kinds], namespace)
     phases = frozenset(p.strip().upper() for item in phase for p in item.split(",") if p.strip()) if phase else None
     filters = Filters(namespaces=namespaces, user=user, queue=queue, phases=phases, kinds=frozenset(kinds),
                       labels=labels)

@@ -72,7 +72,8 @@ function gpuResources(queues) {
 }
 
 async function overviewPage(main, first) {
-  const [overview, nodes] = await Promise.all([api("/api/v1/overview"), api("/api/v1/nodes")]);
+  // A user who may not list nodes or queues sees their workloads; those panels say what is missing.
+  const [overview, nodes] = await Promise.all([api("/api/v1/overview"), api("/api/v1/nodes").catch(() => null)]);
   if (first) {
     main.innerHTML = `
       <h1>Overview</h1>
@@ -90,8 +91,8 @@ async function overviewPage(main, first) {
   document.getElementById("cards").innerHTML = [
     ["Workloads", overview.workloads], ["Running", count(["RUNNING", "READY"])],
     ["Pending", count(["PENDING", "DOWNLOADING", "STARTING"])], ["Failed / error", count(["FAILED", "ERROR"])],
-    ["GPUs in use", `${overview.nodes.gpus_used} / ${overview.nodes.gpus}`], ["Idle GPUs", overview.nodes.gpus_idle],
-    ["Idle GPU nodes", `${overview.nodes.idle_gpu_nodes} / ${overview.nodes.gpu_nodes}`],
+    ...(overview.nodes ? [["GPUs in use", `${overview.nodes.gpus_used} / ${overview.nodes.gpus}`],
+      ["Idle GPUs", overview.nodes.gpus_idle], ["Idle GPU nodes", `${overview.nodes.idle_gpu_nodes} / ${overview.nodes.gpu_nodes}`]] : []),
   ].map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join("");
 
   const labels = Object.keys(phases).sort();
@@ -117,7 +118,9 @@ async function overviewPage(main, first) {
     options: { indexAxis: "y", scales: { x: { stacked: true, beginAtZero: true, title: { display: true, text: "GPUs" } }, y: { stacked: true } } },
   });
 
-  document.getElementById("heat").innerHTML = nodes.items.filter((n) => n.gpus_allocatable > 0).map((n) => {
+  if (!nodes) {
+    document.getElementById("heat").innerHTML = `<div class="empty">You may not list nodes.</div>`;
+  } else document.getElementById("heat").innerHTML = nodes.items.filter((n) => n.gpus_allocatable > 0).map((n) => {
     const cells = [];
     const samples = new Map(n.gpus.map((g) => [g.index, g]));
     for (let i = 0; i < n.gpus_allocatable; i++) {
@@ -134,7 +137,8 @@ async function overviewPage(main, first) {
   }).join("") || `<div class="empty">No GPU nodes.</div>`;
 
   const pending = overview.queues.flatMap((q) => q.pending.map((p) => Object.assign({ queue: q.name }, p)));
-  document.getElementById("pending").innerHTML = pending.length ? pendingTable(pending.slice(0, 20)) : `<div class="empty">Nothing is waiting.</div>`;
+  document.getElementById("pending").innerHTML = pending.length ? pendingTable(pending.slice(0, 20))
+    : `<div class="empty">${overview.queues.length ? "Nothing is waiting." : "No queues you may see."}</div>`;
 }
 
 function pendingTable(rows) {

@@ -4,6 +4,7 @@ SubjectAccessReview. A user with a namespaced Role sees only that namespace and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
@@ -113,6 +114,25 @@ def test_the_live_stream_takes_its_token_as_a_query_parameter(rbac_sandbox: Runn
         with client.stream("GET", "/api/v1/stream", params={"access_token": rbac_sandbox.token}) as response:
             assert response.status_code == 200
             assert next(response.iter_lines()) == "event: overview"
-        alice = rbac_sandbox.mint_token("alice")
-        assert client.get("/api/v1/stream", params={"access_token": alice}).status_code == 403
+        alice = rbac_sandbox.mint_token("alice")  # her stream carries her overview: team-a only, no queues
+        with client.stream("GET", "/api/v1/stream", params={"access_token": alice}) as response:
+            lines = response.iter_lines()
+            assert next(lines) == "event: overview" and next(lines).startswith("id: ")
+            event = json.loads(next(lines).removeprefix("data: "))
+        assert event["queues"] == [] and event["nodes"] is None
+        assert event["workloads"] == client.get("/api/v1/workloads", headers={
+            "Authorization": f"Bearer {alice}"}).json()["total"]
         assert client.get("/api/v1/stream").status_code == 401
+
+
+def test_the_overview_shows_what_the_user_may_see(rbac_sandbox: RunningSandbox, secured: RunningApp) -> None:
+    with as_user(secured, rbac_sandbox.mint_token("alice")) as alice:
+        mine = alice.get("/api/v1/overview")
+        assert mine.status_code == 200, mine.text
+        body = mine.json()
+        team_a = alice.get("/api/v1/workloads").json()["total"]
+        assert body["workloads"] == team_a and sum(body["phases"].values()) == team_a
+        assert body["queues"] == [] and body["nodes"] is None  # she may list neither
+    with as_user(secured, rbac_sandbox.token) as admin:
+        everything = admin.get("/api/v1/overview").json()
+        assert everything["workloads"] > team_a and everything["nodes"] is not None
