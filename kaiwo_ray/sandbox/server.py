@@ -25,7 +25,6 @@ from kaiwo_ray.sandbox.audit import AuditLog, AuditRecord
 from kaiwo_ray.sandbox.authn import UserInfo
 from kaiwo_ray.sandbox.faults import FaultInjector
 from kaiwo_ray.sandbox.patching import apply_json_patch, apply_merge_patch
-from kaiwo_ray.sandbox.pod_logs import pod_log_response
 from kaiwo_ray.sandbox.registry import ResourceInfo
 from kaiwo_ray.sandbox.routes import ApiPath, parse_api_path
 from kaiwo_ray.sandbox.selection import Selection
@@ -240,9 +239,9 @@ class ApiServer:
         if verb == "get":
             if sub == "scale":
                 return json_response(self.store.get_scale(gvr, ns, path.name))
-            if sub == "log":  # tailLines and follow: kaiwo_ray/sandbox/pod_logs.py
-                return await pod_log_response(request, self.store.get_ref(gvr, ns, path.name), query.get("container"),
-                                              query, pod_log, lambda: self.store.find_ref(gvr, ns, path.name))
+            if sub == "log":
+                return web.Response(text=pod_log(self.store.get_ref(gvr, ns, path.name), query.get("container")),
+                                    content_type="text/plain")
             obj = self.store.get_ref(gvr, ns, path.name)
             return self._object_response(request, info, gvr, obj)
         if verb == "list":
