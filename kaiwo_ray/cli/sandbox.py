@@ -25,16 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--without", action="append", default=[], metavar="CONTROLLER", choices=list(CONTROLLERS),
                         help="leave this simulated controller off (repeatable; one of: "
                              + ", ".join(CONTROLLERS) + ")")
-    parser.add_argument("--authorization", choices=["allow-all", "rbac"], default="allow-all",
-                        help="allow-all (default): every authenticated request is allowed; rbac: Roles, ClusterRoles "
-                             "and their bindings decide, as on a real cluster (the kubeconfig's admin is in "
-                             "system:masters either way)")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.sandbox.authz import parse_mode
     from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -52,8 +47,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"kaiwo-ray sandbox: --nodes {args.nodes}: {exc}", file=sys.stderr)
             return 2
     config = SandboxConfig(port=args.port, nodes=nodes, cluster=_cluster(args), time_factor=args.time_factor,
-                           state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
-                           authorization=parse_mode(args.authorization))
+                           state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve())
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))
@@ -87,8 +81,7 @@ async def _serve(sandbox: object) -> None:
     # (a real apiserver's Go GC does not stop the world for 100 ms either).
     tune_for_long_lived_caches()
     kubeconfig = sandbox.config.kubeconfig_path
-    print(f"Kubernetes API sandbox listening on {sandbox.url} (authorization: {sandbox.config.authorization})",
-          flush=True)
+    print(f"Kubernetes API sandbox listening on {sandbox.url}", flush=True)
     print(f"Kubeconfig written to {kubeconfig} (context kaiwo-sandbox)", flush=True)
     print("Point kubectl at it with either of:", flush=True)
     print(f"  export KUBECONFIG={kubeconfig}", flush=True)

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 
 from kaiwo_ray.api.quantity import format_quantity, parse_quantity, quantity_format
-from kaiwo_ray.sandbox.rbac_validation import DEFAULTERS as RBAC_DEFAULTERS
 from kaiwo_ray.sandbox.types import JsonObj
 
 DEFAULT_MODE = 0o644  # 420: secret/configMap/projected/downwardAPI volume file mode
@@ -506,9 +505,6 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[JsonObj], None]] = {
     ("storage.k8s.io", "StorageClass"): _default_storageclass,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _default_crd,
 }
-
-
-_DEFAULTERS.update(RBAC_DEFAULTERS)
 
 
 def has_builtin_defaults(group: str, kind: str) -> bool:

@@ -40,7 +40,6 @@ from kaiwo_ray.sandbox.pod_validation import (
     validate_pod,
     validate_pod_spec,
 )
-from kaiwo_ray.sandbox.rbac_validation import VALIDATORS as RBAC_VALIDATORS
 from kaiwo_ray.sandbox.selectors import selector_from_dict
 from kaiwo_ray.sandbox.types import ApiError, JsonObj
 
@@ -574,9 +573,6 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("scheduling.k8s.io", "PriorityClass"): _priorityclass,
     ("apiextensions.k8s.io", "CustomResourceDefinition"): _crd,
 }
-
-
-_VALIDATORS.update(RBAC_VALIDATORS)
 
 
 def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -> list[JsonObj]:

@@ -29,29 +29,6 @@ async def _body(request: web.Request) -> Any:
         raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
 
 
-def mint_from_json(server: ApiServer, body: Any) -> dict[str, Any]:
-    """POST /sandbox/v1/tokens: {"user": NAME, "groups": [..]} or {"serviceAccount": "NS/NAME"}."""
-    if not isinstance(body, dict):
-        raise ApiError.bad_request("tokens: the body is a JSON object")
-    account = body.get("serviceAccount")
-    if account is not None:
-        namespace, _, name = str(account).partition("/")
-        if not namespace or not name:
-            raise ApiError.bad_request('tokens: "serviceAccount" is "NAMESPACE/NAME"')
-        from kaiwo_ray.sandbox.reviews import token_request
-
-        answer = token_request({"spec": {}}, namespace=namespace, name=name, store=server.store,
-                               authn=server.access.authn)
-        return {"user": f"system:serviceaccount:{namespace}:{name}", "token": answer["status"]["token"]}
-    user = body.get("user")
-    if not isinstance(user, str) or not user:
-        raise ApiError.bad_request('tokens: "user" (a non-empty string) is required')
-    groups = body.get("groups") or []
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise ApiError.bad_request('tokens: "groups" is a list of strings')
-    return {"user": user, "token": server.mint_token(user, groups)}
-
-
 async def handle_control(server: ApiServer, request: web.Request, path: str) -> web.StreamResponse:
     method = request.method
     path = path.strip("/")
@@ -89,5 +66,8 @@ async def handle_control(server: ApiServer, request: web.Request, path: str) -> 
             return _json({"cleared": True})
     elif path == "tokens" and method == "POST":
         body = await _body(request)
-        return _json(mint_from_json(server, body), 201)
+        user = body.get("user")
+        if not isinstance(user, str) or not user:
+            raise ApiError.bad_request('tokens: "user" (a non-empty string) is required')
+        return _json({"user": user, "token": server.mint_token(user)}, 201)
     raise ApiError(404, "NotFound", f"no sandbox control endpoint {method} /sandbox/v1/{path}; see docs/sandbox.md")

@@ -62,8 +62,6 @@ def _resource_entries(info: ResourceInfo) -> list[JsonObj]:
             entry["verbs"] = ["update"]
         elif sub == "log":
             entry["verbs"] = ["get"]
-        elif sub == "token":  # serviceaccounts/token: the TokenRequest API
-            entry.update(group="authentication.k8s.io", version="v1", kind="TokenRequest", verbs=["create"])
         entries.append(entry)
     return entries
 

@@ -17,10 +17,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from kaiwo_ray.sandbox import rbac_bootstrap
-from kaiwo_ray.sandbox.access import Access
 from kaiwo_ray.sandbox.audit import AuditLog
-from kaiwo_ray.sandbox.authz import AuthorizationMode
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings
 from kaiwo_ray.sandbox.event_ttl import EventExpiry
 from kaiwo_ray.sandbox.faults import FaultInjector
@@ -64,7 +61,6 @@ class SandboxConfig:
     extra_crds: list[JsonObj] = field(default_factory=list)
     tls: bool = True  # kubectl sends credentials only over TLS; plain HTTP is for special cases
     event_ttl: float = 3600.0  # seconds, like kube-apiserver --event-ttl; 0 keeps events forever
-    authorization: AuthorizationMode = "AlwaysAllow"  # "RBAC": Roles and bindings decide (authz.py)
 
 
 def default_nodes() -> list[JsonObj]:
@@ -153,9 +149,8 @@ class Sandbox:
         state_dir = self.config.state_dir
         fresh = secrets.token_urlsafe(24)
         self.token = load_or_create_token(state_dir, fresh) if state_dir is not None else fresh
-        self.access = Access(self.store, {self.token: ADMIN_USER}, self.config.authorization)
-        self.server = ApiServer(self.store, tokens={}, audit=self.audit, faults=self.faults,
-                                bookmark_interval=self.config.bookmark_interval, access=self.access)
+        self.server = ApiServer(self.store, tokens={self.token: ADMIN_USER}, audit=self.audit, faults=self.faults,
+                                bookmark_interval=self.config.bookmark_interval)
         self.url = ""
         self.port = 0
         self.cert: ServingCert | None = None
@@ -205,7 +200,6 @@ class Sandbox:
         for name in SYSTEM_NAMESPACES:
             if self.store.find_ref(NAMESPACES, None, name) is None:
                 self.store.create_owned(NAMESPACES, {"metadata": {"name": name}}, managed=False, admit=False)
-        rbac_bootstrap.seed(self.store)
         if self.store.find_ref(SERVICES, "default", "kubernetes") is None:
             self.store.create_owned(SERVICES, clone(API_SERVICE), managed=False, admit=False)
         if self.config.install_crds:
@@ -243,19 +237,6 @@ class Sandbox:
             await self._persister.stop()
             self._persister = None
 
-    def mint_token(self, user: str, groups: tuple[str, ...] | list[str] = ()) -> str:
-        """A bearer token for another client identity (shows up as `user` in the audit log), member of
-        `groups` and system:authenticated."""
-        return self.server.mint_token(user, groups)
-
-    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
-        """A token of an existing ServiceAccount (as `kubectl create token` gets one); 404 ApiError without it."""
-        from kaiwo_ray.sandbox.reviews import token_request
-
-        answer = token_request({"spec": {"expirationSeconds": seconds}}, namespace=namespace, name=name,
-                               store=self.store, authn=self.access.authn)
-        return str(answer["status"]["token"])
-
-    def revoke_token(self, token: str) -> bool:
-        """Stop accepting `token` (what a rotated service-account token looks like to its old holder)."""
-        return self.access.authn.revoke(token)
+    def mint_token(self, user: str) -> str:
+        """A bearer token for another client identity (shows up as `user` in the audit log)."""
+        return self.server.mint_token(user)

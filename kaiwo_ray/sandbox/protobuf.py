@@ -204,15 +204,6 @@ KINDS: dict[tuple[str, str], Decoder] = {
 }
 
 
-def _review_kinds() -> dict[tuple[str, str], Decoder]:
-    from kaiwo_ray.sandbox.protobuf_reviews import REVIEW_KINDS  # after KINDS: it reuses this module's parts
-
-    return REVIEW_KINDS
-
-
-KINDS.update(_review_kinds())
-
-
 def decode(body: bytes) -> JsonObj:
     """The JSON object a protobuf request body encodes; ApiError 415 for kinds we can't decode."""
     if not body.startswith(MAGIC):

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_ray.sandbox.builtin_extra import EXTRA_GROUP_ORDER, EXTRA_KINDS
 from kaiwo_ray.sandbox.types import GVR, ApiError, JsonObj
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -90,7 +89,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     _builtin("", "v1", "secrets", "Secret"),
     _builtin("", "v1", "events", "Event", short=("ev",)),
     _builtin("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), subresources=("status",)),
-    _builtin("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",), subresources=("token",)),
+    _builtin("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
     _builtin("apps", "v1", "deployments", "Deployment", short=("deploy",), categories=("all",),
              subresources=("status", "scale")),
     _builtin("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), categories=("all",),
@@ -102,14 +101,11 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     _builtin("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False, short=("sc",)),
     _builtin("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
              namespaced=False, short=("crd", "crds"), categories=("api-extensions",), subresources=("status",)),
-    *(_builtin(spec.group, spec.version, spec.resource, spec.kind, namespaced=spec.namespaced, short=spec.short,
-               categories=spec.categories, verbs=spec.verbs, subresources=spec.subresources)
-      for spec in EXTRA_KINDS),  # builtin_extra.py: RBAC and the review kinds
 )
 
 # Groups in the order a real server lists them in /apis (custom groups follow, sorted).
 BUILTIN_GROUP_ORDER = ("apps", "events.k8s.io", "batch", "coordination.k8s.io", "scheduling.k8s.io",
-                       "storage.k8s.io", "apiextensions.k8s.io", *EXTRA_GROUP_ORDER)
+                       "storage.k8s.io", "apiextensions.k8s.io")
 
 
 def info_from_crd(crd: JsonObj) -> ResourceInfo:

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kaiwo_ray.sandbox.audit import AuditLog
-from kaiwo_ray.sandbox.authz import AuthorizationMode
 from kaiwo_ray.sandbox.cluster.base import ClusterSettings
 from kaiwo_ray.sandbox.faults import FaultInjector
 from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, new_event_loop
@@ -151,24 +150,9 @@ class RunningSandbox:
         context = ssl.create_default_context(cadata=self.sandbox.cert.cert_pem.decode())
         return HTTPSConnection(host, port, timeout=timeout, context=context)
 
-    def mint_token(self, user: str, groups: tuple[str, ...] | list[str] = ()) -> str:
-        """A token for a second client identity (member of `groups` and system:authenticated)."""
-        return self.call(self.sandbox.mint_token, user, tuple(groups))
-
-    def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
-        """A token of the (existing) ServiceAccount NAMESPACE/NAME."""
-        return self.call(self.sandbox.service_account_token, namespace, name, seconds)
-
-    def revoke_token(self, token: str) -> bool:
-        return self.call(self.sandbox.revoke_token, token)
-
-    def kubeconfig_for(self, token: str, path: Path) -> Path:
-        """Write a kubeconfig for this sandbox that authenticates with `token` (another identity)."""
-        from kaiwo_ray.sandbox.instance import write_kubeconfig
-
-        cert = self.sandbox.cert
-        write_kubeconfig(path, self.url, token, cert.cert_pem if cert else None)
-        return path
+    def mint_token(self, user: str) -> str:
+        """A token for a second client identity."""
+        return self.call(self.sandbox.mint_token, user)
 
     def call(self, fn: Callable[..., T], *args: Any, timeout: float = 30.0, **kwargs: Any) -> T:
         """Run `fn(*args, **kwargs)` on the sandbox's loop thread and return its result (or raise)."""
@@ -210,15 +194,14 @@ def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterabl
                   time_factor: float = 0.01, cluster_settings: ClusterSettings | None = None,
                   state_dir: Path | None = None, port: int = 0, bookmark_interval: float = 60.0,
                   install_crds: bool = True, extra_crds: list[JsonObj] | None = None,
-                  tls: bool = True, authorization: AuthorizationMode = "AlwaysAllow") -> RunningSandbox:
+                  tls: bool = True) -> RunningSandbox:
     """Start a sandbox on 127.0.0.1 on a background thread. `nodes=None` seeds the default nodes,
     `nodes=[]` none; `cluster=True` starts every simulated controller (an iterable: only those)."""
     tmpdir = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-")
     config = SandboxConfig(port=port, nodes=nodes, cluster=cluster, time_factor=time_factor,
                            cluster_settings=cluster_settings, state_dir=state_dir,
                            kubeconfig_path=Path(tmpdir.name) / "kubeconfig", bookmark_interval=bookmark_interval,
-                           install_crds=install_crds, extra_crds=list(extra_crds or []), tls=tls,
-                           authorization=authorization)
+                           install_crds=install_crds, extra_crds=list(extra_crds or []), tls=tls)
     loop = new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-sandbox", daemon=True)
     thread.start()
