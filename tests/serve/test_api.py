@@ -106,6 +106,9 @@ def test_logs_stream_the_pods_log(http: httpx.Client, listed: None) -> None:
         assert response.headers["x-kaiwo-pod"].startswith("one-")
         text = "".join(response.iter_text())
     assert "simulated container 'workload' (image busybox)" in text
+    tail = http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"tail": 1}).text
+    assert tail.count("\n") == 1 and tail.startswith("[kaiwo-ray sandbox] running since")
+    assert http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"tail": -1}).status_code == 422
     bad = http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"container": "nope"})
     assert bad.status_code == 400 and "container nope is not valid" in bad.json()["message"]
     assert http.get("/api/v1/namespaces/list-a/kaiwojobs/one/logs", params={"pod": "x"}).status_code == 404
