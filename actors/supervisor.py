@@ -30,7 +30,7 @@ from typing import Any
 import ray
 
 from actors.controller import ACTOR_OPTIONS, ControllerActor
-from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
 from kaiwo_ray.operator_runtime import ActorHealth
 
 log = logging.getLogger(__name__)
@@ -103,15 +103,18 @@ class Supervisor:
 
     def __init__(self, settings: HostSettings, names: Sequence[str] | None = None, *,
                  namespace: str = RAY_NAMESPACE, detached: bool = False,
-                 log_level: int = logging.WARNING) -> None:
+                 log_level: int = logging.WARNING, resources: dict[str, float] | None = None) -> None:
         unknown = [n for n in (names or ()) if n not in CONTROLLERS]
         if unknown:
             raise ValueError(f"unknown controllers {unknown}; choose from {list(CONTROLLERS)}")
         self.settings = settings
-        self.names = list(names or CONTROLLERS)
+        self.names = list(names or default_controller_names(settings))  # opt-in ones only when enabled
         self.namespace = namespace
         self.detached = detached
         self.log_level = log_level
+        # Custom Ray resources each actor asks for, to pin the controllers to the nodes that offer them
+        # (deploy/ asks for Ray's `node:__internal_head__`: no controller lands on a GPU telemetry worker).
+        self.resources = dict(resources or {})
         self.handles: dict[str, Any] = {}
         self._pids: dict[str, int] = {}
         self._restarts: dict[str, int] = dict.fromkeys(self.names, 0)
@@ -123,6 +126,8 @@ class Supervisor:
         options: dict[str, Any] = {"name": name, "namespace": self.namespace, "get_if_exists": True}
         if self.detached:
             options["lifetime"] = "detached"
+        if self.resources:
+            options["resources"] = self.resources
         handle = self._remote.options(**options).remote(name, self.settings, self.log_level)
         self.handles[name] = handle
         return handle

@@ -54,16 +54,17 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     import psutil
 
     from kaiwo_ray.api.config import KaiwoConfigSpec
+    from kaiwo_ray.api.crd import all_crds
     from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.nodes import default_nodes, with_pool_labels
-    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
+    from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
     async def main() -> None:
         admin = Path(workdir) / "admin.kubeconfig"
         # the node-pool labels the KaiwoQueueConfig controller would have put on the nodes
         nodes = with_pool_labels(default_nodes(), KaiwoConfigSpec())
         sandbox = Sandbox(SandboxConfig(nodes=nodes, cluster=cluster, time_factor=time_factor,
-                                        kubeconfig_path=admin))
+                                        kubeconfig_path=admin, extra_crds=list(all_crds())))
         await sandbox.start()
         tune_for_long_lived_caches()  # as `kaiwo-ray sandbox` runs it
         paths = {"admin": str(admin)}

@@ -35,8 +35,10 @@ def _serve(conn: Connection, kubeconfig: str, time_factor: float) -> None:
     timestamps each Workload's first quota reservation and finish."""
     import psutil
 
-    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig
-    from kaiwo_ray.sandbox.types import WORKLOADS, WatchEvent
+    from kaiwo_ray.api.crd import all_crds
+    from kaiwo_ray.nodes import default_nodes
+    from kaiwo_sandbox.contracts import WORKLOADS, WatchEvent
+    from kaiwo_sandbox.instance import Sandbox, SandboxConfig
 
     created: dict[str, float] = {}
     admitted: dict[str, float] = {}
@@ -59,7 +61,8 @@ def _serve(conn: Connection, kubeconfig: str, time_factor: float) -> None:
                 finished.setdefault(name, time.monotonic())
 
     async def main() -> None:
-        sandbox = Sandbox(SandboxConfig(cluster=True, time_factor=time_factor, kubeconfig_path=Path(kubeconfig)))
+        sandbox = Sandbox(SandboxConfig(cluster=True, time_factor=time_factor, kubeconfig_path=Path(kubeconfig),
+                                        nodes=default_nodes(), extra_crds=list(all_crds())))
         await sandbox.start()
         sandbox.store.subscribe(observe)
         conn.send("ready")

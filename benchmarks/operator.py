@@ -23,7 +23,7 @@ load client (this process). Writes are counted from the sandbox's audit log by u
 a peer and the load client each get their own token.
 
 Phases (each on a fresh sandbox, API server only unless said):
-1. sandbox floor (kaiwo_ray.sandbox.bench, small counts);
+1. sandbox floor (_sandbox_floor, small counts);
 2. kaiwo-ray: N KaiwoJobs created while no operator runs; start the operator and time the drain
    (throughput); restart it and time the quiet resync of the N up-to-date CRs (zero writes); RSS;
    then create->child-Job latency at 20/s and 100/s with the N CRs live;
@@ -594,7 +594,7 @@ def bench_ray(crs: int) -> None:
 
 
 def floor_figures() -> tuple[str, list[str]]:
-    from kaiwo_ray.sandbox.bench import percentile, sandbox_floor
+    from _sandbox_floor import percentile, sandbox_floor
 
     figures = sandbox_floor(creates=200, gets=100, watch_seconds=1.0)
     watch = f"p50 {percentile(figures.watch_ms, 50):.1f} ms, p99 {percentile(figures.watch_ms, 99):.1f} ms"

@@ -12,7 +12,7 @@ import argparse
 import sys
 import time
 
-from kaiwo_ray.sandbox.bench import sandbox_floor
+from _sandbox_floor import sandbox_floor
 
 
 def main() -> int:

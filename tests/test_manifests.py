@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_ray.manifests import (
@@ -131,7 +131,6 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
 def test_dump_then_read_round_trips(obj: dict[str, Any]) -> None:
     """Whatever a renderer produces, what we print reads back as the same data."""

@@ -13,7 +13,7 @@ from kaiwo_ray.nodes import default_nodes, load_nodes, with_pool_labels
 from kaiwo_ray.render.gpus import gpu_stats
 from kaiwo_ray.render.nodepools import discover_node_pools
 
-EXAMPLE_NODES = Path(__file__).resolve().parents[1] / "examples" / "nodes.yaml"
+EXAMPLE_NODES = Path(__file__).resolve().parents[1] / "docs" / "nodes.yaml"
 NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: %s}\nstatus: {capacity: {cpu: '4', memory: 8Gi}}\n"
 
 
@@ -41,7 +41,9 @@ class TestDefaultNodes:
                 assert label["nvidia.com/gpu.count"] == "8"
 
     def test_nodes_look_like_kubelet_reports(self) -> None:
-        for node in default_nodes():
+        nodes = default_nodes()
+        assert nodes
+        for node in nodes:
             labels = node["metadata"]["labels"]
             assert labels["kubernetes.io/hostname"] == node["metadata"]["name"]
             assert {"kubernetes.io/os", "kubernetes.io/arch", "node.kubernetes.io/instance-type"} <= set(

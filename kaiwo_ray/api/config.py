@@ -30,7 +30,8 @@ class RayConfig(WireModel):
 
 
 class StorageConfig(WireModel):
-    """Storage defaults (documented, but not consulted by upstream's workload code)."""
+    """Storage defaults. Upstream documents but never reads the mount paths (its CRD defaults them instead);
+    kaiwo-ray uses them for a workload that leaves `data.mountPath` / `huggingFace.mountPath` unset."""
 
     default_storage_class: str = ""
     default_data_mount_path: str = "/workload"

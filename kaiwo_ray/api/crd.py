@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from kaiwo_ray.api.aim import AIMNamespaceConfig
 from kaiwo_ray.api.config import CONFIG_GROUP, KaiwoConfig
+from kaiwo_ray.api.gpuworkload import GpuWorkload
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
 from kaiwo_ray.api.workloads import KAIWO_GROUP, KaiwoJob, KaiwoService
 
@@ -136,6 +137,24 @@ CRDS: tuple[CrdInfo, ...] = (
         ),
         short_names=("aimns",),
         categories=("kaiwo", "all"),
+    ),
+    CrdInfo(
+        GpuWorkload,
+        KAIWO_GROUP,
+        "GpuWorkload",
+        "gpuworkloads",
+        "Namespaced",
+        (
+            PrinterColumn("Workload", ".spec.workloadRef.name"),
+            PrinterColumn("Kind", ".spec.workloadRef.kind"),
+            PrinterColumn("Phase", ".status.phase"),
+            PrinterColumn("Utilization", ".status.aggregatedUtilization", "number"),
+            PrinterColumn("IdleSince", ".status.idleSince", "date"),
+            PrinterColumn("PreemptedFor", ".status.preemptedFor"),
+            PrinterColumn("Age", ".metadata.creationTimestamp", "date"),
+        ),
+        short_names=("gpuwl",),
+        categories=("kaiwo",),
     ),
 )
 

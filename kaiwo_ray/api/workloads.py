@@ -154,7 +154,8 @@ class DownloadSpec(WireModel):
 class DataStorageSpec(WireModel):
     """The data PVC `<name>-data`: exists when `storageSize` is set; download root."""
 
-    mount_path: str = "/workload"
+    mount_path: str | None = None
+    """Unset: KaiwoConfig `storage.defaultDataMountPath` (itself `/workload` by default)."""
     storage_size: QuantityString | None = None
     download: DownloadSpec | None = None
 
@@ -169,7 +170,8 @@ class HfRepo(WireModel):
 class HfStorageSpec(WireModel):
     """The Hugging Face cache PVC `<name>-hf`, mounted at `mountPath` which also becomes HF_HOME."""
 
-    mount_path: str = "/hf_cache"
+    mount_path: str | None = None
+    """Unset: KaiwoConfig `storage.defaultHfMountPath` (itself `/hf_cache` by default)."""
     storage_size: QuantityString | None = None
     pre_cache_repos: list[HfRepo] = Field(default_factory=list)
 

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from kaiwo_ray.cli import telemetry_flags
 from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
 
 READY_LINE = "Kubeconfig written to"
@@ -39,6 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from serve.cli_hooks import add_cli_arguments
 
     add_cli_arguments(parser, default_auth="none")
+    telemetry_flags.add_arguments(parser, dev=True)
 
 
 def next_steps(kubeconfig: Path, admin_url: str | None = None) -> str:
@@ -60,7 +62,7 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def start_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
+def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
                   log_path: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
@@ -132,13 +134,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal) -> int:
-    from kaiwo_ray.controllers.manager import HostSettings
+    from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
-    sandbox = start_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
+    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
     started_ray = False
     supervisor = None
+    fleet = None
     try:
         problem = wait_for_sandbox(sandbox, log_path, stop)
         if problem == "interrupted":
@@ -158,7 +161,13 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        supervisor = Supervisor(HostSettings(kubeconfig=str(kubeconfig), tune_gc=True), namespace="kaiwo")
+        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True)
+        problem = telemetry_flags.configure(args, host)
+        if problem is not None:
+            print(f"kaiwo-ray dev: {problem}", file=sys.stderr)
+            return 2
+        fleet = telemetry_flags.start_fleet(args, host, "kaiwo", detached=False)
+        supervisor = Supervisor(host, default_controller_names(host), namespace="kaiwo")
         try:
             rows = supervisor.start(interrupted=stop.event.is_set)
         except StartInterrupted:
@@ -189,6 +198,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         if supervisor is not None:
             with contextlib.suppress(Exception):
                 supervisor.stop(grace_seconds=2.0)
+        telemetry_flags.stop_fleet(fleet)
         if started_ray:
             import ray
 

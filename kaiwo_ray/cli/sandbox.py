@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from kaiwo_ray.sandbox.cluster import CONTROLLERS
+from kaiwo_sandbox.cluster import CONTROLLERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,18 +25,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--without", action="append", default=[], metavar="CONTROLLER", choices=list(CONTROLLERS),
                         help="leave this simulated controller off (repeatable; one of: "
                              + ", ".join(CONTROLLERS) + ")")
+    parser.add_argument("--authorization", choices=["allow-all", "rbac"], default="allow-all",
+                        help="allow-all (default): every authenticated request is allowed; rbac: Roles, ClusterRoles "
+                             "and their bindings decide, as on a real cluster (the kubeconfig's admin is in "
+                             "system:masters either way)")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.sandbox.instance import Sandbox, SandboxConfig, new_event_loop
+    try:  # the sandbox's own dependencies come with the `sandbox` extra, not with the operator
+        import cryptography  # noqa: F401
+    except ImportError:
+        print("kaiwo-ray sandbox: the sandbox's dependencies are not installed; "
+              "install them with: pip install 'kaiwo-ray[sandbox]'", file=sys.stderr)
+        return 2
+    from kaiwo_sandbox.apiserver.auth.authz import parse_mode
+    from kaiwo_sandbox.instance import Sandbox, SandboxConfig, new_event_loop
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.time_factor <= 0:
         print("kaiwo-ray sandbox: --time-factor must be greater than 0", file=sys.stderr)
         return 2
-    nodes = None
+    from kaiwo_ray.api.crd import all_crds
+    from kaiwo_ray.nodes import default_nodes
+
+    nodes = default_nodes()
     if args.nodes:
         from kaiwo_ray.manifests import ManifestReadError
         from kaiwo_ray.nodes import load_nodes
@@ -46,8 +60,10 @@ def run(args: argparse.Namespace) -> int:
         except (ManifestReadError, OSError) as exc:
             print(f"kaiwo-ray sandbox: --nodes {args.nodes}: {exc}", file=sys.stderr)
             return 2
-    config = SandboxConfig(port=args.port, nodes=nodes, cluster=_cluster(args), time_factor=args.time_factor,
-                           state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve())
+    # The sandbox knows no Kaiwo: the product hands it its CRDs and the node set a fresh cluster has.
+    config = SandboxConfig(port=args.port, nodes=list(nodes), cluster=_cluster(args), time_factor=args.time_factor,
+                           state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
+                           extra_crds=list(all_crds()), authorization=parse_mode(args.authorization))
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))
@@ -68,7 +84,7 @@ def _cluster(args: argparse.Namespace) -> bool | list[str]:
 
 async def _serve(sandbox: object) -> None:
     from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
-    from kaiwo_ray.sandbox.instance import Sandbox
+    from kaiwo_sandbox.instance import Sandbox
 
     assert isinstance(sandbox, Sandbox)
     stop = asyncio.Event()
@@ -81,7 +97,8 @@ async def _serve(sandbox: object) -> None:
     # (a real apiserver's Go GC does not stop the world for 100 ms either).
     tune_for_long_lived_caches()
     kubeconfig = sandbox.config.kubeconfig_path
-    print(f"Kubernetes API sandbox listening on {sandbox.url}", flush=True)
+    print(f"Kubernetes API sandbox listening on {sandbox.url} (authorization: {sandbox.config.authorization})",
+          flush=True)
     print(f"Kubeconfig written to {kubeconfig} (context kaiwo-sandbox)", flush=True)
     print("Point kubectl at it with either of:", flush=True)
     print(f"  export KUBECONFIG={kubeconfig}", flush=True)

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings
+from kaiwo_ray.cli import telemetry_flags
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
+from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
     StopSignal,
@@ -28,6 +30,7 @@ from kaiwo_ray.operator_runtime import (
 )
 
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
+IN_CLUSTER_LEASE_NAMESPACE = "kaiwo-system"  # deploy/'s namespace, when the pod's is not mounted
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write without leader election (only safe when no other instance can run)")
     parser.add_argument("--ray-namespace", default="kaiwo", help="Ray namespace of the named actors")
     parser.add_argument("--identity", help="Lease holder identity (default: host-pid-random)")
-    parser.add_argument("--lease-namespace", default="kube-system", help="namespace of the Leases")
+    parser.add_argument("--lease-namespace", default=None,
+                        help="namespace of the Leases (default: with --in-cluster the pod's own namespace, "
+                             "else kube-system)")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the actors (and restart missing ones)")
     parser.add_argument("--no-ray", action="store_true",
@@ -55,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from serve.cli_hooks import add_cli_arguments
 
     add_cli_arguments(parser, default_auth="kubernetes")
+    telemetry_flags.add_arguments(parser, dev=False)
 
 
 def resolve_kubeconfig(path: Path | None) -> Path:
@@ -70,11 +76,16 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, lease_namespace=args.lease_namespace, tune_gc=True)
+    settings = HostSettings(lease=not args.no_lease, tune_gc=True)
     if args.in_cluster:
+        from kaiwo_ray.kube import incluster
+
+        config = incluster.load()  # InClusterError (a ValueError) names what is missing
         settings.in_cluster = True
+        settings.lease_namespace = args.lease_namespace or config.namespace() or IN_CLUSTER_LEASE_NAMESPACE
     else:
         settings.kubeconfig = str(resolve_kubeconfig(args.kubeconfig))
+        settings.lease_namespace = args.lease_namespace or settings.lease_namespace
     if args.identity:
         settings.identity = args.identity
     return settings
@@ -86,13 +97,22 @@ def run(args: argparse.Namespace) -> int:
         settings = host_settings(args)
         if args.health_interval <= 0 or args.grace < 0:
             raise ValueError("--health-interval must be > 0 and --grace >= 0")
+        problem = telemetry_flags.configure(args, settings)
+        if problem is not None:
+            raise ValueError(problem)
+        names = names if args.controllers else default_controller_names(settings)
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
         return 2
+    if args.no_ray and args.ray_address:
+        print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
+        return 2
+    missing = asyncio.run(missing_dependencies(settings))
+    for dep in missing:
+        print(f"kaiwo-ray up: {missing_line(dep)}", file=sys.stderr, flush=True)
+    if any(dep.name == KUEUE.name for dep in missing):
+        return 1  # nothing can be queued without Kueue: say so instead of starting controllers that wait
     if args.no_ray:
-        if args.ray_address:
-            print("kaiwo-ray up: --no-ray and --ray-address exclude each other", file=sys.stderr)
-            return 2
         return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
@@ -100,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
 
     with StopSignal() as stop:
         started_ray = False
+        fleet = None
         try:
             try:
                 started_ray = init_ray(address, namespace=args.ray_namespace)
@@ -113,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
             where = "a local Ray (started)" if started_ray else f"Ray at {address}"
             print(f"kaiwo-ray up: {', '.join(names)} on {where}, Ray namespace {args.ray_namespace!r}, "
                   f"identity {settings.identity!r}" + ("" if settings.lease else ", no lease"), flush=True)
+            fleet = telemetry_flags.start_fleet(args, settings, args.ray_namespace, detached=not started_ray)
             supervisor = Supervisor(settings, names, namespace=args.ray_namespace, detached=not started_ray)
             try:
                 rows = supervisor.start(interrupted=stop.event.is_set)
@@ -139,10 +161,29 @@ def run(args: argparse.Namespace) -> int:
             stop_supervisor(supervisor, args.grace, sys.stdout)
             return 0
         finally:
+            telemetry_flags.stop_fleet(fleet)
             if started_ray:
                 import ray
 
                 ray.shutdown()
+
+
+async def missing_dependencies(settings: HostSettings) -> list[Dependency]:
+    """The dependencies the cluster lacks (kube/discovery.py). When discovery itself fails (no cluster at that
+    address, bad credentials) nothing is reported here: starting the controllers names that failure."""
+    from kaiwo_ray.controllers.manager import make_client
+    from kaiwo_ray.kube.discovery import detect
+
+    try:
+        client = await make_client(settings)
+    except Exception:  # the kubernetes package raises assorted errors for unusable configs
+        return []
+    try:
+        return (await detect(client)).missing()
+    except Exception:
+        return []
+    finally:
+        await client.close()
 
 
 def supervise(supervisor: Any, stop: StopSignal, interval: float, out: TextIO | None = None) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import RETRYABLE, KubeError
 from kaiwo_ray.kube.informer import Informer, InformerSettings
 from kaiwo_ray.kube.resources import Resource
@@ -107,6 +108,8 @@ class Controller:
         self._idle.set()
         self.writes_enabled = asyncio.Event()  # cleared while another instance holds the lease
         self.writes_enabled.set()
+        # What the cluster serves (kube/discovery.py): detected in `start` unless set before it.
+        self.apis: ClusterApis | None = None
 
     def watches(self) -> list[Watch]:
         raise NotImplementedError
@@ -120,15 +123,31 @@ class Controller:
     def cache(self, resource: Resource) -> ObjectCache:
         return self.caches[resource]
 
+    def served(self, resource: Resource) -> Resource:
+        """`resource` at the version the cluster serves (Kueue v1beta1 on an older Kueue), for writes."""
+        found = self.apis.served(resource) if self.apis is not None else None
+        return found or resource
+
+    async def detect_apis(self) -> ClusterApis:
+        if self.apis is None:
+            self.apis = await detect(self.client)
+        return self.apis
+
     async def start(self) -> None:
-        """Start informers, wait for their first list, then start the workers."""
+        """Start informers, wait for their first list, then start the workers. A kind the cluster does
+        not serve (KubeRay or AppWrapper not installed) is not watched: its cache stays empty."""
+        apis = await self.detect_apis()
         for watch in self.watches():
             cache = ObjectCache(label_keys=watch.index_labels)
+            self.caches[watch.resource] = cache
+            served = apis.served(watch.resource)
+            if served is None:
+                log.info("%s: the cluster serves no %s; not watching it", self.name, watch.resource.api_version)
+                continue
             handler = self._handler(watch.to_keys, watch.coalesce)
-            informer = Informer(self.client, watch.resource, handler, label_selector=watch.label_selector,
+            informer = Informer(self.client, served, handler, label_selector=watch.label_selector,
                                 cache=cache, settings=self._informer_settings)
             self.informers[watch.resource] = informer
-            self.caches[watch.resource] = cache
             self._tasks.append(asyncio.create_task(informer.run(), name=f"{self.name}-{watch.resource.plural}"))
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         for n in range(self.workers):

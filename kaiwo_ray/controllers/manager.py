@@ -31,7 +31,23 @@ CONTROLLERS: dict[str, str] = {
     "kaiwoqueueconfig": "kaiwo_ray.controllers.queueconfig:QueueConfigController",
     "kaiwojob": "kaiwo_ray.controllers.workloads:kaiwojob_controller",
     "kaiwoservice": "kaiwo_ray.controllers.workloads:kaiwoservice_controller",
+    "resourcemonitor": "kaiwo_ray.controllers.monitoring:resource_monitor_controller",
+    "gpuworkload": "kaiwo_ray.controllers.gpupreemption:gpu_preemption_controller",
 }
+# Controllers of opt-in features: started by default only when their switch is on (the option's
+# `settings.enabled`, else the upstream environment variable).
+FEATURE_SWITCHES: dict[str, str] = {"resourcemonitor": "RESOURCE_MONITORING_ENABLED",
+                                    "gpuworkload": "GPU_PREEMPTION_ENABLED"}
+
+
+def default_controller_names(settings: HostSettings) -> list[str]:
+    def enabled(name: str) -> bool:
+        feature = settings.controller_options.get(name, {}).get("settings")
+        if feature is not None:
+            return bool(feature.enabled)
+        return os.environ.get(FEATURE_SWITCHES[name], "").strip().lower() in ("true", "1", "yes")
+
+    return [name for name in CONTROLLERS if name not in FEATURE_SWITCHES or enabled(name)]
 
 
 def build_controller(name: str, client: KubeClient, **kwargs: Any) -> Controller:
@@ -52,6 +68,8 @@ class HostSettings:
     coalesce_seconds: float = 0.05  # see Controller.coalesce_seconds; 0 reacts to every child event
     tune_gc: bool = False  # the process is the operator: see kaiwo_ray.gc_tuning (actors, `up`, `dev`)
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+    # Extra keyword arguments for a controller's factory, by controller name (feature settings).
+    controller_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 async def make_client(settings: HostSettings) -> KubeClient:
@@ -73,7 +91,8 @@ class ControllerHost:
 
     async def start(self) -> None:
         self.client = await make_client(self.settings)
-        self.controller = build_controller(self.name, self.client, workers=self.settings.workers)
+        self.controller = build_controller(self.name, self.client, workers=self.settings.workers,
+                                           **self.settings.controller_options.get(self.name, {}))
         self.controller.coalesce_seconds = self.settings.coalesce_seconds
         if self.settings.lease:
             self.controller.writes_enabled.clear()
@@ -82,6 +101,11 @@ class ControllerHost:
                                   retry_every=min(2.0, self.settings.renew_every))
             self.elector = LeaseElector(self.client, self.settings.identity, lease)
         await self.controller.start()
+        if self.controller.apis is not None:
+            from kaiwo_ray.kube.discovery import missing_line
+
+            for dep in self.controller.apis.missing():
+                log.warning("%s: %s", self.name, missing_line(dep))
         if self.settings.tune_gc:
             tune_for_long_lived_caches()
         if self.elector is not None:
@@ -132,7 +156,7 @@ class Operator:
 
     def __init__(self, names: list[str] | None = None, settings: HostSettings | None = None) -> None:
         self.settings = settings or HostSettings()
-        self.hosts = [ControllerHost(n, self.settings) for n in (names or list(CONTROLLERS))]
+        self.hosts = [ControllerHost(n, self.settings) for n in (names or default_controller_names(self.settings))]
 
     async def start(self) -> None:
         for host in self.hosts:

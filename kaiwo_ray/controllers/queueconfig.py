@@ -121,22 +121,13 @@ class QueueConfigController(Controller):
         return watches
 
     async def start(self) -> None:
-        self.topology_api_available = await self._serves(R.TOPOLOGIES)
+        apis = await self.detect_apis()
+        self.topology_api_available = apis.topology_version is not None
+        self.kueue_version = "v1beta1" if apis.kueue_version == "v1beta1" else "v1beta2"
         if not self.topology_api_available:
             log.warning("%s: Kueue serves no Topology API; syncing without topologies", self.name)
         await super().start()
         self.queue.add(SINGLETON)  # also with no KaiwoQueueConfig at all: that is the case to fix
-
-    async def _serves(self, res: Resource) -> bool:
-        """Whether the API server serves `res` (upstream: "no matches for kind" skips topologies)."""
-        try:
-            listing = await self.client.request("GET", f"/apis/{res.group}/{res.version}")
-        except NotFound:
-            return False
-        except KubeError as err:  # unknown: assume it is served and let the informer report problems
-            log.warning("%s: discovery of %s failed: %s", self.name, res.plural, err)
-            return True
-        return any(r.get("name") == res.plural for r in (listing or {}).get("resources") or ())
 
     # -- reconcile ---------------------------------------------------------------------------------
 
@@ -224,15 +215,18 @@ class QueueConfigController(Controller):
             await self._report_failure(kqc, (target, "Create", name, namespace), "", action.message)
             return False, False
         cache = self.cache(res)
+        api = self.served(res)  # the version this cluster's Kueue serves (a Topology may be v1alpha1)
         verb = _ACTION_NAMES[action.verb]
         try:
             if action.verb == "create":
                 assert action.body is not None
-                self._wrote(cache, await self.client.create(res, action.body), target)
+                self._wrote(cache, await self.client.create(api, {**action.body, "apiVersion": api.api_version}),
+                            target)
             elif action.verb == "update":
                 assert action.body is not None and action.live is not None
                 try:
-                    self._wrote(cache, await self.client.replace(res, action.body), target)
+                    self._wrote(cache, await self.client.replace(api, {**action.body, "apiVersion": api.api_version}),
+                                target)
                 except (Invalid, Forbidden) as err:
                     if target != qc.RESOURCE_FLAVOR:
                         raise
@@ -258,7 +252,7 @@ class QueueConfigController(Controller):
         it and create the new one; when the old one is still terminating, report success now and
         create on the next pass (True = wait)."""
         assert action.live is not None and action.body is not None
-        res, cache = R.RESOURCEFLAVORS, self.cache(R.RESOURCEFLAVORS)
+        res, cache = self.served(R.RESOURCEFLAVORS), self.cache(R.RESOURCEFLAVORS)
         meta = action.live["metadata"]
         fresh = await self.client.get(res, meta["name"])
         patch = qc.without_finalizer(fresh)
@@ -269,7 +263,8 @@ class QueueConfigController(Controller):
         desired["metadata"] = {k: v for k, v in desired["metadata"].items()
                                if k in ("name", "labels", "annotations", "ownerReferences")}
         try:
-            self._wrote(cache, await self.client.create(res, desired), qc.RESOURCE_FLAVOR)
+            self._wrote(cache, await self.client.create(res, {**desired, "apiVersion": res.api_version}),
+                        qc.RESOURCE_FLAVOR)
         except Conflict:
             return True
         return False
@@ -277,7 +272,7 @@ class QueueConfigController(Controller):
     async def _delete(self, res: Resource, live: JsonObj) -> None:
         meta = live["metadata"]
         try:
-            await self.client.delete(res, meta["name"], meta.get("namespace"), uid=meta.get("uid"))
+            await self.client.delete(self.served(res), meta["name"], meta.get("namespace"), uid=meta.get("uid"))
             self.writes += 1
         except NotFound:
             pass

@@ -21,10 +21,11 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.workload import FINALIZER, Plan, World, decide
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,13 @@ class WorkloadController(Controller):
         # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
+
+    @property
+    def _missing_apis(self) -> dict[str, str]:
+        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install."""
+        if self.apis is None:
+            return {}
+        return {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
@@ -220,6 +228,7 @@ class WorkloadController(Controller):
             local_queue_exists=self.caches[R.LOCALQUEUES].get(namespace, queue) is not None,
             cluster_queue=cluster_queue, now=now, active_gpu_demand=demand, any_pending_workload=pending,
             settle_seconds=self.coalesce_seconds, settle_remaining=self._settle_remaining((namespace, name)),
+            missing_apis=self._missing_apis,
         )
 
     def _settle_remaining(self, key: Key) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import os
 import ssl
 import time
@@ -23,10 +24,12 @@ import orjson
 from yarl import URL
 
 from kaiwo_ray.kube.errors import KubeError, TransportError, error_from_response
+from kaiwo_ray.kube.incluster import InClusterConfig
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.stats import RequestStats
 
 JsonObj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "kaiwo-ray"
 _AUTH_TTL_SECONDS = 60.0
@@ -65,13 +68,27 @@ class KubeClient:
         return cls(aio_client.ApiClient(_without_netrc_lookup(configuration)))
 
     @classmethod
-    def in_cluster(cls) -> KubeClient:
+    def in_cluster(cls, config: InClusterConfig | None = None) -> KubeClient:
+        """The pod's service account (kube/incluster.py). The token file is re-read whenever credentials
+        are asked for (every minute, and at once after a 401), so a rotated token is picked up."""
         from kubernetes.aio import client as aio_client
-        from kubernetes.aio import config as aio_config
 
-        configuration = aio_client.Configuration()
-        load: Any = aio_config.load_incluster_config  # untyped upstream
-        load(client_configuration=configuration)
+        from kaiwo_ray.kube import incluster
+
+        settings = config or incluster.load()
+        configuration: Any = aio_client.Configuration()  # typed upstream with refresh_api_key_hook: None
+        configuration.host = settings.host
+        configuration.ssl_ca_cert = str(settings.ca_path)
+        configuration.api_key_prefix["BearerToken"] = "Bearer"
+        configuration.api_key["BearerToken"] = settings.token()
+
+        def reread_token(conf: Any) -> None:
+            try:
+                conf.api_key["BearerToken"] = settings.token()
+            except incluster.InClusterError as err:  # mid-rotation (the kubelet swaps a symlink): keep the last
+                log.warning("%s; keeping the previous token", err)
+
+        configuration.refresh_api_key_hook = reread_token
         return cls(aio_client.ApiClient(_without_netrc_lookup(configuration)))
 
     async def close(self) -> None:

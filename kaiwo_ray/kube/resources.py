@@ -54,6 +54,7 @@ CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "Cust
 # Kaiwo's own kinds.
 KAIWOJOBS = Resource("kaiwo.silogen.ai", "v1alpha1", "kaiwojobs", "KaiwoJob", True)
 KAIWOSERVICES = Resource("kaiwo.silogen.ai", "v1alpha1", "kaiwoservices", "KaiwoService", True)
+GPUWORKLOADS = Resource("kaiwo.silogen.ai", "v1alpha1", "gpuworkloads", "GpuWorkload", True)
 KAIWOQUEUECONFIGS = Resource("kaiwo.silogen.ai", "v1alpha1", "kaiwoqueueconfigs", "KaiwoQueueConfig", False)
 KAIWOCONFIGS = Resource("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "KaiwoConfig", False)
 AIMNAMESPACECONFIGS = Resource("config.kaiwo.silogen.ai", "v1alpha1", "aimnamespaceconfigs",

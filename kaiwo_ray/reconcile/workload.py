@@ -23,7 +23,7 @@ from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
-from kaiwo_ray.reconcile import children as ph
+from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 from kaiwo_ray.reconcile.drift import needs_write, update_body
 from kaiwo_ray.render import (
@@ -92,6 +92,9 @@ class World:
     # Seconds left of that window for a main child this controller created recently: a pass that runs
     # inside it (woken by the echo of our own finalizer patch, say) does not write PENDING either.
     settle_remaining: float = 0.0
+    # APIs this cluster does not serve (KubeRay's ray.io/v1, AppWrapper's workload.codeflare.dev/v1beta2),
+    # each with the line that says what to install: a workload whose children need one ends in ERROR.
+    missing_apis: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -189,10 +192,28 @@ def _schedulable(world: World, workload: Workload, queue: str) -> Cond:
     return Cond("Schedulable", "True" if check.schedulable else "False", check.reason, check.message)
 
 
+def _missing_dependency(world: World, workload: Workload) -> Cond | None:
+    """Schedulable=False/DependencyMissing when the workload's children need an API the cluster lacks: a Ray
+    KaiwoJob needs KubeRay; a Ray KaiwoService needs AppWrapper (which wraps a RayService) and KubeRay."""
+    if not world.missing_apis or not workload.spec.effective_uses_ray:
+        return None
+    needed = ["ray.io/v1"]
+    if isinstance(workload, KaiwoService):
+        needed.insert(0, "workload.codeflare.dev/v1beta2")
+    lines = [world.missing_apis[api] for api in needed if api in world.missing_apis]
+    if not lines:
+        return None
+    return Cond("Schedulable", "False", "DependencyMissing", "; ".join(lines))
+
+
 def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonObj, stored: str) -> Plan:
     name = workload.metadata.name or ""
     queue = effective_queue(workload, world.config)
     conditions: list[Cond] = []
+
+    missing = _missing_dependency(world, workload)
+    if missing is not None:
+        return _write_status(world, plan, status, stored, ph.ERROR, [missing], error=missing)
 
     # a. Schedulable: a wrong queue or too few GPUs is an ERROR, and nothing is created.
     schedulable = _schedulable(world, workload, queue)

@@ -142,20 +142,22 @@ def owner_reference(workload: Workload) -> dict[str, Any]:
     }
 
 
-def storage_plan(workload: Workload) -> StoragePlan | None:
-    """PVC names and mount paths, or None when storage is off (then `spec.storage` is ignored entirely)."""
+def storage_plan(workload: Workload, config: KaiwoConfigSpec | None = None) -> StoragePlan | None:
+    """PVC names and mount paths, or None when storage is off (then `spec.storage` is ignored entirely).
+    A mount path the workload leaves unset is KaiwoConfig's `storage.defaultDataMountPath`/`defaultHfMountPath`."""
     storage = workload.spec.storage
     if storage is None or not storage.storage_enabled:
         return None
+    defaults = (config or KaiwoConfigSpec()).storage
     name = workload.metadata.name or ""
     data, hf = storage.data, storage.hugging_face
     data_size = data.storage_size if data is not None and data.storage_size else None
     hf_size = hf.storage_size if hf is not None and hf.storage_size else None
     return StoragePlan(
         data_claim=name_with_postfix(name, "data") if data_size else None,
-        data_mount_path=data.mount_path if data is not None else "/workload",
+        data_mount_path=(data.mount_path if data is not None else None) or defaults.default_data_mount_path,
         hf_claim=name_with_postfix(name, "hf") if hf_size else None,
-        hf_mount_path=hf.mount_path if hf is not None else "/hf_cache",
+        hf_mount_path=(hf.mount_path if hf is not None else None) or defaults.default_hf_mount_path,
         storage_size_data=data_size,
         storage_size_hf=hf_size,
     )
@@ -187,7 +189,7 @@ def render_context(
         cr_labels={key: value for key, value in meta.labels.items() if key != LABEL_QUEUE},
         pod_annotations=annotations,
         owner_reference=owner_reference(workload),
-        storage=storage_plan(workload),
+        storage=storage_plan(workload, config),
     )
 
 

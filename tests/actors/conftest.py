@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.sandbox.instance import write_kubeconfig
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.instance import write_kubeconfig
+from kaiwo_sandbox.pytest_plugin import SandboxFactory
+from kaiwo_sandbox.testing import RunningSandbox
 
 _namespaces = itertools.count()
 
@@ -29,9 +30,9 @@ def ray_session() -> Iterator[Any]:
 
 
 @pytest.fixture
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(cluster=True, time_factor=0.05) as sb:
-        yield sb
+def sandbox(sandbox_factory: SandboxFactory) -> RunningSandbox:
+    """A sandbox with every simulated controller, at 20x real time."""
+    return sandbox_factory(cluster=True, time_factor=0.05)
 
 
 class Instances:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,7 +16,7 @@ import kubernetes
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox, polling
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -28,16 +27,8 @@ WRITES = ("create", "update", "patch", "delete")
 EXAMPLE = yaml.safe_load((Path(__file__).parents[2] / "examples" / "cpu-job.yaml").read_text())
 
 
-def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
-    """Poll under a deadline (the sleep is the polling period, not synchronisation)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = polling(timeout=60.0, interval=0.1)
 
 
 class Api:

@@ -10,7 +10,7 @@ from typing import Any
 
 from actors.controller import ACTOR_OPTIONS, ControllerActor
 from kaiwo_ray.controllers.manager import HostSettings
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def test_ray_options_reserve_no_cpu_and_restart_forever() -> None:

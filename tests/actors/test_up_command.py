@@ -12,8 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,7 +21,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaiwo_ray.sandbox.testing import RunningSandbox
+from kaiwo_sandbox.testing import RunningSandbox, polling
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -32,15 +30,8 @@ REPO = Path(__file__).parents[2]
 RAY_NAMESPACE = "kaiwo-up-test"
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)  # polling period under a deadline
-    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = polling(interval=0.1)
 
 
 def named_actor_exists(ray: Any, name: str) -> bool:

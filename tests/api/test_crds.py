@@ -17,8 +17,22 @@ from kaiwo_api_strategies import wire_documents
 
 from kaiwo_ray.api.crd import CRDS, all_crds
 from kaiwo_ray.api.errors import ManifestError
-from kaiwo_ray.api.load import KINDS, parse_object
+from kaiwo_ray.api.gpuworkload import GpuWorkload
+from kaiwo_ray.api.load import KINDS as USER_KINDS
+from kaiwo_ray.api.load import parse_as
+from kaiwo_ray.api.load import parse_object as parse_user_object
 from kaiwo_ray.api.structural import structural_problems, to_json_schema
+
+# Every kind with a CRD: the ones users submit, plus GpuWorkload, which only the operator creates.
+KINDS: dict[str, tuple[str, Any]] = {**USER_KINDS,
+                                     "GpuWorkload": (GpuWorkload.model_fields["api_version"].default, GpuWorkload)}
+
+
+def parse_object(doc: dict[str, Any]) -> Any:
+    if doc.get("kind") == "GpuWorkload":
+        return parse_as(GpuWorkload, doc)
+    return parse_user_object(doc)
+
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_BY_KIND = {crd["spec"]["names"]["kind"]: crd for crd in all_crds()}
@@ -53,6 +67,7 @@ def test_one_crd_per_kind() -> None:
         ("KaiwoQueueConfig", "kaiwoqueueconfigs.kaiwo.silogen.ai", "Cluster", True),
         ("KaiwoConfig", "kaiwoconfigs.config.kaiwo.silogen.ai", "Cluster", False),
         ("AIMNamespaceConfig", "aimnamespaceconfigs.config.kaiwo.silogen.ai", "Namespaced", False),
+        ("GpuWorkload", "gpuworkloads.kaiwo.silogen.ai", "Namespaced", True),
     ],
 )
 def test_names_scope_and_subresources(kind: str, name: str, scope: str, has_status: bool) -> None:
@@ -289,6 +304,7 @@ def test_bad_manifests_fail_both_crd_and_model_naming_the_field(
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
+# per kind: the test runs once for each of the kinds, so fewer examples each keeps the total bounded
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_whatever_the_model_accepts_and_dumps_the_crd_accepts(kind: str, data: st.DataObject) -> None:
@@ -325,6 +341,10 @@ def prune_empty(value: Any) -> Any:
 
 
 SKELETONS: dict[str, dict[str, Any]] = {
+    "GpuWorkload": {
+        "spec": {"workloadRef": {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}},
+        "status": {"trackedPods": [{"podName": "p", "gpuMetrics": [{"gpuId": "0", "utilization": 1}]}]},
+    },
     "KaiwoJob": {
         "spec": {"storage": {"data": {"download": {}}, "huggingFace": {"preCacheRepos": [{"repoId": "r"}]}}},
         "status": {},

@@ -16,6 +16,7 @@ EXPECTED_FILES = {
     "kaiwo.silogen.ai_kaiwoqueueconfigs.yaml",
     "config.kaiwo.silogen.ai_kaiwoconfigs.yaml",
     "config.kaiwo.silogen.ai_aimnamespaceconfigs.yaml",
+    "kaiwo.silogen.ai_gpuworkloads.yaml",
 }
 
 
@@ -60,12 +61,12 @@ def test_check_flags_leftovers_of_removed_kinds_but_not_foreign_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["crds", "--out", str(tmp_path)]) == 0
-    (tmp_path / "kaiwo.silogen.ai_gpuworkloads.yaml").write_text(HEADER + "kind: CustomResourceDefinition\n")
+    (tmp_path / "kaiwo.silogen.ai_retiredkinds.yaml").write_text(HEADER + "kind: CustomResourceDefinition\n")
     (tmp_path / "hand-written.yaml").write_text("kind: ConfigMap\n")
     capsys.readouterr()
     assert main(["crds", "--out", str(tmp_path), "--check"]) == 1
     err = capsys.readouterr().err
-    assert "gpuworkloads.yaml (no longer generated: delete it)" in err
+    assert "retiredkinds.yaml (no longer generated: delete it)" in err
     assert "hand-written" not in err
 
 

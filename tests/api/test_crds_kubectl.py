@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from kaiwo_api_examples import AIM_NAMESPACE_CONFIG, E1_MINIMAL_JOB, E5_SERVICE, EXAMPLE_C_PRIORITIES
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")

@@ -15,21 +15,20 @@ from kaiwo_api_examples import ALL_EXAMPLES, E1_MINIMAL_JOB, E7_STORAGE_JOB, EXA
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.crd import CRDS
 from kaiwo_ray.api.load import parse_object
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 NAMESPACE = "team-a"
 PLURALS = {info.kind: (info.group, info.plural, info.scope == "Namespaced") for info in CRDS}
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=[]) as running:
-        client = running.api_client()
-        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": NAMESPACE}})
-        for namespace in ("ns", "ml"):
-            kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": namespace}})
-        client.close()
-        yield running
+@pytest.fixture
+def sandbox(sandbox: RunningSandbox) -> RunningSandbox:
+    """The plugin's sandbox with the namespaces these tests create objects in."""
+    client = sandbox.api_client()
+    for namespace in (NAMESPACE, "ns", "ml"):
+        kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": namespace}})
+    client.close()
+    return sandbox
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ def test_every_kind_is_covered() -> None:
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
+# per model: the test runs once for each model, so fewer examples each keeps the total bounded
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_wire_model_wire_is_identity(model: Any, data: st.DataObject) -> None:

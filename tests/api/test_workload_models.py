@@ -76,8 +76,9 @@ def test_storage_defaults() -> None:
     assert isinstance(storage, StorageSpec)
     assert storage.access_mode == "ReadWriteMany"
     assert storage.storage_class_name is None
-    assert storage.data is not None and storage.data.mount_path == "/workload"
-    assert storage.hugging_face is not None and storage.hugging_face.mount_path == "/hf_cache"
+    # Unset mount paths stay unset: rendering takes KaiwoConfig's storage defaults (/workload, /hf_cache).
+    assert storage.data is not None and storage.data.mount_path is None
+    assert storage.hugging_face is not None and storage.hugging_face.mount_path is None
     assert storage.hugging_face.pre_cache_repos == []
 
 

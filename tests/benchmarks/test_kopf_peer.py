@@ -89,7 +89,7 @@ def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyP
 
     import kubernetes
 
-    from kaiwo_ray.sandbox.testing import start_sandbox
+    from kaiwo_sandbox.testing import start_sandbox
 
     floor = load_peer(FLOOR_PEER, "floor_peer_under_test")
     sb = start_sandbox()

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,20 +21,14 @@ import yaml
 
 from kaiwo_ray.cli.dev import next_steps
 from kaiwo_ray.cli.main import main
+from kaiwo_sandbox.testing import polling
 
 T = TypeVar("T")
 REPO = Path(__file__).parents[2]
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.2)  # polling period under a deadline
-    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = polling(interval=0.2)
 
 
 def test_dev_rejects_a_non_positive_time_factor(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ class TestSuccess:
     ) -> None:
         source = write(tmp_path, "job.yaml", GPU_JOB)
         _, default_out, _ = run_render(capsys, "-f", source)
-        _, small_out, _ = run_render(capsys, "-f", source, "--nodes", str(EXAMPLES / "nodes.yaml"))
+        _, small_out, _ = run_render(capsys, "-f", source, "--nodes", str(REPO / "docs" / "nodes.yaml"))
         default_env = env_of(yaml.safe_load(default_out)["spec"]["template"]["spec"]["containers"][0])
         small_env = env_of(yaml.safe_load(small_out)["spec"]["template"]["spec"]["containers"][0])
         # 3 x 4 AMD GPUs fit the default nodes (16 GPUs) as asked; the example file has one 8-GPU
@@ -168,7 +168,7 @@ class TestSuccess:
         assert config["spec"]["defaultTopologyName"] == "default-topology"
 
     def test_default_queue_config(self, capsys: pytest.CaptureFixture[str]) -> None:
-        code, out, _ = run_render(capsys, "--default-queue-config", "--nodes", str(EXAMPLES / "nodes.yaml"))
+        code, out, _ = run_render(capsys, "--default-queue-config", "--nodes", str(REPO / "docs" / "nodes.yaml"))
         assert code == 0
         documents = list(yaml.safe_load_all(out))
         assert documents[0]["kind"] == "KaiwoQueueConfig"
@@ -177,7 +177,7 @@ class TestSuccess:
     def test_a_node_list_renders_as_its_default_queue_config(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        nodes = str(EXAMPLES / "nodes.yaml")
+        nodes = str(REPO / "docs" / "nodes.yaml")
         code, out, err = run_render(capsys, "-f", nodes)
         assert (code, err) == (0, "")
         assert out == run_render(capsys, "--default-queue-config", "--nodes", nodes)[1]
@@ -261,7 +261,7 @@ class TestBadInput:
         assert_one_line_error(err, f'{nodes}: node "n1": status.capacity.memory: invalid quantity "lots"')
 
     def test_a_node_list_with_nodes_is_ambiguous(self, capsys: pytest.CaptureFixture[str]) -> None:
-        nodes = str(EXAMPLES / "nodes.yaml")
+        nodes = str(REPO / "docs" / "nodes.yaml")
         code, out, err = run_render(capsys, "-f", nodes, "--nodes", nodes)
         assert (code, out) == (2, "")
         assert_one_line_error(err, f"kaiwo-ray: {nodes}: holds Nodes")
@@ -363,7 +363,7 @@ def test_rendering_stays_light() -> None:
         "import sys; from kaiwo_ray.cli.render import render_file, render_default_queue_config; "
         "render_file('examples/gpu-job.yaml'); render_file('examples/ray-service.yaml'); "
         "render_file('examples/queue-config.yaml'); render_default_queue_config(); "
-        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_ray.sandbox', 'kaiwo_ray.operator_runtime'); "
+        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_sandbox', 'kaiwo_ray.operator_runtime'); "
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     result = subprocess.run(

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from kaiwo_ray.cli import sandbox as sandbox_cli
-from kaiwo_ray.sandbox.cluster import CONTROLLERS
+from kaiwo_sandbox.cluster import CONTROLLERS
 
 
 def parse(*argv: str) -> argparse.Namespace:

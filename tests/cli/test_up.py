@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from kaiwo_ray.cli import up
 from kaiwo_ray.cli.main import build_parser, main
 from kaiwo_ray.cli.up import host_settings, resolve_kubeconfig
 from kaiwo_ray.controllers.manager import CONTROLLERS
@@ -106,10 +107,49 @@ def test_a_relative_kubeconfig_becomes_absolute_for_the_actors(tmp_path: Path,
     assert settings.lease is False and settings.identity == "me" and not settings.in_cluster
 
 
-def test_in_cluster_needs_no_kubeconfig() -> None:
-    settings = host_settings(parse("--in-cluster", "--lease-namespace", "kaiwo-system"))
+def _service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: str | None) -> None:
+    """A pod's view: the service-account mount (in a directory of our choosing) and the API's address."""
+    (tmp_path / "token").write_text("a-token\n")
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    if namespace is not None:
+        (tmp_path / "namespace").write_text(namespace)
+    monkeypatch.setenv("KAIWO_SERVICE_ACCOUNT_DIR", str(tmp_path))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+
+
+def test_in_cluster_needs_no_kubeconfig_and_leases_go_to_the_pods_namespace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _service_account(tmp_path, monkeypatch, "ops")
+    settings = host_settings(parse("--in-cluster"))
     assert settings.in_cluster and settings.kubeconfig is None
-    assert settings.lease and settings.lease_namespace == "kaiwo-system"
+    assert settings.lease and settings.lease_namespace == "ops"
+    assert host_settings(parse("--in-cluster", "--lease-namespace", "elsewhere")).lease_namespace == "elsewhere"
+
+
+def test_in_cluster_without_a_namespace_file_uses_kaiwo_system_and_outside_kube_system(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _service_account(tmp_path, monkeypatch, None)
+    assert host_settings(parse("--in-cluster")).lease_namespace == "kaiwo-system"
+    (tmp_path / "kc").write_text("{}")
+    assert host_settings(parse("--kubeconfig", str(tmp_path / "kc"))).lease_namespace == "kube-system"
+
+
+def test_in_cluster_outside_a_pod_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert up.run(parse("--in-cluster")) == 2
+    err = capsys.readouterr().err
+    assert err == ("kaiwo-ray up: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set: this is not a "
+                   "pod (use --kubeconfig outside a cluster)\n")
+
+
+def test_in_cluster_with_no_token_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    _service_account(tmp_path, monkeypatch, "ops")
+    (tmp_path / "token").unlink()
+    assert up.run(parse("--in-cluster")) == 2
+    assert f"cannot read the service-account token {tmp_path / 'token'}" in capsys.readouterr().err
 
 
 # -- health report -----------------------------------------------------------------------------
@@ -246,7 +286,7 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
     import kubernetes
     import yaml
 
-    from kaiwo_ray.sandbox.testing import eventually, start_sandbox
+    from kaiwo_sandbox.testing import eventually, start_sandbox
 
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
         log_path = tmp_path / "up.log"

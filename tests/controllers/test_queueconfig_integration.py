@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-from kaiwo_ray.sandbox.types import GVR, ApiError
+from kaiwo_sandbox.contracts import GVR, ApiError
+from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -37,16 +37,8 @@ WRITE_VERBS = ("create", "update", "patch", "delete")
 GI = 1 << 30
 
 
-def wait_for(check: Callable[[], T], timeout: float = 15.0, message: str = "") -> T:
-    """Poll `check` until truthy under a deadline (the sleep is a polling period, not a sync)."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.02)
-    pytest.fail(f"{message or 'condition'} not met within {timeout}s; last value: {last!r}")
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = polling(timeout=15.0, interval=0.02)
 
 
 class Env:

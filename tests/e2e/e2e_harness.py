@@ -13,7 +13,7 @@ from typing import Any
 from e2e_support import Kube, Target, wait_for
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 # A `sleep 20` entrypoint runs 1 s; pod start-up takes 25 ms.
 TIME_FACTOR = 0.05

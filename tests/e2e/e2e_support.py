@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import kubernetes
-import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError
 from urllib3.exceptions import HTTPError
+
+from kaiwo_sandbox.testing import polling
 
 T = TypeVar("T")
 JsonObj = dict[str, Any]
@@ -46,24 +47,8 @@ def is_transient(err: Exception) -> bool:
     return isinstance(err, HTTPError | ConnectionError | TimeoutError)
 
 
-def wait_for(check: Callable[[], T | None], timeout: float, message: str, interval: float = 0.05) -> T:
-    """Poll `check` until it returns something truthy, under a deadline; transient API errors count as
-    "not yet". The sleep is the polling period, never a synchronisation."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            value = check()
-            if value:
-                return value
-            last = value
-        except Exception as err:
-            if not is_transient(err):
-                raise
-            last = f"{type(err).__name__}: {err}"
-        if time.monotonic() >= deadline:
-            pytest.fail(f"{message}: not within {timeout:.0f}s (last seen: {last!r})")
-        time.sleep(interval)
+# Poll under a deadline: the one polling loop is kaiwo_sandbox.testing.eventually.
+wait_for = polling(interval=0.05, ignoring=is_transient)
 
 
 def retrying(call: Callable[[], T], attempts: int = 30) -> T:

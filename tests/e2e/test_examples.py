@@ -1,4 +1,4 @@
-"""Every manifest in examples/ applied to a cluster reaches the final phase examples/expected.yaml
+"""Every manifest in examples/ applied to a cluster reaches the final phase tests/examples_expected.yaml
 names (the singletons KaiwoConfig and KaiwoQueueConfig included: on the sandbox, which is its own).
 
 On a real cluster the workloads go to a fresh namespace and the cluster's own KaiwoConfig and
@@ -28,7 +28,7 @@ def test_every_example_reaches_its_expected_phase(examples_sandbox: OperatorSand
     namespace, reached = scenario_examples(target, include_singletons=True)
     assert namespace == "default"  # the sandbox runs the files as they are
     table = expected_examples()
-    assert reached == {f: e["phase"] or "" for f, e in table.items() if e["kind"] != "Node"}
+    assert reached == {f: e["phase"] or "" for f, e in table.items()}
     # The applied queue config is the one Kueue serves: the `research` queue and its LocalQueue.
     kube = target.kube
     wait_for(lambda: kube.get(kube.kueue_api, "ClusterQueue", "research"), target.timeout,
@@ -53,6 +53,6 @@ def test_every_example_on_a_real_cluster(real_cluster: Target) -> None:
     namespace, reached = scenario_examples(real_cluster, include_singletons=singletons)
     table = expected_examples()
     expected = {f: e["phase"] or "" for f, e in table.items()
-                if e["kind"] != "Node" and (singletons or e["kind"] not in ("KaiwoConfig", "KaiwoQueueConfig"))}
+                if singletons or e["kind"] not in ("KaiwoConfig", "KaiwoQueueConfig")}
     assert reached == expected
     scenario_delete_examples(real_cluster, namespace)

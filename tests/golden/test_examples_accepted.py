@@ -8,6 +8,8 @@ A golden file that the API server would reject is a wrong golden.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from kubernetes.dynamic import DynamicClient
 
 from kaiwo_ray.cli.render import render_default_queue_config, render_file
 from kaiwo_ray.manifests import load_documents
-from kaiwo_ray.sandbox.testing import start_sandbox
+from kaiwo_sandbox.testing import start_sandbox
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -38,7 +40,7 @@ def dynamic() -> Iterator[DynamicClient]:
 
 
 def manifests() -> list[str]:
-    return sorted(path.name for path in EXAMPLES.glob("*.yaml") if path.name != "expected.yaml")
+    return sorted(path.name for path in EXAMPLES.glob("*.yaml"))
 
 
 def dry_run_create(dynamic: DynamicClient, obj: JsonObj) -> None:
@@ -65,10 +67,26 @@ def test_example_manifest_is_accepted(dynamic: DynamicClient, example: str) -> N
 
 @pytest.mark.parametrize("example", manifests())
 def test_rendered_objects_are_accepted(dynamic: DynamicClient, example: str) -> None:
-    if example == "nodes.yaml":
-        rendered = render_default_queue_config(nodes_source=str(EXAMPLES / example))
-    else:
-        rendered = render_file(str(EXAMPLES / example))
+    rendered = render_file(str(EXAMPLES / example))
     assert rendered
     for obj in rendered:
         dry_run_create(dynamic, with_owner_uids(obj))
+
+
+def test_the_default_queue_config_of_docs_nodes_is_accepted(dynamic: DynamicClient) -> None:
+    rendered = render_default_queue_config(nodes_source=str(REPO / "docs" / "nodes.yaml"))
+    assert rendered
+    for obj in rendered:
+        dry_run_create(dynamic, with_owner_uids(obj))
+
+
+def test_kubectl_apply_f_examples_applies_every_file(tmp_path: Path) -> None:
+    """`kubectl apply -f examples/` takes the whole directory: every file there is a manifest."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    with start_sandbox(nodes=[]) as sandbox:
+        result = subprocess.run([kubectl, "--kubeconfig", str(sandbox.kubeconfig_path), "apply", "-f",
+                                 str(EXAMPLES), "--dry-run=server"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.strip().splitlines()) == len(manifests())

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -16,15 +16,9 @@ import pytest
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, NotFound, ServerError, TooManyRequests, TransportError
 from kaiwo_ray.kube.resources import CONFIGMAPS
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox
 
 NS = "default"
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=[]) as sb:
-        yield sb
 
 
 def _use_aiohttp(client: KubeClient) -> None:

@@ -4,22 +4,13 @@ and the campaign survives any error (not only API errors)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import pytest
 
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
 from kaiwo_ray.kube.resources import LEASES
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=[]) as sb:
-        yield sb
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 def test_one_holder_then_hand_over_on_release(sandbox: RunningSandbox) -> None:

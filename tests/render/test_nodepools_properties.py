@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
@@ -66,7 +66,6 @@ def dumped(spec: KaiwoQueueConfigSpec) -> JsonObj:
     return result
 
 
-@settings(max_examples=150, deadline=None)
 @given(node_sets(), configs)
 def test_default_queue_is_valid_and_sums_the_pool_members(
     nodes: list[JsonObj], config: KaiwoConfigSpec
@@ -94,7 +93,6 @@ def test_default_queue_is_valid_and_sums_the_pool_members(
         assert totals.get(resource, 0) == expected
 
 
-@settings(max_examples=150, deadline=None)
 @given(node_sets(), configs)
 def test_flavors_match_pools_and_names_parse(nodes: list[JsonObj], config: KaiwoConfigSpec) -> None:
     spec = dumped(default_queue_config(nodes, config))
@@ -113,7 +111,6 @@ def test_flavors_match_pools_and_names_parse(nodes: list[JsonObj], config: Kaiwo
         assert memory.endswith("gi") and int(memory[:-2]) >= 0
 
 
-@settings(max_examples=100, deadline=None)
 @given(node_sets().flatmap(lambda nodes: st.tuples(st.just(nodes), st.permutations(nodes))), configs)
 def test_cluster_queue_does_not_depend_on_node_order(
     pair: tuple[list[JsonObj], list[JsonObj]], config: KaiwoConfigSpec
@@ -125,7 +122,6 @@ def test_cluster_queue_does_not_depend_on_node_order(
     )
 
 
-@settings(max_examples=100, deadline=None)
 @given(node_sets(), node_sets(), configs)
 def test_merge_is_idempotent_and_keeps_every_discovered_flavor(
     before: list[JsonObj], after: list[JsonObj], config: KaiwoConfigSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_ray.api.queueconfig import ClusterQueueEntry, ClusterQueueSpec, KaiwoQueueConfig
@@ -89,7 +89,6 @@ def queue_configs(draw: st.DrawFn) -> JsonObj:
     }
 
 
-@settings(max_examples=100, deadline=None)
 @given(queue_configs(), st.sampled_from(VERSIONS), st.booleans())
 def test_rendered_objects_follow_the_sync_rules(
     document: JsonObj, version: KueueVersion, topology_api: bool
@@ -144,7 +143,6 @@ def check_cluster_queue(spec: JsonObj, version: KueueVersion) -> None:
         assert "cohortName" not in spec
 
 
-@settings(max_examples=100, deadline=None)
 @given(queue_configs(), st.sampled_from(VERSIONS))
 def test_rendered_cluster_queue_spec_is_a_fixed_point(document: JsonObj, version: KueueVersion) -> None:
     """Parsing what we render and rendering again changes nothing, so a reconciler comparing the

@@ -25,7 +25,7 @@ from kaiwo_ray.render.download_config import _RESERVED, dump_download_config
 from kaiwo_ray.render.names import _OUTSIDE_ALPHABET as _OUTSIDE
 from kaiwo_ray.render.names import _SEPARATOR_RUNS as _RUNS
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

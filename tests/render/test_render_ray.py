@@ -126,5 +126,7 @@ def test_appwrapper_declares_every_worker_group_with_computed_replicas() -> None
 
 def test_ray_service_entrypoint_is_ignored() -> None:
     rendered = main(service({"ray": True, "image": "i", "entrypoint": "python serve.py"}))
-    for template in pod_templates(rendered):
+    templates = pod_templates(rendered)
+    assert templates
+    for template in templates:
         assert "command" not in template["spec"]["containers"][0]

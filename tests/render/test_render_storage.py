@@ -231,3 +231,24 @@ def test_ray_pods_mount_storage_in_head_and_workers() -> None:
     obj = main(job({**storage(data={"storageSize": "1Gi"}), "ray": True}))
     for index in (0, 1):
         assert container(obj, index)["volumeMounts"][-1] == {"name": "data", "mountPath": "/workload"}
+
+
+def test_unset_mount_paths_come_from_kaiwoconfig_storage_defaults() -> None:
+    config = KaiwoConfigSpec.model_validate({"storage": {"defaultDataMountPath": "/data",
+                                                         "defaultHfMountPath": "/models"}})
+    spec = storage(data={"storageSize": "5Gi", "download": {"git": [{"repository": "https://example.com/r.git",
+                                                                      "path": "src", "targetPath": "code"}]}},
+                   huggingFace={"storageSize": "20Gi"})
+    objs = children(job(spec), config=config)
+    main_mounts = container(objs[-1])["volumeMounts"]
+    assert {"name": "data", "mountPath": "/data"} in main_mounts
+    assert {"name": "hf", "mountPath": "/models"} in main_mounts
+    assert {"name": "HF_HOME", "value": "/models"} in container(objs[-1])["env"]
+    (config_map,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    assert yaml.safe_load(config_map["data"]["config.yaml"])["downloadRoot"] == "/data"
+    # A path the workload sets wins; without KaiwoConfig the defaults are upstream's CRD defaults.
+    explicit = storage(data={"storageSize": "5Gi", "mountPath": "/mine"}, huggingFace={"storageSize": "1Gi"})
+    assert {"name": "data", "mountPath": "/mine"} in container(children(job(explicit), config=config)[-1])[
+        "volumeMounts"]
+    plain = container(children(job(explicit))[-1])
+    assert {"name": "hf", "mountPath": "/hf_cache"} in plain["volumeMounts"]

@@ -10,13 +10,7 @@ from typing import Any
 import kubernetes
 import pytest
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
-
-
-@pytest.fixture
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=[]) as running:
-        yield running
+from kaiwo_sandbox.testing import RunningSandbox
 
 
 @pytest.fixture

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import http.client
 import importlib.util
+import json
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +20,7 @@ import kubernetes
 import pytest
 import yaml
 
-from kaiwo_ray.sandbox.persistence import load_state
+from kaiwo_sandbox.storage.persistence import load_state
 
 NODES = """apiVersion: v1
 kind: Node
@@ -113,7 +118,7 @@ def test_cli_refuses_to_overwrite_a_foreign_kubeconfig(tmp_path: Path) -> None:
 def test_the_serving_loop_is_uvloop_when_installed_and_asyncio_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from kaiwo_ray.sandbox.instance import new_event_loop
+    from kaiwo_sandbox.instance import new_event_loop
 
     loop = new_event_loop()
     try:
@@ -127,3 +132,32 @@ def test_the_serving_loop_is_uvloop_when_installed_and_asyncio_otherwise(monkeyp
         assert isinstance(loop, asyncio.BaseEventLoop) and type(loop).__module__.startswith("asyncio")
     finally:
         loop.close()
+
+
+def test_authorization_rbac_enforces_roles_for_minted_identities(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    with running_cli("--kubeconfig", str(kubeconfig), "--no-cluster", "--authorization", "rbac") as (process, lines):
+        assert "(authorization: RBAC)" in "".join(lines)
+        config = yaml.safe_load(kubeconfig.read_text())
+        url = urllib.parse.urlsplit(config["clusters"][0]["cluster"]["server"])
+        context = ssl.create_default_context(
+            cadata=base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode())
+
+        def request(method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+            connection = http.client.HTTPSConnection(url.hostname or "", url.port, context=context, timeout=30)
+            try:
+                connection.request(method, path, body=None if body is None else json.dumps(body),
+                                   headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+                response = connection.getresponse()
+                return response.status, json.loads(response.read())
+            finally:
+                connection.close()
+
+        admin = config["users"][0]["user"]["token"]
+        assert request("GET", "/api/v1/namespaces", admin)[0] == 200  # the admin may do anything
+        status, minted = request("POST", "/sandbox/v1/tokens", admin, {"user": "dev"})
+        assert status == 201
+        status, denied = request("GET", "/api/v1/namespaces", minted["token"])
+        assert status == 403 and denied["message"] == ('namespaces is forbidden: User "dev" cannot list resource '
+                                                       '"namespaces" in API group "" at the cluster scope')
+        _stop(process)

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from admin_support import RunningApp, kaiwojob, serve_app
 
-from kaiwo_ray.sandbox.testing import RunningSandbox, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 from serve.state import AdminSettings
 
 GROUP = "kaiwo.silogen.ai"

@@ -1,0 +1,130 @@
+"""The operator as a Ray Serve application (`actors.operator_app:app`), what deploy/'s RayService runs:
+its one replica does what `kaiwo-ray up --in-cluster` does — starts the controller actors (detached, so a
+replica restart adopts them instead of starting a second set), recreates any that are gone for good —
+and answers `GET /operator/healthz` with their health (503 while any is down), which is also its Serve
+health check, so KubeRay sees an unhealthy operator as an unhealthy application.
+
+Settings come from the pod's environment (deploy/base/rayservice.yaml sets them):
+    KAIWO_IN_CLUSTER        "true": the pod's service account (the default); "false": KUBECONFIG
+    KAIWO_LEASE_NAMESPACE   the Leases' namespace (default: the pod's own, else kaiwo-system)
+    KAIWO_CONTROLLERS       a,b: run only these (default: all)
+    KAIWO_RAY_NAMESPACE     Ray namespace of the named actors (default: kaiwo)
+    KAIWO_ACTOR_RESOURCES   JSON {resource: amount} each controller actor asks for (deploy/: Ray's
+                            `node:__internal_head__`, so no controller is placed on a GPU telemetry worker)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from kaiwo_ray.controllers.manager import HostSettings
+from kaiwo_ray.operator_runtime import ActorHealth, parse_controller_names
+
+log = logging.getLogger(__name__)
+
+SUPERVISE_SECONDS = 10.0
+DEFAULT_LEASE_NAMESPACE = "kaiwo-system"
+
+
+def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], str]:
+    """(host settings, controller names, Ray namespace) from the environment; ValueError when they are wrong."""
+    names = parse_controller_names(env.get("KAIWO_CONTROLLERS") or None)
+    settings = HostSettings(tune_gc=True)
+    if (env.get("KAIWO_IN_CLUSTER") or "true").lower() in ("1", "true", "yes"):
+        from kaiwo_ray.kube import incluster
+
+        config = incluster.load(env)
+        settings.in_cluster = True
+        settings.lease_namespace = env.get("KAIWO_LEASE_NAMESPACE") or config.namespace() or DEFAULT_LEASE_NAMESPACE
+    else:
+        settings.kubeconfig = env.get("KUBECONFIG") or None
+        settings.lease_namespace = env.get("KAIWO_LEASE_NAMESPACE") or settings.lease_namespace
+    return settings, names, env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
+
+
+def actor_resources(env: Mapping[str, str]) -> dict[str, float]:
+    """KAIWO_ACTOR_RESOURCES as a dict; ValueError naming the variable when it is not a JSON object of numbers."""
+    raw = env.get("KAIWO_ACTOR_RESOURCES") or ""
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"KAIWO_ACTOR_RESOURCES is not JSON: {err}") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, int | float) for v in parsed.values()):
+        raise ValueError('KAIWO_ACTOR_RESOURCES must be a JSON object of numbers, e.g. '
+                         '{"node:__internal_head__": 0.001}')
+    return {str(k): float(v) for k, v in parsed.items()}
+
+
+def health_body(rows: list[ActorHealth], error: str = "") -> tuple[int, dict[str, Any]]:
+    """(HTTP status, JSON body) of /operator/healthz: 200 when every controller is alive and started."""
+    healthy = not error and bool(rows) and all(r.alive and r.started for r in rows)
+    body: dict[str, Any] = {"healthy": healthy, "controllers": [r.model_dump() for r in rows]}
+    if error:
+        body["error"] = error
+    return (200 if healthy else 503), body
+
+
+class OperatorApp:
+    """The Serve deployment's class (wrapped by `serve.deployment` below; plain, so it is testable)."""
+
+    def __init__(self) -> None:
+        from actors.supervisor import Supervisor
+
+        settings, names, namespace = settings_from_env(os.environ)
+        self.supervisor = Supervisor(settings, names, namespace=namespace, detached=True,
+                                     resources=actor_resources(os.environ))
+        self.error = ""
+        self._stop = threading.Event()
+        # Starting waits for warm caches (seconds to minutes on a big cluster): not in the constructor,
+        # which Serve times out; health reports "starting" meanwhile.
+        self._thread = threading.Thread(target=self._run, name="kaiwo-supervisor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from actors.supervisor import SupervisorError
+
+        try:
+            self.supervisor.start()
+        except SupervisorError as err:
+            self.error = f"controllers failed to start: {err}"
+            log.error("%s", self.error)
+            return
+        while not self._stop.wait(SUPERVISE_SECONDS):
+            for name in self.supervisor.ensure():
+                log.warning("%s: actor was gone; started a new one", name)
+
+    def status(self) -> tuple[int, dict[str, Any]]:
+        return health_body(self.supervisor.health(), self.error)
+
+    def check_health(self) -> None:
+        """Serve's health check: raising marks the replica unhealthy (Serve restarts it; the actors, being
+        detached, are adopted by the new replica)."""
+        code, body = self.status()
+        if code != 200 and self.error:
+            raise RuntimeError(body["error"])
+
+    async def __call__(self, request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        code, body = self.status()
+        return JSONResponse(body, status_code=code)
+
+
+def _deployment() -> Any:
+    from ray import serve
+
+    return serve.deployment(name="kaiwo-operator", num_replicas=1, ray_actor_options={"num_cpus": 0},
+                            health_check_period_s=30, max_ongoing_requests=8)(OperatorApp)
+
+
+try:  # what Serve imports; the module's pure parts stay importable without ray[serve]
+    app: Any = _deployment().bind()
+except ImportError:
+    app = None

@@ -1,0 +1,409 @@
+"""Idle-GPU preemption (spec/cluster.md §8), the shell: discovery of GPU workloads from pods and
+Kueue Workloads through the controller owner chain, one GpuWorkload tracker per opted-in root
+owner, its reconcile (decisions in kaiwo_ray/reconcile/gpupreemption.py), utilization from our
+telemetry (or a scrape endpoint), and the cluster-wide evaluation under the `gpu-preemption-eval`
+Lease (an empty holder counts as free).
+
+Settings as upstream's environment, overridable through `HostSettings.controller_options`:
+`GPU_PREEMPTION_ENABLED`, `GPU_PREEMPTION_METRICS_ENDPOINT` (empty: our telemetry),
+`GPU_PREEMPTION_POLLING_INTERVAL` (15s), `GPU_PREEMPTION_OPERATOR_NAMESPACE` (the evaluation
+Lease's namespace; default kube-system, where kaiwo-ray keeps its Leases), and the
+`GPU_PREEMPTION_DEFAULT_*` fallbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
+from kaiwo_ray.controllers.workloads import load_config
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.errors import Conflict, Forbidden, KubeError, NotFound
+from kaiwo_ray.kube.events import EventRecorder
+from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
+from kaiwo_ray.kube.resources import Resource
+from kaiwo_ray.reconcile import gpupreemption as gp
+
+log = logging.getLogger(__name__)
+JsonObj = dict[str, Any]
+MAX_HOPS = 10
+EVAL_LEASE = "gpu-preemption-eval"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPreemptionSettings:
+    enabled: bool = False
+    endpoint: str = ""
+    polling_interval: float = 15.0
+    lease_namespace: str = "kube-system"
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> GpuPreemptionSettings:
+        env = os.environ if env is None else env
+        enabled = env.get("GPU_PREEMPTION_ENABLED", "").strip().lower() in ("true", "1", "yes")
+        endpoint = env.get("GPU_PREEMPTION_METRICS_ENDPOINT", "").strip()
+        if endpoint and not endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"GPU_PREEMPTION_METRICS_ENDPOINT={endpoint!r}: must be an http(s) URL")
+        text = env.get("GPU_PREEMPTION_POLLING_INTERVAL", "").strip() or "15s"
+        try:
+            interval = parse_go_duration(text).total_seconds()
+        except ValueError as err:
+            raise ValueError(f"GPU_PREEMPTION_POLLING_INTERVAL={text!r}: {err}") from err
+        if interval <= 0:
+            raise ValueError(f"GPU_PREEMPTION_POLLING_INTERVAL={text!r}: must be greater than 0")
+        namespace = env.get("GPU_PREEMPTION_OPERATOR_NAMESPACE", "").strip() or "kube-system"
+        return GpuPreemptionSettings(enabled, endpoint, interval, namespace)
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    """The REST resource of an owner reference (plural by the usual rule: Job -> jobs)."""
+    group, _, version = api_version.rpartition("/")
+    return Resource(group, version, kind.lower() + "s", kind, True)
+
+
+def _is_workload(obj: JsonObj) -> bool:
+    """A Kueue Workload (informer objects may lack `kind`: tell by the spec)."""
+    return obj.get("kind") == "Workload" or "podSets" in (obj.get("spec") or {})
+
+
+def _controller_ref(obj: JsonObj) -> JsonObj | None:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+class GpuPreemptionController(Controller):
+    name = "gpuworkload-controller"
+
+    def __init__(self, client: Any, *, settings: GpuPreemptionSettings | None = None, source: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self.settings = settings or GpuPreemptionSettings.from_env()
+        if source is None:
+            from kaiwo_ray.telemetry.sources import NativeSource, ScrapeSource
+
+            source = ScrapeSource(self.settings.endpoint) if self.settings.endpoint else NativeSource()
+        self.source = source
+        self.recorder = EventRecorder(client, "gpuworkload-controller")
+        self.elector = LeaseElector(client, f"gpuworkload-{socket.gethostname()}-{os.getpid()}",
+                                    LeaseSettings(name=EVAL_LEASE, namespace=self.settings.lease_namespace,
+                                                  lease_seconds=30))
+        self._chains: dict[str, list[JsonObj]] = {}  # object uid -> [owner, ..., root]
+        self._discovering: set[str] = set()
+        self._tasks_bg: set[asyncio.Task[Any]] = set()
+        self._evaluating = asyncio.Lock()
+        self._poll: asyncio.Task[None] | None = None
+        self.writes = 0
+        self.evaluations = 0
+
+    def watches(self) -> list[Watch]:
+        if not self.settings.enabled:
+            return [Watch(R.GPUWORKLOADS)]
+        return [
+            Watch(R.GPUWORKLOADS, own_key),
+            Watch(R.PODS, self._on_object),
+            Watch(R.WORKLOADS, self._on_object),
+            Watch(R.NAMESPACES),
+            Watch(R.KAIWOCONFIGS),
+        ]
+
+    async def start(self) -> None:
+        await super().start()
+        if self.settings.enabled:
+            self._poll = asyncio.create_task(self._poll_loop(), name="gpuworkload-poll")
+            for resource in (R.PODS, R.WORKLOADS):
+                for obj in self.caches[resource]:
+                    self._on_object("SYNC", obj, None)
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            await asyncio.gather(self._poll, return_exceptions=True)
+        for task in list(self._tasks_bg):
+            task.cancel()
+        await asyncio.gather(*self._tasks_bg, return_exceptions=True)
+        await super().stop(grace_seconds=grace_seconds)
+
+    async def _poll_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.polling_interval)
+            if self.writes_enabled.is_set():
+                for cr in self.caches[R.GPUWORKLOADS]:
+                    if (cr.get("status") or {}).get("phase") not in gp.TERMINAL:
+                        self.queue.add(own_key("SYNC", cr, None)[0])
+
+    # -- discovery (§8.2) -----------------------------------------------------------------------
+
+    def _on_object(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        if event_type == "DELETED" or not self.writes_enabled.is_set():
+            return []
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        if not uid or uid in self._discovering:
+            return []
+        if not _is_workload(obj) and not gp.pod_spec_gpus(obj.get("spec") or {}):
+            return []
+        self._discovering.add(uid)
+        task = asyncio.get_running_loop().create_task(self._discover(obj))
+        self._tasks_bg.add(task)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self._tasks_bg.discard(finished)
+            self._discovering.discard(uid)
+
+        task.add_done_callback(done)
+        return []
+
+    async def owner_chain(self, obj: JsonObj) -> list[JsonObj]:
+        """[controller owner, its owner, ..., root] by GETs (≤10 hops); [] for a bare object."""
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        if uid in self._chains:
+            return self._chains[uid]
+        chain: list[JsonObj] = []
+        current = obj
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        for _ in range(MAX_HOPS):
+            ref = _controller_ref(current)
+            if ref is None and current is obj and _is_workload(obj):
+                refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+                ref = refs[0] if refs else None
+            if ref is None:
+                break
+            try:
+                owner = await self.client.get(resource_for(ref["apiVersion"], ref["kind"]), ref["name"], namespace)
+            except (NotFound, Forbidden, KubeError):
+                return []  # a broken chain: not ours to judge
+            owner.setdefault("kind", ref["kind"])
+            owner.setdefault("apiVersion", ref["apiVersion"])
+            if (owner.get("metadata") or {}).get("uid") != ref.get("uid"):
+                return []
+            chain.append(owner)
+            current = owner
+        if uid:
+            self._chains[uid] = chain
+        return chain
+
+    async def _discover(self, obj: JsonObj) -> None:
+        try:
+            chain = await self.owner_chain(obj)
+            root = chain[-1] if chain else obj
+            if root is obj and _is_workload(obj):
+                return
+            meta = root.get("metadata") or {}
+            namespace = meta.get("namespace") or ""
+            ns_obj = self.caches[R.NAMESPACES].get(None, namespace) or {}
+            annotations = gp.preemption_annotations((ns_obj.get("metadata") or {}).get("annotations"),
+                                                    meta.get("annotations"))
+            if not gp.opted_in(annotations):
+                return
+            gpus = gp.root_gpus(root) if _is_workload(obj) else gp.pod_spec_gpus(obj.get("spec") or {})
+            if not gpus:
+                return
+            kind = root.get("kind") or "Pod"
+            name = gp.tracker_name(kind, meta.get("name", ""), meta.get("uid", ""))
+            existing = self.caches[R.GPUWORKLOADS].get(namespace, name)
+            if existing is None:
+                existing = await self._create(root, name, namespace, gpus, annotations, obj, chain)
+            else:
+                grown = {res: max(n, int(((existing.get("spec") or {}).get("gpuResources") or {}).get(res, 0)))
+                         for res, n in gpus.items()}
+                if any(grown[r] > int(((existing.get("spec") or {}).get("gpuResources") or {}).get(r, 0))
+                       for r in grown):
+                    await self.client.patch(R.GPUWORKLOADS, name, {"spec": {"gpuResources": grown}}, namespace)
+            if existing is not None:
+                self.queue.add((namespace, name))
+        except KubeError as err:
+            log.warning("gpu preemption discovery: %s", err)
+
+    async def _create(self, root: JsonObj, name: str, namespace: str, gpus: dict[str, int],
+                      annotations: dict[str, str], trigger: JsonObj, chain: list[JsonObj]) -> JsonObj | None:
+        meta = root.get("metadata") or {}
+        body = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "GpuWorkload",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"kaiwo.silogen.ai/managed-by": "kaiwo-ray"}},
+                "spec": {"workloadRef": {"apiVersion": root.get("apiVersion") or "v1", "kind": root.get("kind") or "Pod",
+                                         "name": meta.get("name"), "uid": meta.get("uid")},
+                         "gpuResources": gpus, **gp.spec_overrides(annotations)}}
+        try:
+            created = await self.client.create(R.GPUWORKLOADS, body, namespace)
+        except Conflict:
+            return None
+        hops = [trigger, *chain] if trigger is not root and not _is_workload(trigger) else chain or [root]
+        owner_chain = " -> ".join(f"{o.get('kind') or 'Pod'}/{(o.get('metadata') or {}).get('name')}" for o in hops)
+        created = await self.client.patch(R.GPUWORKLOADS, name, {"status": {"phase": gp.PENDING_OTHER,
+                                                                            "ownerChain": owner_chain}},
+                                          namespace, subresource="status")
+        self.writes += 2
+        created.setdefault("kind", "GpuWorkload")
+        self.caches[R.GPUWORKLOADS].upsert_if_newer(created)
+        return created
+
+    # -- one tracker (§8.4) ---------------------------------------------------------------------
+
+    def _resolved(self, cr: JsonObj) -> gp.Resolved:
+        return gp.resolve(cr.get("spec") or {}, load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption)
+
+    async def reconcile(self, key: Key) -> float | None:
+        if not self.settings.enabled:
+            return None
+        namespace, name = key
+        cr = self.caches[R.GPUWORKLOADS].get(namespace, name)
+        if cr is None:
+            return None
+        cr = dict(cr)
+        cr.setdefault("kind", "GpuWorkload")
+        settings = self._resolved(cr)
+        now = datetime.now(UTC)
+        if (cr.get("status") or {}).get("phase") == gp.PREEMPTING:
+            return await self._preempt(cr, now)
+        ref = (cr.get("spec") or {}).get("workloadRef") or {}
+        root: JsonObj | None
+        try:
+            root = await self.client.get(resource_for(ref.get("apiVersion", "v1"), ref.get("kind", "Pod")),
+                                         ref.get("name", ""), namespace)
+        except NotFound:
+            root = None
+        pods = [p for p in self.caches[R.PODS] if (p.get("metadata") or {}).get("namespace") == namespace
+                and await self._belongs(p, ref.get("uid", ""))]
+        workload = None
+        for candidate in self.caches[R.WORKLOADS]:
+            if ((candidate.get("metadata") or {}).get("namespace") == namespace
+                    and await self._belongs(candidate, ref.get("uid", ""))):
+                workload = candidate
+                break
+        running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+        readings: dict[str, list[float | None]] = {}
+        if running:
+            answer = await self.source.readings(
+                [(namespace, p["metadata"]["name"], p["metadata"].get("uid") or "") for p in running])
+            for pod in running:
+                uses = answer.get((namespace, pod["metadata"]["name"]), [])
+                readings[pod["metadata"]["name"]] = [u.utilization for u in sorted(uses, key=lambda u: u.gpu_id)]
+        plan = gp.decide_tracker(gp.TrackerWorld(cr, root, pods, workload, readings, settings, now))
+        await self._execute(cr, plan)
+        if plan.evaluate:
+            await self.evaluate()
+        return plan.requeue_after
+
+    async def _belongs(self, obj: JsonObj, root_uid: str) -> bool:
+        meta = obj.get("metadata") or {}
+        if meta.get("uid") == root_uid:
+            return True
+        if any(r.get("uid") == root_uid for r in meta.get("ownerReferences") or []):
+            return True
+        if not _is_workload(obj) and not gp.pod_spec_gpus(obj.get("spec") or {}):
+            return False
+        return any((o.get("metadata") or {}).get("uid") == root_uid for o in await self.owner_chain(obj))
+
+    async def _execute(self, cr: JsonObj, plan: gp.TrackerPlan) -> None:
+        meta = cr["metadata"]
+        namespace, name = meta.get("namespace"), meta["name"]
+        try:
+            if plan.delete_cr:
+                await self.client.delete(R.GPUWORKLOADS, name, namespace, uid=meta.get("uid"))
+                self.writes += 1
+                return
+            if plan.gpu_resources is not None:
+                cr = await self.client.patch(R.GPUWORKLOADS, name, {"spec": {"gpuResources": plan.gpu_resources}},
+                                             namespace)
+                self.writes += 1
+            if plan.status is not None:
+                result = await self.client.patch(R.GPUWORKLOADS, name, {"status": plan.status}, namespace,
+                                                 subresource="status")
+                result.setdefault("kind", "GpuWorkload")
+                self.caches[R.GPUWORKLOADS].upsert_if_newer(result)
+                self.writes += 1
+        except (NotFound, Conflict):
+            return
+        for event_type, reason, message in plan.events:
+            self.recorder.emit(cr, event_type, reason, message)
+
+    async def _preempt(self, cr: JsonObj, now: datetime) -> float:
+        """§8.4 step 1: delete the root (background propagation); NotFound is success."""
+        meta = cr["metadata"]
+        ref = (cr.get("spec") or {}).get("workloadRef") or {}
+        status = dict(cr.get("status") or {})
+        try:
+            await self.client.delete(resource_for(ref.get("apiVersion", "v1"), ref.get("kind", "Pod")),
+                                     ref.get("name", ""), meta.get("namespace"), propagation_policy="Background",
+                                     uid=ref.get("uid"))
+        except NotFound:
+            pass
+        except (Forbidden, Conflict) as err:
+            status.update(phase=gp.IDLE, preemptedFor=None, preemptionReason=None)
+            await self._execute(cr, gp.TrackerPlan(status=status, events=[
+                ("Warning", "PreemptionFailed", f"cannot delete {ref.get('kind')} {ref.get('name')}: {err}")]))
+            return 60.0
+        status.update(phase=gp.PREEMPTED, preemptedAt=gp.stamp(now), finishedAt=gp.stamp(now), idleSince=None,
+                      aggregatedUtilization=None, lastMetricsUpdate=None,
+                      trackedPods=[{"podName": t.get("podName"), "gpuMetrics": []}
+                                   for t in status.get("trackedPods") or []])
+        reason = status.get("preemptionReason") or "preempted"
+        await self._execute(cr, gp.TrackerPlan(status=status, events=[
+            ("Warning", "WorkloadPreempted", f"{ref.get('kind')} {ref.get('name')} deleted: {reason}")]))
+        return 60.0
+
+    # -- cluster-wide evaluation (§8.5) -----------------------------------------------------------
+
+    async def evaluate(self) -> int:
+        """Match idle victims to pending trackers under the evaluation Lease; returns preemptions started."""
+        async with self._evaluating:
+            try:
+                if not await self.elector.try_acquire_or_renew():
+                    return 0
+            except KubeError as err:
+                log.warning("gpu preemption lease: %s", err)
+                return 0
+            self.elector.is_leader = True
+            try:
+                self.evaluations += 1
+                now = datetime.now(UTC)
+                trackers = [(cr, self._resolved(cr)) for cr in self.caches[R.GPUWORKLOADS]]
+                started = 0
+                for decision in gp.evaluate(trackers, now):
+                    if await self._start_preemption(decision):
+                        started += 1
+                return started
+            finally:
+                await self.elector.release()
+
+    async def _start_preemption(self, decision: gp.Preemption) -> bool:
+        try:
+            fresh = await self.client.get(R.GPUWORKLOADS, decision.name, decision.namespace)
+        except NotFound:
+            return False
+        if (fresh.get("status") or {}).get("phase") != gp.IDLE:
+            return False  # re-read: no longer a victim
+        patch = {"metadata": {"resourceVersion": fresh["metadata"].get("resourceVersion")},
+                 "status": {"phase": gp.PREEMPTING, "preemptedFor": decision.preempted_for or None,
+                            "preemptionReason": decision.reason}}
+        try:
+            result = await self.client.patch(R.GPUWORKLOADS, decision.name, patch, decision.namespace,
+                                             subresource="status")
+        except (Conflict, NotFound):
+            return False
+        result.setdefault("kind", "GpuWorkload")
+        self.caches[R.GPUWORKLOADS].upsert_if_newer(result)
+        self.writes += 1
+        self.recorder.emit(result, "Warning", "PreemptionStarted", decision.reason)
+        self.queue.add((decision.namespace, decision.name))
+        return True
+
+    async def drain(self) -> None:
+        await self.recorder.flush()
+
+    def health(self) -> JsonObj:
+        report = super().health()
+        report.update(enabled=self.settings.enabled, evaluations=self.evaluations,
+                      source=getattr(self.source, "name", ""))
+        return report
+
+
+def gpu_preemption_controller(client: Any, **kwargs: Any) -> GpuPreemptionController:
+    return GpuPreemptionController(client, **kwargs)

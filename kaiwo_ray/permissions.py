@@ -1,0 +1,50 @@
+"""What the operator's controllers need from the API server, as RBAC rules: the same rules as
+deploy/base/rbac-operator.yaml (a test keeps the two equal; tests/e2e/test_least_privilege.py proves every
+one of them is needed and that they suffice). `kaiwo-ray doctor` asks the API server about each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+    def atoms(self) -> list[tuple[str, str, str]]:
+        return [(g, r, v) for g in self.groups for r in self.resources for v in self.verbs]
+
+    def describe(self) -> str:
+        group = "/".join(g or "core" for g in self.groups)
+        return f"{','.join(self.verbs)} {','.join(self.resources)} ({group})"
+
+
+# The ClusterRole kaiwo-ray-operator, rule by rule.
+OPERATOR_RULES: tuple[Rule, ...] = (
+    Rule(("",), ("configmaps", "persistentvolumeclaims"), ("delete", "list", "patch", "watch")),
+    Rule(("apps",), ("deployments",), ("delete", "list", "patch", "watch")),
+    Rule(("batch",), ("jobs",), ("delete", "list", "patch", "watch")),
+    Rule(("ray.io",), ("rayjobs",), ("delete", "list", "patch", "watch")),
+    Rule(("workload.codeflare.dev",), ("appwrappers",), ("delete", "list", "patch", "watch")),
+    Rule(("ray.io",), ("rayservices",), ("delete", "list", "watch")),
+    Rule(("",), ("pods",), ("list", "watch")),
+    Rule(("",), ("events",), ("create",)),
+    Rule(("",), ("nodes",), ("list", "patch", "watch")),
+    Rule(("",), ("namespaces",), ("list", "watch")),
+    Rule(("kaiwo.silogen.ai",), ("kaiwojobs", "kaiwoservices"), ("list", "patch", "watch")),
+    Rule(("kaiwo.silogen.ai",), ("kaiwojobs/status", "kaiwoqueueconfigs/status", "kaiwoservices/status"),
+         ("patch",)),
+    Rule(("kaiwo.silogen.ai",), ("kaiwoqueueconfigs",), ("create", "list", "update", "watch")),
+    Rule(("config.kaiwo.silogen.ai",), ("kaiwoconfigs",), ("create", "list", "watch")),
+    Rule(("kueue.x-k8s.io",), ("clusterqueues", "topologies", "workloadpriorityclasses"),
+         ("create", "delete", "list", "update", "watch")),
+    Rule(("kueue.x-k8s.io",), ("localqueues",), ("create", "delete", "list", "patch", "watch")),
+    Rule(("kueue.x-k8s.io",), ("resourceflavors",), ("create", "delete", "get", "list", "patch", "update", "watch")),
+    Rule(("kueue.x-k8s.io",), ("workloads",), ("list", "watch")),
+)
+
+# The Role kaiwo-ray-leader-election, in the operator's own namespace.
+LEASE_RULES: tuple[Rule, ...] = (Rule(("coordination.k8s.io",), ("leases",), ("create", "get", "update")),)

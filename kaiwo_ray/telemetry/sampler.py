@@ -1,0 +1,127 @@
+"""What a telemetry actor runs each tick: read the devices, attribute them to pods, wrap them in
+`NodeSample`s. Two kinds:
+
+* `HardwareSampler`: this node's backend (NVML / AMD SMI / none) plus the kubelet's PodResources
+  API (and cgroups). The blocking driver calls run in a worker thread, so a slow driver never
+  stalls the actor's event loop.
+* `SandboxSampler`: the sandbox's simulated GPUs of *every* simulated node (in `kaiwo-ray dev` one
+  Ray node stands in for the whole cluster), each sample under its Kubernetes node name.
+
+Neither raises for a failed read: the NodeSample carries `error`, and the aggregator then treats
+that node's GPUs as unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from kaiwo_ray.telemetry.attribution import attribute
+from kaiwo_ray.telemetry.backends import GpuBackend
+from kaiwo_ray.telemetry.model import GpuSample, NodeSample, PodRef
+from kaiwo_ray.telemetry.podresources import (
+    KUBELET_SOCKET,
+    DeviceAllocation,
+    PodResourcesError,
+    list_allocations,
+)
+
+log = logging.getLogger(__name__)
+
+SANDBOX_DEVICES_PATH = "/sandbox/gpus"
+
+
+class Sampler(Protocol):
+    name: str
+
+    async def node_samples(self) -> list[NodeSample]: ...
+
+    def close(self) -> None: ...
+
+
+class HardwareSampler:
+    def __init__(self, backend: GpuBackend, node: str, ray_node_id: str = "", *,
+                 podresources_socket: str | None = KUBELET_SOCKET, proc_root: Path | None = Path("/proc")) -> None:
+        self.backend = backend
+        self.name = backend.name
+        self.node = node
+        self.ray_node_id = ray_node_id
+        self.podresources_socket = podresources_socket
+        self.proc_root = proc_root
+        self.attribution_error = ""
+
+    def _allocations(self) -> list[DeviceAllocation] | None:
+        if not self.podresources_socket or not Path(self.podresources_socket).exists():
+            return None
+        try:
+            found = list_allocations(self.podresources_socket)
+        except PodResourcesError as err:
+            if str(err) != self.attribution_error:
+                log.warning("%s (falling back to cgroups)", err)
+            self.attribution_error = str(err)
+            return None
+        self.attribution_error = ""
+        return found
+
+    def read(self) -> NodeSample:
+        """One blocking tick (driver calls + the kubelet), for a worker thread."""
+        stamp = time.time()
+        try:
+            gpus = self.backend.sample()
+        except Exception as err:  # a backend bug must not kill the actor: report the node as unreadable
+            log.exception("GPU backend %s failed", self.name)
+            return NodeSample(node=self.node, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
+                              error=f"{type(err).__name__}: {err}")
+        if gpus:
+            gpus = attribute(gpus, self._allocations(), self.proc_root)
+        return NodeSample(node=self.node, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
+                          gpus=tuple(gpus))
+
+    async def node_samples(self) -> list[NodeSample]:
+        return [await asyncio.to_thread(self.read)]
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class SandboxSampler:
+    """The sandbox's GPUs through its `/sandbox/gpus` route, with the operator's API client."""
+
+    name = "sandbox"
+
+    def __init__(self, client: Any, ray_node_id: str = "") -> None:
+        self.client = client
+        self.ray_node_id = ray_node_id
+        self.known_nodes: set[str] = set()
+
+    async def node_samples(self) -> list[NodeSample]:
+        stamp = time.time()
+        try:
+            body = await self.client.request("GET", SANDBOX_DEVICES_PATH)
+        except Exception as err:  # the sandbox restarting: every simulated node is unreadable this tick
+            return [NodeSample(node=n, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
+                               error=f"{type(err).__name__}: {err}") for n in sorted(self.known_nodes)]
+        by_node: dict[str, list[GpuSample]] = {}
+        for item in (body or {}).get("items") or []:
+            by_node.setdefault(str(item["node"]), []).append(sandbox_gpu(item))
+        self.known_nodes = set(by_node)
+        return [NodeSample(node=node, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
+                           gpus=tuple(gpus)) for node, gpus in sorted(by_node.items())]
+
+    def close(self) -> None:
+        return None
+
+
+def sandbox_gpu(item: dict[str, Any]) -> GpuSample:
+    pods: tuple[PodRef, ...] = ()
+    if item.get("pod"):
+        pods = (PodRef(namespace=item.get("namespace") or "", pod=item["pod"], container=item.get("container") or "",
+                       uid=item.get("podUid") or ""),)
+    return GpuSample(uuid=str(item["uuid"]), index=int(item["index"]), vendor=f"sandbox-{item['vendor']}",
+                     model=str(item.get("model") or ""), bus_id=str(item.get("busId") or ""),
+                     utilization=item.get("utilization"), memory_used_bytes=item.get("memoryUsedBytes"),
+                     memory_total_bytes=item.get("memoryTotalBytes"), power_watts=item.get("powerWatts"),
+                     temperature_c=item.get("temperatureC"), pods=pods, error=str(item.get("error") or ""))

@@ -1,0 +1,1 @@
+"""Who is asking and may they: bearer tokens and service-account tokens (authn), RBAC objects evaluated as Kubernetes does (rbac, authz), TokenReview/SubjectAccessReview (reviews), the bootstrap roles."""

@@ -1,0 +1,704 @@
+"""The HTTP front end: Kubernetes REST paths and JSON bodies over the store, with bearer-token
+authentication, the audit log, fault injection, Table output and streaming watches.
+
+One catch-all aiohttp route parses the path itself (`routes.parse_api_path`): the API's path
+space is regular and this keeps per-request work small. No per-request logging on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+import yaml
+from aiohttp import web
+
+from kaiwo_sandbox.apiserver import discovery
+from kaiwo_sandbox.apiserver.audit import AuditLog, AuditRecord
+from kaiwo_sandbox.apiserver.auth.access import Access
+from kaiwo_sandbox.apiserver.auth.authn import UserInfo
+from kaiwo_sandbox.apiserver.faults import FaultInjector
+from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
+from kaiwo_sandbox.apiserver.streams import pods as pod_streams
+from kaiwo_sandbox.apiserver.tables import to_table
+from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
+from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.semantics.listing import Selection
+from kaiwo_sandbox.semantics.patching import apply_json_patch, apply_merge_patch
+from kaiwo_sandbox.storage.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version", "/version/"})
+DEFAULT_WATCH_TIMEOUT = 1800.0  # a real server picks 30-60 min
+JSON = "application/json"
+JOB_ORPHAN_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+                      "to remove them or set propagationPolicy=Orphan to suppress this warning")
+RETURNS_DELETED_OBJECT = frozenset({("", "pods")})  # plus every custom resource
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _status_body(err: ApiError) -> bytes:
+    return orjson.dumps(err.status())
+
+
+def error_response(err: ApiError) -> web.Response:
+    headers = {}
+    if err.code == 429:
+        retry = (err.details or {}).get("retryAfterSeconds", 1)
+        headers["Retry-After"] = str(retry)
+    return web.Response(body=_status_body(err), status=err.code, content_type=JSON, headers=headers)
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type=JSON)
+
+
+def _flag(value: str | None) -> bool:
+    return value is not None and value.lower() in ("true", "1")
+
+
+def _verb(method: str, path: ApiPath, watch: bool) -> str:
+    if method == "GET":
+        if watch or path.legacy_watch:
+            return "watch"
+        return "get" if path.name else "list"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if path.name else "deletecollection"
+    return method.lower()
+
+
+def _dry_run(query: Any, body: JsonObj | None = None) -> bool:
+    values = list(query.getall("dryRun", []))
+    if body is not None:
+        values.extend(body.get("dryRun") or [])
+    for value in values:
+        if value != "All":
+            raise ApiError.bad_request(f'Invalid dryRun value "{value}": supported values: "All"')
+    return bool(values)
+
+
+def field_manager_for(query: Any, user_agent: str) -> str:
+    """fieldManager, else the User-Agent's product token (as the apiserver's fieldmanager does)."""
+    manager: str | None = query.get("fieldManager")
+    if manager:
+        if len(manager) > 128:
+            raise ApiError.bad_request("fieldManager: Too long: may not be longer than 128")
+        return manager
+    return (user_agent.split("/", 1)[0] or "unknown")[:128]
+
+
+class ApiServer:
+    """Request handling. `tokens` maps bearer tokens to user names (mutable: tests mint more)."""
+
+    def __init__(self, store: ObjectStore, *, tokens: dict[str, str], audit: AuditLog, faults: FaultInjector,
+                 bookmark_interval: float = 60.0, access: Access | None = None) -> None:
+        self.store = store
+        self.access = access or Access(store, tokens)  # authentication + authorization (access.py)
+        self.audit = audit
+        self.faults = faults
+        self.bookmark_interval = bookmark_interval
+        self.address = ""
+        self._encoded: OrderedDict[tuple[int, str, str, str], bytes] = OrderedDict()
+        self.open_watches = 0
+
+    def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
+        """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
+        simulated GPU exporter) before the catch-all Kubernetes route."""
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        for add in extra_routes:
+            add(app)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    # ------------------------------------------------------------------ entry point
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path in PUBLIC_PATHS:
+            return self._public(path)
+        identity = self.access.authenticate(request.headers.get("Authorization", ""))
+        if identity is None:
+            return error_response(ApiError(401, "Unauthorized", "Unauthorized"))
+        if "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers:
+            try:
+                identity = self.access.impersonate(identity, request.headers)
+            except ApiError as err:
+                return error_response(err)
+        user = identity.name
+        if path.startswith("/sandbox/v1/"):
+            return await self._control(request, path[len("/sandbox/v1/"):], identity)
+        api_path = parse_api_path(path)
+        if api_path is None or not api_path.resource:
+            denied = self.access.deny_path(identity, request.method, path)
+            if denied is not None:
+                return error_response(denied)
+        if path.startswith("/openapi/"):
+            from kaiwo_sandbox.apiserver import openapi
+
+            document = openapi.for_path(self.store.registry, path) if path.startswith("/openapi/v3") else None
+            if document is None:
+                return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+            return json_response(document)
+        if api_path is None:
+            return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+        if not api_path.resource:
+            return self._discovery(api_path)
+        query = request.query
+        verb = _verb(request.method, api_path, _flag(query.get("watch")))
+        code = 500
+        streaming = False  # a watch is audited when its stream starts, not when it ends
+        try:
+            self.access.check(identity, verb, api_path, query)
+            info = self.store.resolve(GVR(api_path.group, api_path.version, api_path.resource))
+            if api_path.namespace and not info.namespaced:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            latency, fault = self.faults.check(verb, api_path.group, api_path.resource, api_path.namespace,
+                                               api_path.name)
+            if latency:
+                await asyncio.sleep(latency)
+            if fault is not None:
+                raise fault
+            if verb == "watch":
+                def started() -> None:
+                    nonlocal streaming
+                    streaming = True
+                    self._audit(user, verb, api_path, 200)
+
+                return await self._watch(request, info, api_path, started)
+            validation = query.get("fieldValidation")
+            if validation not in (None, "", "Strict", "Warn", "Ignore"):
+                raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
+                                           'values: "Ignore", "Strict", "Warn"')
+            response: web.StreamResponse
+            if verb == "create" and self.access.answers(api_path):  # reviews, TokenRequest: never stored
+                response = json_response(self.access.answer(api_path, await self._body(request), identity), 201)
+            elif verb in ("create", "update", "patch"):
+                response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
+            else:
+                response = await self._dispatch(request, info, api_path, verb, user)
+            deprecation = info.deprecations.get(api_path.version)
+            if deprecation:
+                response.headers.add("Warning", f'299 - "{deprecation}"')
+            code = response.status
+            return response
+        except ApiError as err:
+            code = err.code
+            return error_response(err)
+        except Exception as exc:  # a bug must answer 500 like a real server, not drop the connection
+            log.exception("sandbox: %s %s failed", request.method, path)
+            code = 500
+            return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+        finally:
+            if not streaming:
+                self._audit(user, verb, api_path, code)
+
+    def _audit(self, user: str, verb: str, path: ApiPath, code: int) -> None:
+        self.audit.record(AuditRecord(time.time(), user, verb, path.group, path.resource, path.subresource,
+                                      path.namespace, path.name, code))
+
+    def _public(self, path: str) -> web.Response:
+        if path.startswith("/version"):
+            return json_response(discovery.SERVER_VERSION)
+        return web.Response(text="ok", content_type="text/plain")
+
+    def _discovery(self, path: ApiPath) -> web.Response:
+        registry = self.store.registry
+        body: JsonObj | None
+        if path.version == "" and not path.named_group:
+            body = discovery.api_versions(self.address)
+        elif path.version == "" and path.group == "":
+            body = discovery.api_group_list(registry)
+        elif path.version == "":
+            body = discovery.api_group(registry, path.group)
+        else:
+            body = discovery.api_resource_list(registry, path.group, path.version)
+        if body is None:
+            return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
+        return json_response(body)
+
+    # ------------------------------------------------------------------ verbs
+    async def _dispatch(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
+                        user: str) -> web.StreamResponse:
+        gvr = GVR(path.group, path.version, path.resource)
+        ns = path.namespace or None
+        query = request.query
+        sub = path.subresource or None
+        if sub is not None and sub not in info.subresources:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if info.namespaced and not path.namespace and verb not in ("list", "watch"):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if (verb not in info.verbs and sub is None) or (verb in ("update", "patch") and not path.name):
+            raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+        if sub in pod_streams.SUBRESOURCES and info.resource == "pods":
+            return await pod_streams.serve(self.store, request, path.namespace, path.name, sub)
+        if verb == "get":
+            if sub == "scale":
+                return json_response(self.store.get_scale(gvr, ns, path.name))
+            obj = self.store.get_ref(gvr, ns, path.name)
+            return self._object_response(request, info, gvr, obj)
+        if verb == "list":
+            page = self.store.list_page(
+                gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
+                limit=self._int(query.get("limit")), continue_token=self._continue(query.get("continue")),
+                resource_version=query.get("resourceVersion"),
+                resource_version_match=query.get("resourceVersionMatch"))
+            return self._list_response(request, info, gvr, page.items, page.resource_version,
+                                       page.continue_token, page.remaining)
+        manager = field_manager_for(query, request.headers.get("User-Agent", ""))
+        if verb == "create":
+            body = await self._body(request)
+            if sub == "binding":
+                return self._bind(body, path, _dry_run(query), user)
+            if sub == "eviction":
+                # No PodDisruptionBudgets exist here, so every eviction is allowed: it deletes the pod.
+                self.store.delete_ref(gvr, ns, path.name, dry_run=_dry_run(query, body.get("deleteOptions")),
+                                      user=user)
+                return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "code": 201}, status=201)
+            if path.name:
+                raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+            self.store.decode_typed(info, gvr, body)
+            created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),
+                                              field_manager=manager, user=user)
+            return self._object_response(request, info, gvr, created, status=201)
+        if verb == "update":
+            body = await self._body(request)
+            if sub == "scale":
+                return json_response(self.store.update_scale(gvr, ns, path.name, body, dry_run=_dry_run(query),
+                                                             field_manager=manager, user=user))
+            self.store.decode_typed(info, gvr, body)
+            updated = self.store.update_owned(gvr, body, subresource=sub, dry_run=_dry_run(query),
+                                              field_manager=manager, user=user, namespace=ns, name=path.name)
+            return self._object_response(request, info, gvr, updated)
+        if verb == "patch":
+            return await self._patch(request, info, gvr, path, manager, user)
+        if verb == "delete":
+            return await self._delete(request, info, gvr, path, user)
+        if verb == "deletecollection":
+            options = await self._delete_options(request)
+            deleted = self.store.delete_collection(
+                gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
+                propagation_policy=options.get("propagationPolicy") or query.get("propagationPolicy"),
+                dry_run=_dry_run(query, options), user=user)
+            return self._list_response(request, info, gvr, deleted, str(self.store.resource_version), None, None)
+        raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
+
+    async def _dispatch_validated(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
+                                  user: str, validation: str) -> web.StreamResponse:
+        """A write under its fieldValidation. The body is read first (aiohttp caches it) so that
+        nothing inside the scope awaits I/O: the store's per-request mode can't leak to another."""
+        await request.read()
+        with self.store.field_validation(validation) as unknown:
+            response = await self._dispatch(request, info, path, verb, user)
+        for field in unknown:
+            response.headers.add("Warning", f'299 - "unknown field \\"{field}\\""')
+        return response
+
+    async def _patch(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath, manager: str,
+                     user: str) -> web.StreamResponse:
+        content_type = request.content_type
+        patch_type: PatchType | None = PATCH_CONTENT_TYPES.get(content_type)
+        if patch_type is None:
+            accepted = "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            if not info.custom:
+                accepted += ", application/strategic-merge-patch+json"
+            raise ApiError.unsupported_media_type(
+                f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+        raw = await request.read()
+        patch = self._decode(raw, yaml_ok=patch_type == "apply")
+        query = request.query
+        ns = path.namespace or None
+        dry_run = _dry_run(query)
+        if path.subresource == "scale":
+            scale = self.store.get_scale(gvr, ns, path.name)
+            if patch_type == "json":
+                scale = apply_json_patch(scale, patch)
+            else:
+                scale = apply_merge_patch(scale, patch)
+            return json_response(self.store.update_scale(gvr, ns, path.name, scale, dry_run=dry_run,
+                                                         field_manager=manager, user=user))
+        field_manager = query.get("fieldManager") if patch_type == "apply" else manager
+        creating = patch_type == "apply" and self.store.find_ref(gvr, ns, path.name) is None
+        patched = self.store.patch_owned(gvr, ns, path.name, patch, patch_type, subresource=path.subresource or None,
+                                         field_manager=field_manager, force=_flag(query.get("force")),
+                                         dry_run=dry_run, user=user)
+        return self._object_response(request, info, gvr, patched, status=201 if creating else 200)
+
+    async def _delete(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath,
+                      user: str) -> web.StreamResponse:
+        options = await self._delete_options(request)
+        preconditions = options.get("preconditions") or {}
+        query = request.query
+        policy = options.get("propagationPolicy") or query.get("propagationPolicy")
+        orphan = options.get("orphanDependents", query.get("orphanDependents"))
+        if policy is None and orphan is not None:
+            policy = "Orphan" if orphan in (True, "true") else "Background"
+        result = self.store.delete_ref(gvr, path.namespace or None, path.name, propagation_policy=policy,
+                                       resource_version=preconditions.get("resourceVersion"),
+                                       uid=preconditions.get("uid"), dry_run=_dry_run(query, options), user=user)
+        if _dry_run(query, options):
+            pending = bool(result["metadata"].get("deletionTimestamp"))
+        else:
+            pending = self.store.find_ref(gvr, path.namespace or None, path.name) is not None
+        response: web.Response
+        if pending:
+            response = self._object_response(request, info, gvr, result, status=202)
+        elif info.custom or (info.group, info.resource) in RETURNS_DELETED_OBJECT:
+            response = self._object_response(request, info, gvr, result)
+        else:
+            response = json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "details": {"name": path.name, "group": info.group, "kind": info.resource,
+                                                  "uid": result["metadata"].get("uid", "")}})
+        if policy is None and (info.group, info.resource) == ("batch", "jobs"):
+            response.headers["Warning"] = f'299 - "{JOB_ORPHAN_WARNING}"'
+        return response
+
+    def _bind(self, body: JsonObj, path: ApiPath, dry_run: bool, user: str) -> web.Response:
+        target = body.get("target") or {}
+        node = target.get("name")
+        if not node:
+            raise ApiError.invalid("Binding", "", path.name, [{"reason": "FieldValueRequired",
+                                                               "message": "Required value", "field": "target.name"}])
+        self.store.bind(path.namespace, path.name, str(node), dry_run=dry_run, user=user)
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "code": 201}, status=201)
+
+    # ------------------------------------------------------------------ bodies
+    async def _body(self, request: web.Request) -> JsonObj:
+        content_type = request.content_type
+        if content_type == "application/vnd.kubernetes.protobuf":
+            # kubectl's typed generators (create namespace|configmap|...) send protobuf.
+            from kaiwo_sandbox.apiserver import protobuf
+
+            return protobuf.decode(await request.read())
+        if content_type == "application/cbor":
+            raise ApiError.unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json, application/yaml, application/vnd.kubernetes.protobuf")
+        raw = await request.read()
+        body = self._decode(raw, yaml_ok="yaml" in content_type)
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the body of the request must be a JSON object")
+        return body
+
+    @staticmethod
+    def _decode(raw: bytes, *, yaml_ok: bool) -> Any:
+        if not raw.strip():
+            raise ApiError.bad_request("the body of the request is empty")
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if yaml_ok:
+                try:
+                    return yaml.load(raw, Loader=_YAML_LOADER)
+                except yaml.YAMLError as yerr:
+                    raise ApiError.bad_request(f"error decoding YAML: {yerr}") from None
+            raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
+
+    async def _delete_options(self, request: web.Request) -> JsonObj:
+        if not request.can_read_body:
+            return {}
+        raw = await request.read()
+        if not raw.strip():
+            return {}
+        options = self._decode(raw, yaml_ok=False)
+        if not isinstance(options, dict):
+            raise ApiError.bad_request("DeleteOptions must be a JSON object")
+        return options
+
+    @staticmethod
+    def _int(value: str | None) -> int | None:
+        if value in (None, ""):
+            return None
+        try:
+            return int(value)
+        except ValueError:
+            raise ApiError.bad_request(f'invalid value "{value}": must be an integer') from None
+
+    def _continue(self, token: str | None) -> str | None:
+        if token and self.faults.take_forced_gone():
+            raise ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent "
+                           "list result. You can start a new list without the continue parameter, or use the "
+                           "continue value from the response to resume the list.")
+        return token or None
+
+    # ------------------------------------------------------------------ responses
+    def _table_request(self, request: web.Request) -> str | None:
+        """The includeObject policy when the client asked for a Table (and we can make one)."""
+        accept = request.headers.get("Accept", "")
+        if "as=Table" not in accept:
+            return None
+        include = request.query.get("includeObject") or "Metadata"
+        if include not in ("None", "Metadata", "Object"):
+            raise ApiError.bad_request(f'includeObject: Unsupported value: "{include}"')
+        return include
+
+    def _table(self, info: ResourceInfo, version: str, objects: list[JsonObj], include: str) -> JsonObj:
+        columns = info.printer_columns.get(version) if info.custom else None
+        table: JsonObj = to_table(objects, kind=info.kind, group=info.group, printer_columns=columns,
+                                         now=self.store.clock.now(), include_object=include)
+        return table
+
+    def _object_response(self, request: web.Request, info: ResourceInfo, gvr: GVR, obj: JsonObj, *,
+                         status: int = 200) -> web.Response:
+        include = self._table_request(request)
+        if include is not None:
+            table = self._table(info, gvr.version, [obj], include)
+            table.setdefault("metadata", {})["resourceVersion"] = obj["metadata"].get("resourceVersion", "")
+            return json_response(table, status)
+        return web.Response(body=orjson.dumps(obj), status=status, content_type=JSON)
+
+    def _list_response(self, request: web.Request, info: ResourceInfo, gvr: GVR, items: list[JsonObj], rv: str,
+                       continue_token: str | None, remaining: int | None) -> web.Response:
+        meta: JsonObj = {"resourceVersion": rv}
+        if continue_token:
+            meta["continue"] = continue_token
+        if remaining is not None:
+            meta["remainingItemCount"] = remaining
+        include = self._table_request(request)
+        if include is not None:
+            table = self._table(info, gvr.version, items, include)
+            table["metadata"] = meta
+            return json_response(table)
+        return json_response({"kind": info.list_kind, "apiVersion": gvr.api_version, "metadata": meta,
+                              "items": items})
+
+    # ------------------------------------------------------------------ watch
+    async def _watch(self, request: web.Request, info: ResourceInfo, path: ApiPath,
+                     started: Callable[[], None]) -> web.StreamResponse:
+        query = request.query
+        gvr = GVR(path.group, path.version, path.resource)
+        selection = Selection.parse(query.get("labelSelector"), query.get("fieldSelector"), info.kind)
+        include = self._table_request(request)
+        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        bookmarks = _flag(query.get("allowWatchBookmarks"))
+        send_initial = _flag(query.get("sendInitialEvents"))
+        rv_param = query.get("resourceVersion") or ""
+        if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
+            raise ApiError.invalid("ListOptions", "meta.k8s.io", "", [{
+                "reason": "FieldValueForbidden", "field": "resourceVersionMatch",
+                "message": "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"}])
+        resume_from = None if rv_param in ("", "0") or send_initial else self.store.parse_resource_version(rv_param)
+        stream = WatchStream(self, info, gvr, path.namespace, selection, include)
+        response = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        started()
+        # From here to add_watcher nothing awaits: the initial state and the live stream join exactly.
+        initial: list[bytes] = []
+        error: ApiError | None = None
+        if rv_param in ("", "0") or send_initial:
+            page = self.store.list_page(gvr, path.namespace or None, label_selector=query.get("labelSelector"),
+                                        field_selector=query.get("fieldSelector"))
+            initial = [stream.encode("ADDED", obj) for obj in page.items]
+        else:
+            try:
+                if self.faults.take_forced_gone():
+                    raise ApiError.gone(f"too old resource version: {rv_param} ({self.store.resource_version})")
+                assert resume_from is not None
+                backlog = self.store.events_since(info, resume_from)
+                initial = [frame for event in backlog if (frame := stream.frame(event)) is not None]
+            except ApiError as err:
+                error = err
+        if error is not None:
+            await response.write(orjson.dumps({"type": "ERROR", "object": error.status()}) + b"\n")
+            return response
+        if send_initial and bookmarks:
+            initial.append(stream.bookmark(initial_events_end=True))
+        return await stream.run(request, response, initial, timeout=timeout, bookmarks=bookmarks)
+
+    def encode_event(self, key: tuple[int, str, str, str], make: Callable[[], bytes]) -> bytes:
+        """Serialised watch frames shared by all watchers of one event (bounded cache)."""
+        cached = self._encoded.get(key)
+        if cached is None:
+            cached = make()
+            self._encoded[key] = cached
+            if len(self._encoded) > 512:
+                self._encoded.popitem(last=False)
+        return cached
+
+    # ------------------------------------------------------------------ control endpoint
+    async def _control(self, request: web.Request, path: str, identity: UserInfo) -> web.StreamResponse:
+        from kaiwo_sandbox.apiserver.control import handle_control
+
+        try:
+            self.access.check_control(identity, request.method, request.path)
+            return await handle_control(self, request, path)
+        except ApiError as err:
+            return error_response(err)
+        except (ValueError, TypeError) as exc:
+            return error_response(ApiError.bad_request(str(exc)))
+
+    def mint_token(self, user: str, groups: Sequence[str] = ()) -> str:
+        return self.access.authn.mint(user, list(groups))
+
+
+_CUT = object()
+
+
+def pod_log(pod: JsonObj, container: str | None) -> str:
+    """GET pods/log: no process runs in the sandbox, so the log says what was simulated — but the
+    errors for a missing container choice or a container not started yet are the kubelet's."""
+    meta = pod.get("metadata") or {}
+    name = meta.get("name", "")
+    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    if container is None:
+        if len(containers) != 1:
+            raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                       f"[{' '.join(containers)}]")
+        container = containers[0]
+    if container not in containers:
+        raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    state = (statuses.get(container) or {}).get("state") or {}
+    if not statuses.get(container) or "waiting" in state:
+        reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+        raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+    spec = next(c for c in pod["spec"]["containers"] if c.get("name") == container)
+    command = " ".join(str(part) for part in [*(spec.get("command") or []), *(spec.get("args") or [])])
+    lines = [f"[kaiwo-ray sandbox] simulated container {container!r} (image {spec.get('image', '')})"]
+    if command:
+        lines.append(f"[kaiwo-ray sandbox] command: {command}")
+    for phase in ("running", "terminated"):
+        if phase in state:
+            detail = state[phase]
+            lines.append(f"[kaiwo-ray sandbox] {phase} since {detail.get('startedAt', '')}"
+                         + (f", exit code {detail.get('exitCode')}" if phase == "terminated" else ""))
+    return "\n".join(lines) + "\n"
+
+
+class WatchStream:
+    """One HTTP watch: filters committed events through its namespace and selectors (an object
+    leaving the selection is DELETED for this watcher, entering it is ADDED), and writes frames."""
+
+    def __init__(self, server: ApiServer, info: ResourceInfo, gvr: GVR, namespace: str, selection: Selection,
+                 table: str | None) -> None:
+        self.server = server
+        self.store = server.store
+        self.info = info
+        self.gvr = gvr
+        self.namespace = namespace
+        self.selection = selection
+        self.table = table
+        self.pending: list[WatchEvent | object] = []
+        self.wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self.cut_after: int | None = None
+
+    def encode(self, kind: str, obj: JsonObj) -> bytes:
+        if self.table is not None:
+            table = self.server._table(self.info, self.gvr.version, [obj], self.table)
+            return orjson.dumps({"type": kind, "object": table}) + b"\n"
+        return orjson.dumps({"type": kind, "object": obj}) + b"\n"
+
+    def frame(self, event: WatchEvent) -> bytes | None:
+        obj = event.object
+        if self.namespace and (obj.get("metadata") or {}).get("namespace") != self.namespace:
+            return None
+        kind: str = event.type
+        if not self.selection.everything:
+            now_in = self.selection.matches(obj)
+            was_in = event.old is not None and self.selection.matches(event.old)
+            if kind == "MODIFIED":
+                if now_in and not was_in:
+                    kind = "ADDED"
+                elif was_in and not now_in:
+                    kind = "DELETED"
+                elif not now_in:
+                    return None
+            elif (kind == "ADDED" and not now_in) or (kind == "DELETED" and not (now_in or was_in)):
+                return None
+        view = self.store.view(self.info, self.gvr.version, obj)
+        if self.table is not None:
+            return self.encode(kind, view)
+        key = (event.resource_version, self.info.group, self.gvr.version, kind)
+        return self.server.encode_event(key, lambda: self.encode(kind, view))
+
+    def bookmark(self, *, initial_events_end: bool = False) -> bytes:
+        meta: JsonObj = {"resourceVersion": str(self.store.resource_version)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": self.info.kind, "apiVersion": self.gvr.api_version, "metadata": meta}
+        return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
+
+    def _on_event(self, event: WatchEvent) -> None:
+        self.pending.append(event)
+        self.wake.set()
+
+    def _cut(self, after_events: int) -> None:
+        # Fault injection may call this from a test thread: hop onto the stream's loop.
+        self._loop.call_soon_threadsafe(self._cut_on_loop, after_events)
+
+    def _cut_on_loop(self, after_events: int) -> None:
+        if after_events <= 0:
+            self.pending.append(_CUT)
+            self.wake.set()
+        else:
+            self.cut_after = after_events
+
+    async def run(self, request: web.Request, response: web.StreamResponse, initial: list[bytes], *,
+                  timeout: float, bookmarks: bool) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        remove_watcher = self.store.add_watcher(self.store.primary(self.info).storage, self._on_event)
+        unregister = self.server.faults.register_watch(self._cut)
+        self.server.open_watches += 1
+        deadline = loop.time() + timeout
+        timers = [loop.call_at(deadline, self.wake.set)]
+        interval = self.server.bookmark_interval
+        next_bookmark = loop.time() + interval
+        if bookmarks:
+            timers.append(loop.call_at(next_bookmark, self.wake.set))
+        try:
+            if initial:
+                await response.write(b"".join(initial))
+            while True:
+                await self.wake.wait()
+                self.wake.clear()
+                batch, self.pending = self.pending, []
+                frames: list[bytes] = []
+                stop = False
+                for item in batch:
+                    if item is _CUT:
+                        stop = True
+                        break
+                    assert isinstance(item, WatchEvent)
+                    frame = self.frame(item)
+                    if frame is None:
+                        continue
+                    frames.append(frame)
+                    if self.cut_after is not None:
+                        self.cut_after -= 1
+                        if self.cut_after <= 0:
+                            stop = True
+                            break
+                now = loop.time()
+                if bookmarks and now >= next_bookmark and not stop:
+                    frames.append(self.bookmark())
+                    next_bookmark = now + interval
+                    timers.append(loop.call_at(next_bookmark, self.wake.set))
+                if frames:
+                    await response.write(b"".join(frames))
+                if stop or now >= deadline:
+                    break
+        except ConnectionResetError:
+            pass
+        finally:
+            remove_watcher()
+            unregister()
+            self.server.open_watches -= 1
+            for timer in timers:
+                timer.cancel()
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await response.write_eof()
+        return response

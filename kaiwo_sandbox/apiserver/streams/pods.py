@@ -1,0 +1,275 @@
+"""The streaming pod subresources: `pods/log` (follow, tailLines, container), `pods/exec` and
+`pods/portforward` over the websocket protocols kubectl 1.30+ and the `kubernetes` client speak.
+
+exec: `v5.channel.k8s.io` (stdin close signal), `v4.channel.k8s.io` (Status on the error channel),
+plain `channel.k8s.io`; each binary frame is [channel][data]: 0 stdin, 1 stdout, 2 stderr, 3 error
+(a Status), 4 resize, 255 close (v5). The command runs in the simulated container's shell
+(`streams/shell.py`): stdin, when asked for, is read until the client closes it.
+
+portforward: `v4.channel.k8s.io` / `channel.k8s.io` as the kubelet's websocket port-forward: per
+port a data channel 2i and an error channel 2i+1, each opened by the server with the port
+(uint16, little endian). A port a container declares answers as a tiny HTTP server describing the
+pod (or echoes non-HTTP bytes); any other port is refused on the error channel, as a real pod
+with nothing listening would be. kubectl's own port-forward tunnels SPDY/3.1 inside the websocket
+(`SPDY/3.1+portforward.k8s.io`): `streams/spdy.py` serves that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+from aiohttp import WSMsgType, web
+
+from kaiwo_sandbox.apiserver.streams import shell
+from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
+from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
+
+if TYPE_CHECKING:
+    from kaiwo_sandbox.storage.store import ObjectStore
+
+SUBRESOURCES = frozenset({"log", "exec", "portforward"})
+EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
+PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io")
+STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
+FOLLOW_POLL_SECONDS = 0.2  # how often a followed log looks at its container again
+
+
+async def serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
+    pod = store.get_ref(PODS, namespace, name)
+    if sub == "log":
+        return await _log(store, request, pod)
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+    if sub == "exec":
+        return await _exec(request, pod)
+    return await _portforward(request, pod)
+
+
+# ------------------------------------------------------------------------------------------ logs
+def _container_choice(pod: JsonObj, container: str | None) -> str:
+    name = (pod.get("metadata") or {}).get("name", "")
+    containers = [c.get("name", "") for c in shell._containers(pod)]
+    main = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    if container is None:
+        if len(main) != 1:
+            raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                       f"[{' '.join(main)}]")
+        return str(main[0])
+    if container not in containers:
+        raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
+    return container
+
+
+def log_lines(pod: JsonObj, container: str) -> tuple[list[str], bool]:
+    """(lines, finished): the kubelet-simulation header, what the entrypoint's builtins printed,
+    then how the container ended; finished once it terminated."""
+    from kaiwo_sandbox.apiserver.server import pod_log
+
+    text = pod_log(pod, container)  # raises the kubelet's errors for containers not started
+    lines = text.splitlines()
+    state_lines = [line for line in lines if line.startswith(("[kaiwo-ray sandbox] running since",
+                                                              "[kaiwo-ray sandbox] terminated since"))]
+    head = [line for line in lines if line not in state_lines]
+    spec = next(c for c in shell._containers(pod) if c.get("name") == container)
+    printed = shell.entrypoint_output(spec, shell.Context.of(pod, container)).splitlines()
+    statuses = {s.get("name"): s for s in [*((pod.get("status") or {}).get("containerStatuses") or []),
+                                           *((pod.get("status") or {}).get("initContainerStatuses") or [])]}
+    finished = "terminated" in ((statuses.get(container) or {}).get("state") or {})
+    return [*head, *printed, *state_lines], finished
+
+
+POD_DELETED_LINE = "[kaiwo-ray sandbox] pod deleted\n"
+
+
+async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    query = request.query
+    container = _container_choice(pod, query.get("container"))
+    lines, finished = log_lines(pod, container)
+    tail = query.get("tailLines")
+    if tail is not None:
+        try:
+            count = int(tail)
+        except ValueError:
+            raise ApiError.bad_request(f"tailLines: Invalid value: {tail!r}") from None
+        lines = lines[-count:] if count > 0 else []
+    follow = query.get("follow") in ("true", "1")
+    if not follow or finished:
+        return web.Response(text="".join(f"{line}\n" for line in lines), content_type="text/plain")
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await response.prepare(request)
+    running = [line for line in lines if "terminated since" not in line]
+    await response.write("".join(f"{line}\n" for line in running).encode())
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    while True:  # follow: until the container terminates or the pod is gone
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+        try:
+            current = store.get_ref(PODS, meta.get("namespace"), meta.get("name", ""))
+        except ApiError:
+            current = None
+        if current is None or (current.get("metadata") or {}).get("uid") != uid:
+            await response.write(POD_DELETED_LINE.encode())  # say why the stream ends
+            break
+        try:
+            now_lines, finished = log_lines(current, container)
+        except ApiError:
+            continue
+        if finished:
+            await response.write("".join(f"{line}\n" for line in now_lines if "terminated since" in line).encode())
+            break
+    await response.write_eof()
+    return response
+
+
+# ------------------------------------------------------------------------------------------ exec
+def _status(result: shell.Result, argv: list[str]) -> JsonObj:
+    if result.exit_code == 0:
+        return {"metadata": {}, "status": "Success"}
+    return {"metadata": {}, "status": "Failure",
+            "message": f"command terminated with non-zero exit code: error executing command {json.dumps(argv)}, "
+                       f"exit code {result.exit_code}",
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": str(result.exit_code)}]}}
+
+
+async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    query = request.query
+    argv = query.getall("command", [])
+    if not argv:
+        raise ApiError.bad_request("you must specify at least 1 command")
+    container = _container_choice(pod, query.get("container"))
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    if "running" not in ((statuses.get(container) or {}).get("state") or {}):
+        raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
+    ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS)
+    await ws.prepare(request)
+    protocol = ws.ws_protocol or ""
+    wants_stdin = query.get("stdin") in ("true", "1")
+    stdin = b""
+    if wants_stdin:
+        async for message in ws:
+            if message.type != WSMsgType.BINARY or not message.data:
+                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                    break
+                continue
+            channel, data = message.data[0], message.data[1:]
+            if channel == STDIN:
+                stdin += data
+                if protocol != "v5.channel.k8s.io" and b"\x04" in data:  # Ctrl-D on a TTY without v5
+                    stdin = stdin.split(b"\x04", 1)[0]
+                    break
+            elif channel == CLOSE and data[:1] == bytes([STDIN]):
+                break
+    result = shell.run(list(argv), shell.Context.of(pod, container), stdin.decode(errors="replace"))
+    tty = query.get("tty") in ("true", "1")
+    if not ws.closed:
+        if result.stdout and query.get("stdout", "true") in ("true", "1"):
+            await ws.send_bytes(bytes([STDOUT]) + result.stdout.replace("\n", "\r\n" if tty else "\n").encode())
+        if result.stderr and query.get("stderr", "true") in ("true", "1") and not tty:
+            await ws.send_bytes(bytes([STDERR]) + result.stderr.encode())
+        elif result.stderr and tty:
+            await ws.send_bytes(bytes([STDOUT]) + result.stderr.replace("\n", "\r\n").encode())
+        if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
+            await ws.send_bytes(bytes([ERROR]) + json.dumps(_status(result, list(argv))).encode())
+        elif result.exit_code != 0:
+            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {result.exit_code}".encode())
+        await ws.close()
+    return ws
+
+
+# ------------------------------------------------------------------------------------------ port-forward
+def declared_ports(pod: JsonObj) -> dict[int, str]:
+    """containerPort -> container name, for every port a container declares."""
+    ports: dict[int, str] = {}
+    for container in shell._containers(pod):
+        for port in container.get("ports") or []:
+            with contextlib.suppress(TypeError, ValueError):  # a malformed port declares nothing
+                ports.setdefault(int(port.get("containerPort")), str(container.get("name", "")))
+    return ports
+
+
+def answer(pod: JsonObj, port: int, container: str, data: bytes) -> bytes:
+    """What the simulated server on `port` replies to `data`: HTTP gets a JSON description of the
+    pod; anything else is echoed."""
+    first = data.split(b"\r\n", 1)[0].split(b" ")
+    if len(first) == 3 and first[2].startswith(b"HTTP/"):
+        meta = pod.get("metadata") or {}
+        body = json.dumps({"pod": meta.get("name"), "namespace": meta.get("namespace"), "container": container,
+                           "port": port, "method": first[0].decode(errors="replace"),
+                           "path": first[1].decode(errors="replace"), "simulated": True}).encode()
+        return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nServer: kaiwo-ray-sandbox\r\n"
+                + f"Content-Length: {len(body)}\r\n".encode() + b"\r\n" + body)
+    return data
+
+
+async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+        return await _portforward_tunnel(request, pod)
+    raw_ports = [p for value in request.query.getall("ports", []) for p in value.split(",") if p]
+    try:
+        ports = [int(p) for p in raw_ports]
+    except ValueError:
+        raise ApiError.bad_request(f"invalid port in {raw_ports}") from None
+    if not ports or any(not 0 < p < 65536 for p in ports):
+        raise ApiError.bad_request("query parameter \"ports\" is required and must hold ports 1-65535")
+    if (pod.get("status") or {}).get("phase") != "Running":
+        raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
+    ws = web.WebSocketResponse(protocols=PORTFORWARD_PROTOCOLS)
+    await ws.prepare(request)
+    listening = declared_ports(pod)
+    for index, port in enumerate(ports):
+        opening = port.to_bytes(2, "little")
+        await ws.send_bytes(bytes([2 * index]) + opening)
+        await ws.send_bytes(bytes([2 * index + 1]) + opening)
+    uid = (pod.get("metadata") or {}).get("uid", "")
+    async for message in ws:
+        if message.type != WSMsgType.BINARY or not message.data:
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                break
+            continue
+        channel, data = message.data[0], message.data[1:]
+        if channel % 2 or channel // 2 >= len(ports) or not data:
+            continue
+        port = ports[channel // 2]
+        if port not in listening:
+            await ws.send_bytes(bytes([channel + 1]) + (
+                f"error forwarding port {port} to pod {pod['metadata']['name']}, uid {uid}: dial tcp4 "
+                f"127.0.0.1:{port}: connect: connection refused").encode())
+            continue
+        await ws.send_bytes(bytes([channel]) + answer(pod, port, listening[port], data))
+    return ws
+
+
+
+
+async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    """kubectl's port-forward: SPDY/3.1 inside the websocket (`streams/spdy.py`); the ports come in
+    each stream's headers, not in the query."""
+    if (pod.get("status") or {}).get("phase") != "Running":
+        raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
+    listening = declared_ports(pod)
+    name, uid = pod["metadata"]["name"], (pod.get("metadata") or {}).get("uid", "")
+
+    def serve(port: int, data: bytes) -> bytes | None:
+        return answer(pod, port, listening[port], data) if port in listening else None
+
+    def refused(port: int) -> str:
+        return (f"error forwarding port {port} to pod {name}, uid {uid}: dial tcp4 127.0.0.1:{port}: "
+                "connect: connection refused")
+
+    session = spdy_tunnel.PortForwardSession(serve, refused)
+    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    await ws.prepare(request)
+    async for message in ws:
+        if message.type == WSMsgType.BINARY:
+            out = session.receive(message.data)
+            if out:
+                await ws.send_bytes(out)
+        elif message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+            break
+    return ws

@@ -1,0 +1,62 @@
+"""Simulated cluster controllers that make the sandbox behave like a cluster running the
+kube-scheduler, kubelets, the Job and Deployment controllers, Kueue, KubeRay and AppWrapper.
+
+Each controller is one module and can be switched on or off by name (see `CONTROLLERS`).
+They run on the sandbox's event loop and talk to the store directly (no HTTP): the store
+applies the same semantics to their writes as to any client's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, ControllerRunner
+from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
+from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
+from kaiwo_sandbox.cluster.kueue.controller import KueueController
+from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
+from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
+from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
+from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
+from kaiwo_sandbox.cluster.workloads.jobs import JobController
+from kaiwo_sandbox.contracts import Clock, Store
+
+# name -> controller class. Order is start order.
+CONTROLLERS: dict[str, type[Controller]] = {
+    "volume-binder": VolumeBinder,
+    "scheduler": Scheduler,
+    "kubelet": Kubelet,
+    "job-controller": JobController,
+    "deployment-controller": DeploymentController,
+    "kueue": KueueController,
+    "kuberay": KubeRayController,
+    "appwrapper": AppWrapperController,
+}
+
+
+def select_controllers(names: Iterable[str]) -> list[str]:
+    """`names` in start order; ValueError naming the known controllers if one is unknown."""
+    wanted = set(names)
+    unknown = sorted(wanted - CONTROLLERS.keys())
+    if unknown:
+        raise ValueError(f"unknown simulated controller(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(CONTROLLERS)}")
+    return [n for n in CONTROLLERS if n in wanted]
+
+
+def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None = None,
+                  enabled: Iterable[str] | None = None) -> ControllerRunner:
+    """Start the named controllers (all known ones by default) on the running event loop.
+
+    An unknown name is an error rather than ignored: a typo would otherwise silently leave a
+    controller off and the cluster would just look stuck."""
+    settings = settings or ClusterSettings()
+    names = list(CONTROLLERS) if enabled is None else select_controllers(enabled)
+    runner = ControllerRunner(store, clock)
+    for name in names:
+        runner.add(CONTROLLERS[name](store, clock, settings))
+    runner.start()
+    return runner
+
+
+__all__ = ["CONTROLLERS", "ClusterSettings", "Controller", "ControllerRunner", "select_controllers", "start_cluster"]

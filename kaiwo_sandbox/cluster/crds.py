@@ -1,0 +1,168 @@
+"""CustomResourceDefinitions of the operators the simulated cluster runs, which the sandbox preinstalls:
+KubeRay, AppWrapper and Kueue (the product under test passes its own in `SandboxConfig.extra_crds`). Schemas are deliberately loose (unknown fields preserved) — the operators that own these
+kinds validate them, and the sandbox only needs to store, serve and print them — but names,
+scopes, short names, subresources and printer columns are the upstream ones, because that is what
+users and `kubectl get` see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from kaiwo_sandbox.contracts import JsonObj
+
+_LOOSE_OBJECT: JsonObj = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+_AGE: JsonObj = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+
+def _schema() -> JsonObj:
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": dict(_LOOSE_OBJECT),
+            "status": dict(_LOOSE_OBJECT),
+        },
+        "x-kubernetes-preserve-unknown-fields": True,
+    }
+
+
+def _column(name: str, path: str, kind: str = "string", priority: int = 0, description: str = "") -> JsonObj:
+    column: JsonObj = {"name": name, "type": kind, "jsonPath": path}
+    if priority:
+        column["priority"] = priority
+    if description:
+        column["description"] = description
+    return column
+
+
+def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, bool]],
+        columns: Iterable[JsonObj] = (), scope: str = "Namespaced", short_names: Sequence[str] = (),
+        categories: Sequence[str] = (), per_version_columns: dict[str, list[JsonObj]] | None = None,
+        deprecated: Sequence[str] = ()) -> JsonObj:
+    """A CRD with a loose schema and a status subresource. `versions`: (name, is_storage)."""
+    names: JsonObj = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
+    if short_names:
+        names["shortNames"] = list(short_names)
+    if categories:
+        names["categories"] = list(categories)
+    default_columns = list(columns)
+    version_specs: list[Any] = []
+    for name, storage in versions:
+        version: JsonObj = {
+            "name": name, "served": True, "storage": storage,
+            "schema": {"openAPIV3Schema": _schema()},
+            "subresources": {"status": {}},
+        }
+        version_columns = (per_version_columns or {}).get(name, default_columns)
+        if version_columns:
+            version["additionalPrinterColumns"] = version_columns
+        if name in deprecated:
+            version["deprecated"] = True
+        version_specs.append(version)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "names": names, "scope": scope, "versions": version_specs},
+    }
+
+
+def kuberay_crds() -> list[JsonObj]:
+    group = "ray.io"
+    v1 = [("v1", True)]
+    return [
+        crd(group, "RayJob", "rayjobs", versions=v1, categories=("all",), columns=[
+            _column("job status", ".status.jobStatus"),
+            _column("deployment status", ".status.jobDeploymentStatus"),
+            _column("ray cluster name", ".status.rayClusterName"),
+            _column("start time", ".status.startTime"),
+            _column("end time", ".status.endTime"),
+            {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ]),
+        crd(group, "RayService", "rayservices", versions=v1, categories=("all",), columns=[
+            _column("service status", ".status.serviceStatus"),
+            _column("num serve endpoints", ".status.numServeEndpoints"),
+        ]),
+        crd(group, "RayCluster", "rayclusters", versions=v1, categories=("all",), columns=[
+            _column("desired workers", ".status.desiredWorkerReplicas", "integer"),
+            _column("available workers", ".status.availableWorkerReplicas", "integer"),
+            _column("cpus", ".status.desiredCPU"),
+            _column("memory", ".status.desiredMemory"),
+            _column("gpus", ".status.desiredGPU"),
+            _column("tpus", ".status.desiredTPU", priority=1),
+            _column("status", ".status.state"),
+            {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+            _column("head pod IP", ".status.head.podIP", priority=1),
+            _column("head service IP", ".status.head.serviceIP", priority=1),
+        ]),
+    ]
+
+
+def appwrapper_crds() -> list[JsonObj]:
+    return [crd("workload.codeflare.dev", "AppWrapper", "appwrappers", versions=[("v1beta2", True)],
+                short_names=("aw",), columns=[
+                    _column("Status", ".status.phase"),
+                    _column("Quota Reserved", ".status.conditions[?(@.type==\"QuotaReserved\")].status"),
+                    _column("Resources Deployed", ".status.conditions[?(@.type==\"ResourcesDeployed\")].status"),
+                    _column("Unhealthy", ".status.conditions[?(@.type==\"Unhealthy\")].status"),
+                    _AGE,
+                ])]
+
+
+def kueue_crds() -> list[JsonObj]:
+    """Kueue: v1beta2 is served and stored, v1beta1 still served (deprecated); Topology is v1beta1."""
+    group = "kueue.x-k8s.io"
+    both = [("v1beta2", True), ("v1beta1", False)]
+    cq_columns = [
+        _column("Cohort", ".spec.cohortName", description="Cohort that this ClusterQueue belongs to"),
+        _column("Strategy", ".spec.queueingStrategy", priority=1,
+                description="The queueing strategy used to prioritize workloads"),
+        _column("Pending Workloads", ".status.pendingWorkloads", "integer",
+                description="Number of pending workloads"),
+        _column("Admitted Workloads", ".status.admittedWorkloads", "integer", priority=1,
+                description="Number of admitted workloads that haven't finished yet"),
+    ]
+    cq_v1beta1 = [dict(c) for c in cq_columns]
+    cq_v1beta1[0]["jsonPath"] = ".spec.cohort"
+    lq_columns = [
+        _column("ClusterQueue", ".spec.clusterQueue", description="Backing ClusterQueue"),
+        _column("Pending Workloads", ".status.pendingWorkloads", "integer",
+                description="Number of pending workloads"),
+        _column("Admitted Workloads", ".status.admittedWorkloads", "integer",
+                description="Number of admitted workloads that haven't finished yet."),
+    ]
+    workload_columns = [
+        _column("Queue", ".spec.queueName", description="Name of the queue this workload was submitted to"),
+        _column("Reserved in", ".status.admission.clusterQueue",
+                description="Name of the ClusterQueue where the workload is reserving quota"),
+        _column("Admitted", ".status.conditions[?(@.type=='Admitted')].status",
+                description="Admission status"),
+        _column("Finished", ".status.conditions[?(@.type=='Finished')].status",
+                description="Workload finished"),
+        _AGE,
+    ]
+    return [
+        crd(group, "ClusterQueue", "clusterqueues", versions=both, scope="Cluster", short_names=("cq",),
+            columns=cq_columns, per_version_columns={"v1beta1": cq_v1beta1}, deprecated=("v1beta1",)),
+        crd(group, "LocalQueue", "localqueues", versions=both, short_names=("queue", "queues", "lq"),
+            columns=lq_columns, deprecated=("v1beta1",)),
+        crd(group, "ResourceFlavor", "resourceflavors", versions=both, scope="Cluster", short_names=("flavor",
+            "flavors", "rf"), deprecated=("v1beta1",)),
+        crd(group, "WorkloadPriorityClass", "workloadpriorityclasses", versions=both, scope="Cluster",
+            short_names=("wpc",), columns=[_column("Value", ".value", "integer",
+                                                   description="Value of workloadPriorityClass's Priority"),
+                                           _AGE], deprecated=("v1beta1",)),
+        crd(group, "Workload", "workloads", versions=both, short_names=("wl", "kwl"), columns=workload_columns,
+            deprecated=("v1beta1",)),
+        crd(group, "Topology", "topologies", versions=[("v1beta1", True)], scope="Cluster"),
+    ]
+
+
+def preinstalled_crds() -> list[JsonObj]:
+    from kaiwo_sandbox.cluster.monitoring_crds import monitoring_crds  # it builds on this module's crd()
+
+    return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds()

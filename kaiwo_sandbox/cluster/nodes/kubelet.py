@@ -1,0 +1,415 @@
+"""One kubelet for every node: runs bound pods through their simulated lifecycle and keeps node
+status as a live kubelet would post it.
+
+A pod's timeline lives in memory, keyed by its uid, from the moment the kubelet first sees it
+bound; the store only ever receives rendered status. Simulated seconds are real seconds divided
+by `clock.time_factor`, and every wake-up is a requeue delay, never a sleep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, Key
+from kaiwo_sandbox.cluster.events import record_event
+from kaiwo_sandbox.cluster.nodes.podsim import (
+    ContainerRun,
+    PodTimeline,
+    Termination,
+    plan_pod,
+    restart_backoff,
+)
+from kaiwo_sandbox.cluster.pods import is_terminal, qos_class
+from kaiwo_sandbox.contracts import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
+from kaiwo_sandbox.semantics.times import parse_time
+
+COMPONENT = "kubelet"
+MIN_DELAY = 0.001  # seconds: never spin on a transition that is due "now"
+VOLUME_RETRY_SECONDS = 2.0  # simulated: how often a pod waiting for its claims looks again
+STANDARD_NODE_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()
+
+
+def pod_ip(uid: str, pod_cidr: str | None = None) -> str:
+    """A fake but stable pod IP: inside the node's `spec.podCIDR` when it has one, else in the
+    kind-style 10.244.0.0/16 pod network."""
+    raw = int(_digest("pod-ip", uid)[:8], 16)
+    if pod_cidr:
+        try:
+            network = ipaddress.ip_network(pod_cidr, strict=False)
+        except ValueError:
+            network = None
+        if network is not None and network.num_addresses > 4:
+            return str(network.network_address + 2 + raw % (network.num_addresses - 3))
+    return f"10.244.{(raw >> 8) & 0xFF}.{max(raw & 0xFF, 2)}"
+
+
+def node_ip(name: str) -> str:
+    raw = bytes.fromhex(_digest("node-ip", name)[:4])
+    return f"172.18.{raw[0]}.{max(raw[1], 2)}"
+
+
+def image_id(image: str) -> str:
+    """Fully qualified image reference with a digest, as containerd reports it."""
+    repo = image.split("@", 1)[0]
+    last = repo.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo = repo[: len(repo) - len(last)] + last.split(":", 1)[0]
+    first = repo.split("/", 1)[0]
+    if "/" not in repo:
+        repo = f"docker.io/library/{repo}"
+    elif "." not in first and ":" not in first and first != "localhost":
+        repo = f"docker.io/{repo}"
+    return f"{repo}@sha256:{_digest('image', image)}"
+
+
+@dataclass(slots=True)
+class PodRuntime:
+    uid: str
+    timeline: PodTimeline
+    bound_monotonic: float
+    bound_wall: datetime
+    reported_events: int = 0
+    last_written: JsonObj | None = None  # guards against write loops if the store normalises status
+    pod_ref: str = ""  # "name_namespace(uid)", as the kubelet names a pod in messages
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering (pure)
+
+
+def _wall(runtime: PodRuntime, sim_seconds: float, time_factor: float) -> str:
+    return rfc3339(runtime.bound_wall + timedelta(seconds=sim_seconds * max(time_factor, 0.0)))
+
+
+def _terminated(term: Termination, container_id: str, runtime: PodRuntime, tf: float) -> JsonObj:
+    out: JsonObj = {
+        "exitCode": term.exit_code,
+        "reason": term.reason,
+        "startedAt": _wall(runtime, term.started_at, tf),
+        "finishedAt": _wall(runtime, term.finished_at, tf),
+    }
+    if container_id:
+        out["containerID"] = container_id
+    return out
+
+
+def container_status(run: ContainerRun, runtime: PodRuntime, now: float, tf: float, *, init: bool) -> JsonObj:
+    plan = run.plan
+    started_ever = run.started_at is not None or run.terminated is not None
+    container_id = f"containerd://{_digest(runtime.uid, plan.name, str(run.restart_count))}" if started_ever else ""
+    status: JsonObj = {
+        "name": plan.name,
+        "image": plan.image,
+        "imageID": image_id(plan.image) if started_ever else "",
+        "ready": (run.state == "terminated" and init) or (not init and run.ready(now)),
+        "restartCount": run.restart_count,
+        "started": run.state == "running",
+        "lastState": {},
+    }
+    if container_id:
+        status["containerID"] = container_id
+    if run.state == "running" and run.started_at is not None:
+        status["state"] = {"running": {"startedAt": _wall(runtime, run.started_at, tf)}}
+    elif run.state == "terminated" and run.terminated is not None and run.restart_at is None:
+        status["state"] = {"terminated": _terminated(run.terminated, container_id, runtime, tf)}
+    elif run.restart_at is not None and run.terminated is not None:
+        status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": (
+            f"back-off {int(restart_backoff(run.restart_count))}s restarting failed container={plan.name} "
+            f"pod={runtime.pod_ref}")}}
+        status["lastState"] = {"terminated": _terminated(run.terminated, container_id, runtime, tf)}
+    else:
+        status["state"] = {"waiting": {"reason": run.waiting_reason or "ContainerCreating"}}
+    if run.last_terminated is not None and run.restart_at is None:
+        previous = f"containerd://{_digest(runtime.uid, plan.name, str(run.restart_count - 1))}"
+        status["lastState"] = {"terminated": _terminated(run.last_terminated, previous, runtime, tf)}
+    return status
+
+
+def _merge_conditions(existing: list[JsonObj], desired: list[tuple[str, str, str, str]], now: str) -> list[JsonObj]:
+    """Desired pod conditions in kubelet order, then any others (PodScheduled, DisruptionTarget...);
+    lastTransitionTime survives while the status does not flip."""
+    by_type = {c.get("type"): c for c in existing}
+    merged: list[JsonObj] = []
+    for ctype, status, reason, message in desired:
+        old = by_type.get(ctype)
+        condition: JsonObj = {"type": ctype, "status": status, "lastProbeTime": None,
+                              "lastTransitionTime": old.get("lastTransitionTime", now)
+                              if old and old.get("status") == status else now}
+        if reason:
+            condition["reason"] = reason
+        if message:
+            condition["message"] = message
+        merged.append(condition)
+    names = {d[0] for d in desired}
+    merged.extend(c for c in existing if c.get("type") not in names)
+    if not any(c.get("type") == "PodScheduled" for c in merged):
+        # A pod created with spec.nodeName never met the scheduler; the kubelet reports it scheduled.
+        merged.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
+    return merged
+
+
+def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, host_ip: str, now_wall: str,
+                      pod_cidr: str | None = None) -> JsonObj:
+    """The status the kubelet would post for `pod` at simulated time `now`."""
+    timeline = runtime.timeline
+    phase = timeline.phase()
+    terminal = phase in ("Succeeded", "Failed")
+    old_status = pod.get("status") or {}
+    sandbox = timeline.sandbox_ready_at is not None
+    init_pending = [r.plan.name for r in timeline.init if not (r.state == "terminated" and r.terminated
+                                                               and r.terminated.exit_code == 0)]
+    unready = [r.plan.name for r in timeline.main if not r.ready(now)]
+    if terminal:
+        ready = ("False", "PodCompleted", "")
+    elif unready:
+        ready = ("False", "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+    else:
+        ready = ("True", "", "")
+    desired = [
+        ("PodReadyToStartContainers", "True" if sandbox and not terminal else "False", "", ""),
+        ("Initialized", "False" if init_pending else "True",
+         "ContainersNotInitialized" if init_pending else "",
+         f"containers with incomplete status: [{' '.join(init_pending)}]" if init_pending else ""),
+        ("Ready", *ready),
+        ("ContainersReady", *ready),
+    ]
+    status: JsonObj = {
+        "phase": phase,
+        "conditions": _merge_conditions(list(old_status.get("conditions") or []), desired, now_wall),
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "startTime": rfc3339(runtime.bound_wall),
+        "qosClass": old_status.get("qosClass") or qos_class(pod),
+        "containerStatuses": [container_status(r, runtime, now, tf, init=False) for r in timeline.main],
+    }
+    if sandbox:
+        ip = pod_ip(runtime.uid, pod_cidr)
+        status["podIP"] = ip
+        status["podIPs"] = [{"ip": ip}]
+    if timeline.init:
+        status["initContainerStatuses"] = [container_status(r, runtime, now, tf, init=True) for r in timeline.init]
+    return status
+
+
+def _comparable(status: JsonObj) -> JsonObj:
+    """Status without timestamps that move on every render (condition transition times)."""
+    out = dict(status)
+    out["conditions"] = [{k: v for k, v in c.items() if k not in ("lastTransitionTime", "lastProbeTime")}
+                         for c in status.get("conditions") or []]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Controller
+
+
+class Kubelet(Controller):
+    name = "kubelet"
+    watches = (PODS, NODES)
+
+    def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
+        super().__init__(store, clock, settings)
+        self._runtimes: dict[tuple[str, str], PodRuntime] = {}
+        self._node_ips: dict[str, str] = {}
+        self._pod_cidrs: dict[str, str | None] = {}
+        self._volume_waits: set[str] = set()  # pods already told about unbound claims
+
+    def keys_for(self, event: WatchEvent) -> Iterable[Key]:
+        meta = event.object.get("metadata") or {}
+        if event.gvr.resource == "nodes":
+            return [("node", meta.get("name"))] if event.type == "ADDED" else []
+        node_name = (event.object.get("spec") or {}).get("nodeName")
+        if not node_name and event.type != "DELETED":
+            return []
+        return [("pod", meta.get("namespace"), meta.get("name"))]
+
+    def reconcile(self, key: Key) -> float | None:
+        assert isinstance(key, tuple)
+        if key[0] == "node":
+            self._ensure_node_status(str(key[1]))
+            return None
+        return self._sync_pod(str(key[1]), str(key[2]))
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def _ensure_node_status(self, name: str) -> None:
+        """Fill in what a registering kubelet posts, never overriding what a test or user set
+        (a Ready=False condition is how a NotReady node is simulated)."""
+        try:
+            node = self.store.get(NODES, None, name)
+        except ApiError:
+            return
+        status = node.get("status") or {}
+        now = rfc3339(self.clock.now())
+        patch: JsonObj = {}
+        conditions = list(status.get("conditions") or [])
+        have = {c.get("type") for c in conditions}
+        missing = [c for c in STANDARD_NODE_CONDITIONS if c[0] not in have]
+        if missing:
+            conditions.extend({"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now,
+                               "lastTransitionTime": now} for t, s, r, m in missing)
+            patch["conditions"] = conditions
+        if "allocatable" not in status and "capacity" in status:
+            patch["allocatable"] = status["capacity"]
+        if not status.get("addresses"):
+            patch["addresses"] = [{"type": "InternalIP", "address": node_ip(name)},
+                                  {"type": "Hostname", "address": name}]
+        if not status.get("nodeInfo"):
+            patch["nodeInfo"] = {
+                "architecture": "amd64", "operatingSystem": "linux", "osImage": "kaiwo-ray sandbox",
+                "kernelVersion": "6.8.0-sandbox", "containerRuntimeVersion": "containerd://1.7.18",
+                "kubeletVersion": "v1.31.0", "kubeProxyVersion": "v1.31.0",
+                "machineID": _digest("machine", name)[:32], "systemUUID": _digest("system", name)[:32],
+                "bootID": _digest("boot", name)[:32],
+            }
+        if patch:
+            self.store.patch(NODES, None, name, {"status": patch}, "merge", subresource="status",
+                             user=f"system:node:{name}")
+
+    def _node_network(self, node_name: str) -> tuple[str, str | None]:
+        """(InternalIP, podCIDR) of a node, cached: both are fixed once a node registered."""
+        cached = self._node_ips.get(node_name)
+        if cached:
+            return cached, self._pod_cidrs.get(node_name)
+        ip, cidr = node_ip(node_name), None
+        try:
+            node = self.store.get(NODES, None, node_name)
+            cidr = (node.get("spec") or {}).get("podCIDR")
+            for address in (node.get("status") or {}).get("addresses") or []:
+                if address.get("type") == "InternalIP" and address.get("address"):
+                    ip = str(address["address"])
+                    break
+        except ApiError:
+            pass
+        self._node_ips[node_name] = ip
+        self._pod_cidrs[node_name] = str(cidr) if cidr else None
+        return ip, self._pod_cidrs[node_name]
+
+    # -- pods ------------------------------------------------------------------------------------
+    def _time_factor(self) -> float:
+        return max(float(self.clock.time_factor), 1e-9)
+
+    def _sim_now(self, runtime: PodRuntime) -> float:
+        return (self.clock.monotonic() - runtime.bound_monotonic) / self._time_factor()
+
+    def _sync_pod(self, namespace: str, name: str) -> float | None:
+        try:
+            pod = self.store.get(PODS, namespace, name)
+        except ApiError as err:
+            if err.code == 404:
+                self._runtimes.pop((namespace, name), None)
+                return None
+            raise
+        meta = pod.get("metadata") or {}
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        uid = str(meta.get("uid", ""))
+        runtime = self._runtimes.get((namespace, name))
+        if runtime is not None and runtime.uid != uid:  # same name, new pod
+            runtime = None
+        if not node_name or (runtime is None and is_terminal(pod)):
+            self._runtimes.pop((namespace, name), None)
+            return None
+        if runtime is None and not meta.get("deletionTimestamp"):
+            unmounted = self._unbound_claims(pod)
+            if unmounted:
+                return self._wait_for_volumes(pod, unmounted)
+        resumed = False
+        if runtime is None:
+            plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
+            bound_wall, bound_monotonic = self.clock.now(), self.clock.monotonic()
+            started = parse_time((pod.get("status") or {}).get("startTime"))
+            if started is not None and started <= bound_wall:
+                # A kubelet already ran this pod (sandbox restarted from saved state): resume its
+                # timeline from when it started instead of starting it over.
+                elapsed = (bound_wall - started).total_seconds()
+                bound_wall, bound_monotonic, resumed = started, bound_monotonic - elapsed, True
+            runtime = PodRuntime(uid=uid, timeline=PodTimeline.start(plan), bound_monotonic=bound_monotonic,
+                                 bound_wall=bound_wall, pod_ref=f"{name}_{namespace}({uid})")
+            self._runtimes[(namespace, name)] = runtime
+        now = self._sim_now(runtime)
+        timeline = runtime.timeline
+        timeline.advance(now)
+        if resumed:
+            runtime.reported_events = len(timeline.events)  # those were reported before the restart
+        if meta.get("deletionTimestamp"):
+            timeline.kill(now)
+        self._report_events(pod, runtime)
+        tf = self._time_factor()
+        host_ip, pod_cidr = self._node_network(str(node_name))
+        status = render_pod_status(pod, runtime, now, tf, host_ip, rfc3339(self.clock.now()), pod_cidr)
+        current = pod.get("status") or {}
+        wanted = _comparable(status)
+        if wanted != runtime.last_written and _comparable({k: current.get(k) for k in status}) != wanted:
+            self.store.patch(PODS, namespace, name, {"status": status}, "merge", subresource="status",
+                             user=f"system:node:{node_name}")
+            runtime.last_written = wanted
+        if timeline.terminal():
+            self._runtimes.pop((namespace, name), None)
+            self._volume_waits.discard(uid)
+            return None
+        due = timeline.next_transition()
+        if due is None:
+            return None
+        return max((due - now) * tf, MIN_DELAY)
+
+    def _unbound_claims(self, pod: JsonObj) -> list[tuple[str, str]]:
+        """(volume, claim) pairs whose claim is missing or not Bound. Normally the scheduler
+        already held such pods back; this catches pods created with `spec.nodeName` set."""
+        namespace = str(pod["metadata"].get("namespace", ""))
+        missing: list[tuple[str, str]] = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim:
+                continue
+            try:
+                phase = (self.store.get(PVCS, namespace, str(claim)).get("status") or {}).get("phase")
+            except ApiError:
+                phase = None
+            if phase != "Bound":
+                missing.append((str(volume.get("name", "")), str(claim)))
+        return missing
+
+    def _wait_for_volumes(self, pod: JsonObj, unmounted: list[tuple[str, str]]) -> float:
+        uid = str(pod["metadata"].get("uid", ""))
+        if uid not in self._volume_waits:
+            self._volume_waits.add(uid)
+            namespace = pod["metadata"].get("namespace", "")
+            volumes = " ".join(v for v, _ in unmounted)
+            record_event(self.store, self.clock, pod, "Warning", "FailedMount",
+                         f"Unable to attach or mount volumes: unmounted volumes=[{volumes}], unattached volumes=[], "
+                         f"failed to process volumes=[{volumes}]: error processing PVC {namespace}/{unmounted[0][1]}: "
+                         "PVC is not bound", COMPONENT)
+        return VOLUME_RETRY_SECONDS * self._time_factor()
+
+    def _report_events(self, pod: JsonObj, runtime: PodRuntime) -> None:
+        images = {run.plan.name: run.plan.image for run in [*runtime.timeline.init, *runtime.timeline.main]}
+        pending = runtime.timeline.events[runtime.reported_events:]
+        runtime.reported_events = len(runtime.timeline.events)
+        for event_type, reason, container in pending:
+            if reason == "Started":
+                image = images.get(container, "")
+                record_event(self.store, self.clock, pod, "Normal", "Pulled",
+                             f'Container image "{image}" already present on machine', COMPONENT)
+                record_event(self.store, self.clock, pod, "Normal", "Created", f"Created container: {container}",
+                             COMPONENT)
+                record_event(self.store, self.clock, pod, "Normal", "Started", f"Started container {container}",
+                             COMPONENT)
+            elif reason == "BackOff":
+                record_event(self.store, self.clock, pod, event_type, "BackOff",
+                             f"Back-off restarting failed container {container} in pod "
+                             f"{runtime.pod_ref}", COMPONENT)
+            elif reason == "Killing":
+                record_event(self.store, self.clock, pod, event_type, "Killing", f"Stopping container {container}",
+                             COMPONENT)

@@ -1,0 +1,92 @@
+"""`--state DIR`: objects survive restarts. The whole store is written as one JSON snapshot,
+atomically (temp file + rename), at most once per `interval` while something changed and again on
+shutdown, so a crash loses at most `interval` seconds of writes and never leaves a torn file.
+resourceVersions continue from the saved counter, so clients never see one go backwards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from pathlib import Path
+
+import orjson
+
+from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.storage.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "objects.json"
+TOKEN_FILE = "token"
+
+
+def load_state(state_dir: Path) -> JsonObj | None:
+    path = state_dir / STATE_FILE
+    if not path.exists():
+        return None
+    try:
+        state: JsonObj = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read sandbox state {path}: {exc}; move it away to start empty") from exc
+    return state
+
+
+def save_state(state_dir: Path, state: JsonObj) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(orjson.dumps(state))
+    os.replace(tmp, path)
+
+
+def load_or_create_token(state_dir: Path, make: str) -> str:
+    """Keep the bearer token across restarts so an exported kubeconfig stays valid."""
+    path = state_dir / TOKEN_FILE
+    with contextlib.suppress(OSError):
+        token = path.read_text().strip()
+        if token:
+            return token
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(make)
+    path.chmod(0o600)
+    return make
+
+
+class Persister:
+    """Saves the store while it runs (debounced) and once more on `stop`."""
+
+    def __init__(self, store: ObjectStore, state_dir: Path, interval: float = 1.0) -> None:
+        self.store = store
+        self.state_dir = state_dir
+        self.interval = interval
+        self._dirty = False
+        self._task: asyncio.Task[None] | None = None
+        store.write_listeners.append(self._mark)
+
+    def _mark(self) -> None:
+        self._dirty = True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="sandbox-persist")
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if self._dirty:
+                self.save()
+
+    def save(self) -> None:
+        self._dirty = False
+        try:
+            save_state(self.state_dir, self.store.dump())
+        except OSError as exc:
+            log.error("sandbox: saving state to %s failed: %s", self.state_dir, exc)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.save()

@@ -1,0 +1,121 @@
+"""`kubectl apply -k deploy/` against the sandbox with RBAC enforced: server-side dry run accepts every
+object, the real apply brings the RayService to Ready in the simulated KubeRay, re-applying changes
+nothing, the service account can do what the operator needs and not more, and a broken object is
+refused by server-side validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploy_support import DEPLOY
+
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+SA = "system:serviceaccount:kaiwo-system:kaiwo-ray"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[RunningSandbox]:
+    with start_sandbox(cluster=True, time_factor=0.05, authorization="RBAC") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def kubectl(sandbox: RunningSandbox, kubectl_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    cache = tmp_path_factory.mktemp("kubectl-cache")
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([kubectl_bin, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir", str(cache),
+                                 *args], capture_output=True, text=True, timeout=120)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
+        return result
+
+    return run
+
+
+def _get(kubectl: Kubectl, *args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+
+
+def test_server_dry_run_accepts_every_object_and_stores_nothing(kubectl: Kubectl, rendered: list[Any]) -> None:
+    kubectl("create", "namespace", "kaiwo-system")  # a dry run cannot create the namespace its objects go in
+    result = kubectl("apply", "-k", str(DEPLOY), "--server-side", "--dry-run=server")
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(rendered)
+    assert all(line.endswith("serverside-applied (server dry run)") for line in lines), result.stdout
+    assert kubectl("get", "rayservice", "kaiwo-ray", "-n", "kaiwo-system", check=False).returncode == 1
+
+
+def test_apply_brings_the_rayservice_to_ready(kubectl: Kubectl, rendered: list[Any]) -> None:
+    result = kubectl("apply", "-k", str(DEPLOY), "--server-side")
+    assert len(result.stdout.strip().splitlines()) == len(rendered)
+
+    def ready() -> dict[str, Any] | None:
+        service: dict[str, Any] = _get(kubectl, "rayservice", "kaiwo-ray", "-n", "kaiwo-system")
+        conditions = {c["type"]: c for c in service.get("status", {}).get("conditions", [])}
+        return service if conditions.get("Ready", {}).get("status") == "True" else None
+
+    service = eventually(ready, timeout=60, interval=0.2)
+    assert service["status"]["serviceStatus"] == "Running"
+    pods = _get(kubectl, "pods", "-n", "kaiwo-system", "-l", "app.kubernetes.io/part-of=kaiwo-ray")["items"]
+    by_role = {p["metadata"]["labels"]["app.kubernetes.io/component"]: p for p in pods}
+    assert set(by_role) == {"ray-head", "gpu-telemetry"}
+    assert {p["spec"]["serviceAccountName"] for p in pods} == {"kaiwo-ray"}
+    node = _get(kubectl, "node", by_role["gpu-telemetry"]["spec"]["nodeName"])
+    assert {"amd.com/gpu.product-name", "nvidia.com/gpu.count"} & set(node["metadata"]["labels"])
+    # The admin API's Service selects the head (Serve's proxy).
+    admin = _get(kubectl, "service", "kaiwo-ray-admin", "-n", "kaiwo-system")
+    labels = by_role["ray-head"]["metadata"]["labels"]
+    assert all(labels.get(k) == v for k, v in admin["spec"]["selector"].items())
+    scheduler = _get(kubectl, "deployment", "kaiwo-scheduler", "-n", "kube-system")
+    eventually(lambda: _get(kubectl, "deployment", "kaiwo-scheduler", "-n", "kube-system")
+               .get("status", {}).get("readyReplicas") == 1, timeout=30, interval=0.2)
+    assert scheduler["spec"]["template"]["spec"]["serviceAccountName"] == "kaiwo-scheduler"
+
+
+def test_reapplying_changes_nothing(kubectl: Kubectl) -> None:
+    before = _get(kubectl, "rayservice", "kaiwo-ray", "-n", "kaiwo-system")["metadata"]["generation"]
+    roles = _get(kubectl, "clusterrole", "kaiwo-ray-operator")["metadata"]["resourceVersion"]
+    kubectl("apply", "-k", str(DEPLOY), "--server-side")
+    assert _get(kubectl, "rayservice", "kaiwo-ray", "-n", "kaiwo-system")["metadata"]["generation"] == before
+    assert _get(kubectl, "clusterrole", "kaiwo-ray-operator")["metadata"]["resourceVersion"] == roles
+
+
+@pytest.mark.parametrize(("verb", "resource", "namespace", "allowed"), [
+    ("patch", "kaiwojobs.kaiwo.silogen.ai/status", "team", True),
+    ("patch", "jobs.batch", "team", True),
+    ("watch", "workloads.kueue.x-k8s.io", "", True),
+    ("update", "leases.coordination.k8s.io", "kaiwo-system", True),
+    ("update", "leases.coordination.k8s.io", "kube-system", False),
+    ("get", "secrets", "team", False),
+    ("delete", "nodes", "", False),
+    ("create", "clusterroles.rbac.authorization.k8s.io", "", False),
+])
+def test_the_service_account_may_do_what_the_operator_needs(kubectl: Kubectl, verb: str, resource: str,
+                                                            namespace: str, allowed: bool) -> None:
+    where = ["-n", namespace] if namespace else []
+    result = kubectl("auth", "can-i", verb, resource, *where, "--as", SA, check=False)
+    assert result.stdout.strip() == ("yes" if allowed else "no"), result.stderr
+
+
+def test_a_broken_object_is_refused_by_server_side_validation(kubectl: Kubectl, tmp_path: Path) -> None:
+    overlay = tmp_path / "broken"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [os.path.relpath(DEPLOY / "base", overlay)],
+        "patches": [{"target": {"kind": "ClusterRoleBinding", "name": "kaiwo-ray-operator"},
+                     "patch": yaml.safe_dump([{"op": "remove", "path": "/subjects/0/namespace"}])}]}))
+    result = kubectl("apply", "-k", str(overlay), "--server-side", "--dry-run=server", check=False)
+    assert result.returncode == 1
+    assert result.stderr == ('The ClusterRoleBinding "kaiwo-ray-operator" is invalid: subjects[0].namespace: '
+                             "Required value\n")

@@ -1,0 +1,118 @@
+"""Upgrade and uninstall as docs/install.md describes them. Upgrade: re-applying a newer deploy/ leaves
+running workloads alone. Uninstall: with the operator gone, a workload keeps running; deleting
+its namespace waits on the workload finalizer (Terminating), and the documented escape hatch (patch the
+finalizer away) lets the namespace and the workload's children go."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import yaml
+from deploy_support import DEPLOY
+
+from kaiwo_ray.controllers.manager import HostSettings, Operator
+from kaiwo_sandbox.testing import eventually, start_sandbox
+
+KAIWO = ("kaiwo.silogen.ai", "v1alpha1")
+
+
+def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_namespace(kubectl_bin: str) -> None:
+    with start_sandbox(cluster=True, time_factor=0.05) as sb:
+        core = kubernetes.client.CoreV1Api(sb.api_client())
+        custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
+        batch = kubernetes.client.BatchV1Api(sb.api_client())
+        core.create_namespace({"metadata": {"name": "team"}})
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
+        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
+        try:
+            custom.create_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", {
+                "apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "long"},
+                "spec": {"entrypoint": "sleep 36000", "image": "busybox"}})
+            eventually(lambda: (custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")
+                                .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
+        finally:
+            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)  # the operator is uninstalled
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+        # Its workload keeps running.
+        assert batch.read_namespaced_job("long", "team").status.active == 1
+        kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
+        subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
+
+        def stuck() -> bool:
+            namespace = core.read_namespace("team")
+            job = custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")
+            return namespace.status.phase == "Terminating" and bool(job["metadata"].get("deletionTimestamp"))
+
+        eventually(stuck, timeout=30, interval=0.1)
+        assert custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")["metadata"]["finalizers"] == [
+            "kaiwo.silogen.ai/finalizer"]
+        # The escape hatch of docs/install.md.
+        subprocess.run([*kubectl, "patch", "kaiwojob", "long", "-n", "team", "--type=merge", "-p",
+                        '{"metadata":{"finalizers":null}}'], check=True, capture_output=True)
+
+        def gone() -> bool:
+            return "team" not in {n.metadata.name for n in core.list_namespace().items}
+
+        eventually(gone, timeout=30, interval=0.1)
+        assert not batch.list_job_for_all_namespaces(label_selector="kaiwo.silogen.ai/name=long").items
+
+
+def test_reapplying_a_newer_deploy_keeps_running_workloads(kubectl_bin: str, tmp_path: Path) -> None:
+    """An upgrade is `kubectl apply -k` of the newer deploy/ (here: a new image): the RayService rolls, the
+    CRDs are re-applied, and a running workload's objects are untouched."""
+    with start_sandbox(cluster=True, time_factor=0.05) as sb:
+        kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
+        subprocess.run([*kubectl, "apply", "-k", str(DEPLOY), "--server-side"], check=True, capture_output=True)
+        custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
+        batch = kubernetes.client.BatchV1Api(sb.api_client())
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
+        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
+        try:
+            custom.create_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", {
+                "apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "long"},
+                "spec": {"entrypoint": "sleep 36000", "image": "busybox"}})
+            eventually(lambda: (custom.get_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", "long")
+                                .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
+            before = batch.read_namespaced_job("long", "default")
+            service = custom.get_namespaced_custom_object("ray.io", "v1", "kaiwo-system", "rayservices", "kaiwo-ray")
+            newer = tmp_path / "v2"
+            newer.mkdir()
+            (newer / "kustomization.yaml").write_text(yaml.safe_dump({
+                "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                "resources": [os.path.relpath(DEPLOY, newer)],
+                "images": [{"name": "ghcr.io/silogen/kaiwo-ray", "newTag": "0.2.0"}]}))
+            result = subprocess.run([*kubectl, "apply", "-k", str(newer), "--server-side"], capture_output=True,
+                                    text=True)
+            assert result.returncode == 0, result.stderr
+            assert "rayservice.ray.io/kaiwo-ray serverside-applied" in result.stdout
+
+            def rolled() -> bool:
+                now = custom.get_namespaced_custom_object("ray.io", "v1", "kaiwo-system", "rayservices", "kaiwo-ray")
+                head = now["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+                return bool(now["metadata"]["generation"] > service["metadata"]["generation"]
+                            and head["image"].endswith(":0.2.0"))
+
+            eventually(rolled, timeout=30, interval=0.1)
+            after = batch.read_namespaced_job("long", "default")
+            assert (after.metadata.uid, after.metadata.resource_version) == (before.metadata.uid,
+                                                                             before.metadata.resource_version)
+            assert after.status.active == 1
+            job = custom.get_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", "long")
+            assert job["status"]["status"] == "RUNNING"
+        finally:
+            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)

@@ -1,0 +1,127 @@
+"""What the simulated KubeRay renders, as pure functions: pod names/labels/commands, Services,
+the submitter Job and how long the simulated Ray job runs, and worker-count arithmetic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kaiwo_sandbox.cluster.kuberay.objects import (
+    build_pod,
+    default_submitter_template,
+    head_service,
+    ray_cluster_for,
+    ray_job_run_annotations,
+    rayjob_cluster_name,
+    submitter_job,
+)
+from kaiwo_sandbox.cluster.kuberay.raycluster import desired_resources, desired_workers
+from kaiwo_sandbox.cluster.kuberay.rayservice import serve_applications
+
+CLUSTER: dict[str, Any] = {
+    "apiVersion": "ray.io/v1", "kind": "RayCluster",
+    "metadata": {"name": "rc", "namespace": "team", "uid": "u-1"},
+    "spec": {"headGroupSpec": {"rayStartParams": {"num-cpus": "0"}, "template": {
+        "metadata": {"labels": {"team": "ml"}},
+        "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0",
+                                 "resources": {"requests": {"cpu": "2", "memory": "8Gi"}}}]}}},
+             "workerGroupSpecs": [{"groupName": "gpu", "replicas": 3, "minReplicas": 1, "maxReplicas": 2,
+                                   "numOfHosts": 2, "rayStartParams": {}, "template": {"spec": {"containers": [
+                                       {"name": "ray-worker", "image": "rayproject/ray:2.60.0",
+                                        "resources": {"limits": {"amd.com/gpu": "8"}}}]}}}]},
+}
+
+
+def test_head_pod_is_labelled_named_and_runs_ray_start_block() -> None:
+    pod = build_pod(CLUSTER, "head", CLUSTER["spec"]["headGroupSpec"], "headgroup")
+    meta = pod["metadata"]
+    assert meta["generateName"] == "rc-head-"
+    assert meta["labels"] == {"team": "ml", "ray.io/cluster": "rc", "ray.io/node-type": "head",
+                              "ray.io/group": "headgroup", "ray.io/is-ray-node": "yes",
+                              "ray.io/identifier": "rc-head", "app.kubernetes.io/name": "kuberay",
+                              "app.kubernetes.io/created-by": "kuberay-operator", "ray.io/serve": "true"}
+    assert meta["ownerReferences"][0] == {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc",
+                                          "uid": "u-1", "controller": True, "blockOwnerDeletion": True}
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["/bin/bash", "-lc", "--"]
+    assert container["args"][0].endswith("ray start --head --dashboard-host=0.0.0.0 --num-cpus=0 --block")
+    assert {p["containerPort"] for p in container["ports"]} == {6379, 8265, 10001, 8080}
+    assert CLUSTER["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].get("command") is None
+
+
+def test_worker_pod_joins_the_head_service() -> None:
+    pod = build_pod(CLUSTER, "worker", CLUSTER["spec"]["workerGroupSpecs"][0], "gpu")
+    assert pod["metadata"]["generateName"] == "rc-gpu-worker-"
+    assert pod["metadata"]["labels"]["ray.io/group"] == "gpu"
+    assert "--address=rc-head-svc.team.svc.cluster.local:6379" in pod["spec"]["containers"][0]["args"][0]
+
+
+def test_overwrite_annotation_keeps_the_users_command() -> None:
+    group = {"template": {"metadata": {"annotations": {"ray.io/overwrite-container-cmd": "true"}},
+                          "spec": {"containers": [{"name": "c", "command": ["sleep", "5"]}]}}}
+    pod = build_pod(CLUSTER, "head", group, "headgroup")
+    assert pod["spec"]["containers"][0]["command"] == ["sleep", "5"]
+
+
+def test_head_service_selects_the_head() -> None:
+    svc = head_service(CLUSTER)
+    assert svc["metadata"]["name"] == "rc-head-svc"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"ray.io/cluster": "rc", "ray.io/node-type": "head"}
+
+
+def test_worker_counts_clamp_to_min_max_and_hosts() -> None:
+    group = CLUSTER["spec"]["workerGroupSpecs"][0]
+    assert desired_workers(group) == 4  # replicas 3 clamped to max 2, times 2 hosts
+    assert desired_workers({**group, "suspend": True}) == 0
+    assert desired_workers({"minReplicas": 2}) == 2
+    assert desired_resources(CLUSTER) == {"desiredCPU": "2", "desiredMemory": "8Gi", "desiredGPU": "32",
+                                          "desiredTPU": "0"}
+
+
+def test_cluster_for_a_rayjob_carries_origin_labels_and_owner() -> None:
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+              "metadata": {"name": "train", "namespace": "team", "uid": "j", "labels": {"kaiwo": "x"}}}
+    name = rayjob_cluster_name("train")
+    assert name.startswith("train-") and len(name) == 11
+    cluster = ray_cluster_for(rayjob, name, {"suspend": True, "headGroupSpec": {}}, "RayJob")
+    assert cluster["metadata"]["labels"] == {"kaiwo": "x", "ray.io/originated-from-cr-name": "train",
+                                             "ray.io/originated-from-crd": "RayJob"}
+    assert "suspend" not in cluster["spec"]
+    assert cluster["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
+
+
+@pytest.mark.parametrize(("entrypoint", "annotations", "expected"), [
+    ("sleep 30", {}, {"sandbox.kaiwo-ray.dev/run-seconds": "30", "sandbox.kaiwo-ray.dev/exit-code": "0"}),
+    ("python -c 'while True: pass'; sleep infinity", {}, {"sandbox.kaiwo-ray.dev/run-seconds": "infinity",
+                                                         "sandbox.kaiwo-ray.dev/exit-code": "0"}),
+    ("sleep 2; exit 3", {}, {"sandbox.kaiwo-ray.dev/run-seconds": "2", "sandbox.kaiwo-ray.dev/exit-code": "3"}),
+    ("python train.py", {}, {}),
+    ("sleep 30", {"sandbox.kaiwo-ray.dev/run-seconds": "7"}, {"sandbox.kaiwo-ray.dev/run-seconds": "7"}),
+])
+def test_how_long_the_ray_job_runs(entrypoint: str, annotations: dict[str, str], expected: dict[str, str]) -> None:
+    rayjob = {"metadata": {"annotations": annotations}, "spec": {"entrypoint": entrypoint}}
+    assert ray_job_run_annotations(rayjob) == expected
+
+
+def test_submitter_job_submits_the_entrypoint() -> None:
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "train", "namespace": "team",
+                                                                        "uid": "j"},
+              "spec": {"entrypoint": "sleep 5", "rayClusterSpec": CLUSTER["spec"]}}
+    job = submitter_job(rayjob, "train-abcde", "train-xyz12")
+    assert job["metadata"]["name"] == "train"
+    assert job["spec"]["backoffLimit"] == 2
+    template = job["spec"]["template"]
+    assert template["metadata"]["annotations"]["sandbox.kaiwo-ray.dev/run-seconds"] == "5"
+    command = template["spec"]["containers"][0]["command"]
+    assert command == ["ray", "job", "submit", "--address", "http://train-abcde-head-svc.team.svc.cluster.local:8265",
+                       "--no-wait", "--submission-id", "train-xyz12", "--", "sleep 5"]
+    assert default_submitter_template(rayjob)["spec"]["containers"][0]["image"] == "rayproject/ray:2.60.0"
+
+
+def test_serve_applications_from_serve_config() -> None:
+    config = "applications:\n- name: a\n  deployments:\n  - name: D1\n- import_path: x:y\n"
+    assert serve_applications(config) == {"a": ["D1"], "default": []}
+    assert serve_applications("not: [valid") == {}
+    assert serve_applications(None) == {}
