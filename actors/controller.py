@@ -94,6 +94,10 @@ class ControllerActor:
         )
         return report
 
+    async def stats(self) -> dict[str, Any]:
+        """Metrics snapshot for the admin API's /metrics (controller-runtime's names)."""
+        return self.host.stats()
+
     async def stop(self, grace_seconds: float = 10.0) -> dict[str, Any]:
         """Stop taking work, let in-flight reconciles finish, give the Lease back."""
         if not self._stopped:

@@ -37,12 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the controller actors")
+    from serve.cli_hooks import add_cli_arguments
+
+    add_cli_arguments(parser, default_auth="none")
     telemetry_flags.add_arguments(parser, dev=True)
 
 
-def next_steps(kubeconfig: Path) -> str:
+def next_steps(kubeconfig: Path, admin_url: str | None = None) -> str:
     return "\n".join([
         "",
+        *([f"Admin API and dashboard: {admin_url}  (API docs: {admin_url}/docs)"] if admin_url else []),
         "kaiwo-ray dev is ready. Try, in another terminal:",
         f"  export KUBECONFIG={kubeconfig}",
         "  kubectl apply -f examples/cpu-job.yaml",
@@ -174,13 +178,19 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             print(f"kaiwo-ray dev: controllers failed to start: {err}", file=sys.stderr)
             return 1
         print(format_health(rows), flush=True)
+        from serve.cli_hooks import start_from_cli, stop_admin
+
+        admin_url = start_from_cli(args, kubeconfig=str(kubeconfig), in_cluster=False, ray_namespace="kaiwo")
         print(format_memory(process_tree_memory()), flush=True)
         print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
-        print(next_steps(kubeconfig), flush=True)
+        print(next_steps(kubeconfig, admin_url), flush=True)
 
         from kaiwo_ray.cli.up import stop_supervisor, supervise
 
         supervise(supervisor, stop, args.health_interval)
+        if admin_url is not None:
+            with contextlib.suppress(Exception):
+                stop_admin()
         stop_supervisor(supervisor, 10.0, sys.stdout)
         supervisor = None
         return 0

@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the controllers in this process instead of Ray actors (no restarts by Ray)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                         help="how long in-flight reconciles may take to finish on shutdown")
+    from serve.cli_hooks import add_cli_arguments
+
+    add_cli_arguments(parser, default_auth="kubernetes")
     telemetry_flags.add_arguments(parser, dev=False)
 
 
@@ -144,8 +147,17 @@ def run(args: argparse.Namespace) -> int:
             for row in adopted(rows, settings.identity):
                 print(f"{row.name}: adopted the running actor of {row.identity!r} (it keeps its own settings; "
                       "stop that instance first to change them)", flush=True)
+            from serve.cli_hooks import start_from_cli, stop_admin
+
+            admin_url = start_from_cli(args, kubeconfig=settings.kubeconfig, in_cluster=settings.in_cluster,
+                                       ray_namespace=args.ray_namespace)
+            if admin_url:
+                print(f"Admin API and dashboard: {admin_url}", flush=True)
             print("Running. Press Ctrl-C to stop.", flush=True)
             supervise(supervisor, stop, args.health_interval)
+            if admin_url:
+                with contextlib.suppress(Exception):
+                    stop_admin()
             stop_supervisor(supervisor, args.grace, sys.stdout)
             return 0
         finally:

@@ -27,6 +27,7 @@ from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import RETRYABLE, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.informer import Informer, InformerSettings
 from kaiwo_ray.kube.resources import Resource
+from kaiwo_ray.kube.stats import RECONCILE_BUCKETS, Histogram
 from kaiwo_ray.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ class ControllerStats:
     last_error: str = ""
     reconcile_seconds: float = 0.0
     started_at: float = field(default_factory=time.monotonic)
+    # controller-runtime's reconcile_total{result} and reconcile_time_seconds, for the admin API's /metrics
+    results: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("success", "error", "requeue", "requeue_after"), 0))
+    reconcile_time: Histogram = field(default_factory=lambda: Histogram(RECONCILE_BUCKETS))
 
 
 class Controller:
@@ -250,8 +255,10 @@ class Controller:
     async def _run_one(self, key: Key) -> None:
         began = time.perf_counter()
         self.stats.reconciles += 1
+        result = "error"
         try:
             delay = await self.reconcile(key)
+            result = "success" if delay is None else "requeue_after"
         except RETRYABLE as err:
             self.stats.retries += 1
             log.debug("%s %s/%s: retrying after %s", self.name, key[0], key[1], err)
@@ -273,7 +280,10 @@ class Controller:
             self.queue.add_rate_limited(key)
             return
         finally:
-            self.stats.reconcile_seconds += time.perf_counter() - began
+            elapsed = time.perf_counter() - began
+            self.stats.reconcile_seconds += elapsed
+            self.stats.reconcile_time.observe(elapsed)
+            self.stats.results[result] += 1
         self.queue.forget(key)
         if delay is not None:
             self.queue.add_after(key, delay)
@@ -310,6 +320,22 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+
+    def stats_snapshot(self) -> JsonObj:
+        """Numbers for controller-runtime's metrics (rendered by the admin API's /metrics)."""
+        queue = self.queue.stats
+        return {
+            "controller": self.name,
+            "reconcile_total": dict(self.stats.results),
+            "reconcile_errors_total": self.stats.errors + self.stats.retries,
+            "reconcile_time_seconds": self.stats.reconcile_time.snapshot(),
+            "workqueue_depth": len(self.queue),
+            "workqueue_adds_total": queue.adds,
+            "workqueue_retries_total": queue.retries,
+            "workqueue_queue_duration_seconds": queue.queue_duration.snapshot(),
+            "workqueue_work_duration_seconds": queue.work_duration.snapshot(),
+            "rest_client_requests_total": self.client.requests.snapshot(),
+        }
 
     def health(self) -> JsonObj:
         return {

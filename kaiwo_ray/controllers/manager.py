@@ -145,6 +145,15 @@ class ControllerHost:
         if self.client is not None:
             await self.client.close()
 
+    def stats(self) -> dict[str, Any]:
+        """The controller's metrics snapshot plus leader status (None before it started)."""
+        if self.controller is None:
+            return {"name": self.name, "started": False}
+        snapshot = self.controller.stats_snapshot()
+        snapshot["name"] = self.name
+        snapshot["leader_election_master_status"] = self.elector.is_leader if self.elector is not None else True
+        return snapshot
+
     def health(self) -> dict[str, Any]:
         if self.controller is None:
             return {"name": self.name, "started": False}

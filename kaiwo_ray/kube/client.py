@@ -26,6 +26,7 @@ from yarl import URL
 from kaiwo_ray.kube.errors import KubeError, NotLeader, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.incluster import InClusterConfig
 from kaiwo_ray.kube.resources import Resource
+from kaiwo_ray.kube.stats import RequestStats
 
 JsonObj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class KubeClient:
         # Asked immediately before every write (not GET/HEAD): False refuses it with NotLeader. The
         # controller host sets it to its elector's `may_write`, fencing a leader that lost its Lease.
         self.write_guard: Callable[[], bool] | None = None
+        self.requests = RequestStats()  # rest_client_requests_total, read by the admin API's /metrics
 
     @classmethod
     async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
@@ -144,7 +146,9 @@ class KubeClient:
                 response = await self._session().request(method, url, data=data, headers=headers,
                                                          timeout=client_timeout, **extra)
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+                self.requests.record("<error>", method)
                 raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
+            self.requests.record(response.status, method)
             if response.status == 401 and attempt == 0:
                 response.release()
                 continue
@@ -202,8 +206,13 @@ class KubeClient:
         deadline = loop.time() + (timeout or self._timeout)
         for attempt in (0, 1):
             head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data)
-            response = await self._exchange(pool, method, path, head if data is None else head + data, deadline,
-                                            large=data is not None and len(data) > _DRAIN_ABOVE)
+            try:
+                response = await self._exchange(pool, method, path, head if data is None else head + data,
+                                                deadline, large=data is not None and len(data) > _DRAIN_ABOVE)
+            except TransportError:
+                self.requests.record("<error>", method)
+                raise
+            self.requests.record(response.status, method)
             if response.status == 401 and attempt == 0:
                 await self._read_and_finish(pool, response)
                 continue
@@ -414,6 +423,18 @@ class KubeClient:
             options["preconditions"] = {"uid": uid}
         result: JsonObj | None = await self.request("DELETE", res.path(namespace, name), body=options)
         return result
+
+    async def stream(self, path: str, *, query: Mapping[str, Any] | None = None,
+                     timeout: float = 3600.0) -> AsyncGenerator[bytes, None]:
+        """A raw streaming GET (pod logs): body chunks as they arrive, until the server ends it."""
+        response = await self._send("GET", path, query=query, timeout=timeout)
+        try:
+            async for chunk in response.content.iter_any():
+                yield chunk
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            raise TransportError(0, "TransportError", f"GET {path}: {exc}") from exc
+        finally:
+            response.release()
 
     async def watch(self, res: Resource, namespace: str | None = None, *, resource_version: str,
                     timeout_seconds: int = 300, allow_bookmarks: bool = True,

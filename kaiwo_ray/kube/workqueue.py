@@ -22,6 +22,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from kaiwo_ray.kube.stats import QueueStats
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -81,6 +83,9 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._ready = asyncio.Event()
         self._shutting_down = False
+        self.stats = QueueStats()  # read by the admin API's /metrics
+        self._added_at: dict[K, float] = {}
+        self._started_at: dict[K, float] = {}
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -97,6 +102,8 @@ class WorkQueue(Generic[K]):
             return
         if key not in self._queue:
             self._queue[key] = None
+            self.stats.adds += 1
+            self._added_at[key] = self._clock()
             self._ready.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -121,6 +128,7 @@ class WorkQueue(Generic[K]):
 
     def add_rate_limited(self, key: K) -> None:
         """Re-add after a failure: the larger of the key's backoff and the global budget's wait."""
+        self.stats.retries += 1
         self.add_after(key, max(self._backoff.next_delay(key), self._bucket.reserve()))
 
     def forget(self, key: K) -> None:
@@ -152,6 +160,9 @@ class WorkQueue(Generic[K]):
                 key = next(iter(self._queue))
                 del self._queue[key]
                 self._processing.add(key)
+                now = self._clock()
+                self.stats.queue_duration.observe(now - self._added_at.pop(key, now))
+                self._started_at[key] = now
                 return key
             if self._shutting_down:
                 raise asyncio.CancelledError("work queue shut down")
@@ -162,6 +173,9 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         """The reconcile of `key` finished; re-queue it if it was added meanwhile."""
         self._processing.discard(key)
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self.stats.work_duration.observe(self._clock() - started)
         if key in self._dirty_while_processing:
             self._dirty_while_processing.discard(key)
             self.add(key)
@@ -170,6 +184,7 @@ class WorkQueue(Generic[K]):
         """Stop handing out new keys; keys in flight may still call `done`."""
         self._shutting_down = True
         self._queue.clear()
+        self._added_at.clear()
         self._ready.set()
 
     def pending_keys(self) -> list[K]:

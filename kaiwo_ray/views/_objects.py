@@ -76,7 +76,12 @@ def quantity(value: Any) -> Decimal:
 def show(resource: str, value: Decimal) -> str:
     """A quantity as people read it: memory in binary units, the rest in decimal ones."""
     if resource == "memory" or resource.endswith("storage"):
-        return format_quantity(value, "BinarySI")
+        exact = format_quantity(value, "BinarySI")
+        if exact[-2:] in ("Gi", "Ti", "Pi", "Ei") or value < Decimal(2) ** 30:
+            return exact
+        for suffix, power in (("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):  # not a whole unit: round
+            if value >= Decimal(2) ** power:
+                return f"{float(value) / 2 ** power:.1f}{suffix}"
     return format_quantity(value)
 
 

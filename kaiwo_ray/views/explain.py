@@ -44,10 +44,13 @@ from kaiwo_ray.views.queues import (
     flavor_usage,
     is_pending,
     local_queue_index,
-    pending_in_order,
+    position_of,
 )
 
 DEFAULT_QUEUE = "kaiwo"
+
+__all__ = ["DEFAULT_QUEUE", "Explanation", "NodeVerdict", "ObjectRef", "QuotaGap", "Reason", "ReasonCode",
+           "WorkloadWorld", "collect_world", "explain", "quota_gaps", "requested", "scheduling_verdicts"]
 
 
 class ReasonCode(StrEnum):
@@ -439,10 +442,7 @@ def _position(world: WorkloadWorld, wl: Mapping[str, Any], cq_name: str) -> int 
     if not index:  # without LocalQueues, take the workloads' own queue names at face value
         index = {(str(meta(w).get("namespace") or ""), str((w.get("spec") or {}).get("queueName") or "")): cq_name
                  for w in pool}
-    for pending in pending_in_order(cq_name, pool, index):
-        if pending.namespace == meta(wl).get("namespace") and pending.name == meta(wl).get("name"):
-            return pending.position
-    return None
+    return position_of(wl, cq_name, pool, index)
 
 
 def requested(kueue_workload: Mapping[str, Any]) -> dict[str, Decimal]:

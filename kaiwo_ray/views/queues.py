@@ -164,6 +164,18 @@ def local_queue_index(local_queues: Iterable[Mapping[str, Any]]) -> dict[tuple[s
             str((lq.get("spec") or {}).get("clusterQueue") or "") for lq in local_queues}
 
 
+def position_of(kueue_workload: Mapping[str, Any], cluster_queue: str, kueue_workloads: Iterable[Mapping[str, Any]],
+                lq_index: Mapping[tuple[str, str], str]) -> int | None:
+    """1-based place of a pending Workload in its ClusterQueue (what `pending_in_order` would give it),
+    counted without building the whole ordered list; None when it is not pending there."""
+    if not is_pending(kueue_workload) or cluster_queue_of(kueue_workload, lq_index) != cluster_queue:
+        return None
+    mine = admission_order_key(kueue_workload)
+    ahead = sum(1 for w in kueue_workloads if is_pending(w) and cluster_queue_of(w, lq_index) == cluster_queue
+                and admission_order_key(w) < mine)
+    return ahead + 1
+
+
 def pending_in_order(cluster_queue: str, kueue_workloads: Iterable[Mapping[str, Any]],
                      lq_index: Mapping[tuple[str, str], str]) -> list[PendingWorkload]:
     """The pending Workloads of one ClusterQueue in admission order, with both positions."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import kubernetes
 import psutil
 import pytest
@@ -43,6 +45,7 @@ def test_dev_names_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_
 
 
 def test_next_steps_point_at_the_kubeconfig_and_the_example(tmp_path: Path) -> None:
+    assert "Admin API and dashboard: http://127.0.0.1:8000" in next_steps(tmp_path / "kc", "http://127.0.0.1:8000")
     text = next_steps(tmp_path / "kc")
     assert f"export KUBECONFIG={tmp_path / 'kc'}" in text
     assert "kubectl apply -f examples/cpu-job.yaml" in text
@@ -61,8 +64,11 @@ def _gone(process: psutil.Process) -> bool:
 def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "state" / "kubeconfig"
     log_path = tmp_path / "dev.log"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        admin_port = sock.getsockname()[1]
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "dev", "--kubeconfig", str(kubeconfig),
-               "--time-factor", "0.05"]
+               "--time-factor", "0.05", "--admin-port", str(admin_port)]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:
         # Its own process group, so that signalling the group is what Ctrl-C in a terminal does.
@@ -85,6 +91,13 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
         wait_for(lambda: (custom.get_namespaced_custom_object(
             "kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", "cpu-job").get("status") or {}).get("status")
             == "COMPLETE", 90, "cpu-job COMPLETE")
+
+        # `dev` printed the admin API's URL, and the dashboard and API answer there (auth off in dev).
+        admin = f"http://127.0.0.1:{admin_port}"
+        assert f"Admin API and dashboard: {admin}" in log_path.read_text()
+        assert "<title>kaiwo-ray</title>" in httpx.get(f"{admin}/", timeout=30).text
+        wait_for(lambda: [i for i in httpx.get(f"{admin}/api/v1/workloads", timeout=30).json()["items"]
+                          if i["name"] == "cpu-job" and i["phase"] == "COMPLETE"], 30, "cpu-job via the admin API")
 
         os.killpg(dev.pid, signal.SIGINT)  # the whole foreground group, as a terminal's Ctrl-C
         assert dev.wait(90) == 0, log_path.read_text()

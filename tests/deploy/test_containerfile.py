@@ -86,7 +86,7 @@ DEV_ONLY = set(sys.argv[3].split(","))
 class NoDevDependencies(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in DEV_ONLY:
-            raise ImportError(f"{name} is a development dependency")
+            raise ModuleNotFoundError(f"{name} is a development dependency", name=name)  # as if absent
         return None
 
 sys.meta_path.insert(0, NoDevDependencies())

@@ -59,3 +59,24 @@ def test_nodes_gpus_allocatable_used_and_idle() -> None:
     assert (idle.gpus_used, idle.gpus_idle, idle.gpus) == (0, 8, [])
     totals = node_totals(views.values())
     assert (totals.gpus, totals.gpus_used, totals.idle_gpu_nodes) == (24, 16, 1)
+
+
+def test_position_of_agrees_with_the_ordered_list() -> None:
+    from kaiwo_ray.views.queues import local_queue_index, pending_in_order, position_of
+
+    workloads = copy.deepcopy(DATA["Workload"])
+    pending = next(w for w in workloads if w["metadata"]["name"].startswith("job-big2"))
+    for n, (stamp, priority) in enumerate([("2000-01-01T00:00:00Z", 0), ("2030-01-01T00:00:00Z", 5),
+                                           ("2010-01-01T00:00:00Z", 0)]):
+        extra = copy.deepcopy(pending)
+        extra["metadata"].update(name=f"extra-{n}", creationTimestamp=stamp)
+        extra["spec"]["priority"] = priority
+        workloads.append(extra)
+    index = local_queue_index(DATA["LocalQueue"])
+    ordered = pending_in_order("kaiwo", workloads, index)
+    assert len(ordered) == 4
+    by_name = {w["metadata"]["name"]: w for w in workloads}
+    for entry in ordered:
+        assert position_of(by_name[entry.name], "kaiwo", workloads, index) == entry.position
+    admitted = next(w for w in workloads if w["metadata"]["name"].startswith("job-big0"))
+    assert position_of(admitted, "kaiwo", workloads, index) is None

@@ -82,6 +82,9 @@ def log_lines(pod: JsonObj, container: str) -> tuple[list[str], bool]:
     return [*head, *printed, *state_lines], finished
 
 
+POD_DELETED_LINE = "[kaiwo-ray sandbox] pod deleted\n"
+
+
 async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.StreamResponse:
     query = request.query
     container = _container_choice(pod, query.get("container"))
@@ -107,8 +110,9 @@ async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.St
         try:
             current = store.get_ref(PODS, meta.get("namespace"), meta.get("name", ""))
         except ApiError:
-            break
-        if (current.get("metadata") or {}).get("uid") != uid:
+            current = None
+        if current is None or (current.get("metadata") or {}).get("uid") != uid:
+            await response.write(POD_DELETED_LINE.encode())  # say why the stream ends
             break
         try:
             now_lines, finished = log_lines(current, container)

@@ -1,0 +1,82 @@
+"""The admin API as a FastAPI app: `build_app(settings)`. The same app runs under Ray Serve
+(serve/deployment.py) or plain uvicorn; its lifespan starts the watch-fed cache and stops it.
+
+    GET    /api/v1/workloads                                  list (filters, paging)
+    POST   /api/v1/workloads                                  submit a KaiwoJob/KaiwoService (JSON or YAML)
+    GET    /api/v1/namespaces/{ns}/{kaiwojobs|kaiwoservices}/{name}            get
+    DELETE /api/v1/namespaces/{ns}/{kaiwojobs|kaiwoservices}/{name}            delete
+    GET    /api/v1/namespaces/{ns}/{plural}/{name}/events|explain|logs
+    GET    /api/v1/queues, /api/v1/queues/{name}, /api/v1/nodes, /api/v1/overview, /api/v1/stream (SSE)
+    GET    /metrics (Prometheus), / (dashboard), /openapi.json, /docs
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from kaiwo_ray.kube.client import KubeClient
+from serve import errors
+from serve.auth import Authorizer, KubernetesAuth, NoAuth
+from serve.cache import ClusterCache
+from serve.limits import BodyLimit
+from serve.metrics import AdminMetrics
+from serve.state import AdminSettings, AdminState
+
+API_TITLE = "kaiwo-ray admin API"
+
+
+async def open_state(settings: AdminSettings) -> AdminState:
+    client = KubeClient.in_cluster() if settings.in_cluster else await KubeClient.from_kubeconfig(settings.kubeconfig)
+    cache = ClusterCache(client)
+    auth: Authorizer = (KubernetesAuth(client, ttl=settings.auth_cache_seconds) if settings.auth == "kubernetes"
+                        else NoAuth())
+    stats = settings.stats_source
+    if stats is None and settings.ray_namespace:
+        from serve.ray_stats import actor_stats_source
+
+        stats = actor_stats_source(settings.ray_namespace)
+    state = AdminState(settings=settings, client=client, cache=cache, auth=auth)
+    state.metrics = AdminMetrics(cache, stats)
+    try:
+        await cache.start(sync_timeout=settings.sync_timeout)
+    except BaseException:
+        await cache.stop()
+        await client.close()
+        raise
+    if settings.tune_gc:
+        from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
+
+        tune_for_long_lived_caches()
+    return state
+
+
+async def close_state(state: AdminState) -> None:
+    await state.cache.stop()
+    await state.client.close()
+
+
+def build_app(settings: AdminSettings | None = None) -> FastAPI:
+    settings = settings or AdminSettings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state = await open_state(settings)
+        app.state.admin = state
+        try:
+            yield
+        finally:
+            await close_state(state)
+
+    app = FastAPI(title=API_TITLE, version="v1", lifespan=lifespan,
+                  description="Workloads, queues, nodes and `explain` for kaiwo-ray, from a watch-fed cache.")
+    errors.install(app)
+    from serve import dashboard, routes_cluster, routes_workloads
+
+    app.include_router(routes_workloads.router)
+    app.include_router(routes_cluster.router)
+    dashboard.install(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

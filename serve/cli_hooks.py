@@ -1,0 +1,44 @@
+"""The admin API's switches on `kaiwo-ray up` and `kaiwo-ray dev`, kept light: Ray Serve is imported
+only when the API is actually started (the CLI module is imported by `kaiwo-ray --help`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+DEFAULT_PORT = 8000
+
+
+def add_cli_arguments(parser: Any, *, default_auth: str) -> None:
+    """`--admin-port/--admin-host/--admin-auth/--no-admin` for `kaiwo-ray up` and `kaiwo-ray dev`."""
+    parser.add_argument("--admin-host", default="127.0.0.1", help="admin API address (default: 127.0.0.1)")
+    parser.add_argument("--admin-port", type=int, default=DEFAULT_PORT, help=f"admin API port (default: {DEFAULT_PORT})")
+    parser.add_argument("--admin-auth", choices=("kubernetes", "none"), default=default_auth,
+                        help="admin API authentication: kubernetes (TokenReview + SubjectAccessReview) or none "
+                             f"(a localhost dev loop only; default: {default_auth})")
+    parser.add_argument("--no-admin", action="store_true", help="do not start the admin API on Ray Serve")
+
+
+def start_from_cli(args: Any, *, kubeconfig: str | None, in_cluster: bool, ray_namespace: str) -> str | None:
+    """Start the admin API as the CLI asked; its URL, or None when disabled or it failed (printed)."""
+    if getattr(args, "no_admin", False):
+        return None
+    if args.admin_auth == "none" and args.admin_host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"admin API not started: --admin-auth none is for localhost only (--admin-host {args.admin_host})",
+              file=sys.stderr, flush=True)
+        return None
+    from serve.deployment import AdminOptions, start_admin
+
+    options = AdminOptions(kubeconfig=kubeconfig, in_cluster=in_cluster, auth=args.admin_auth,
+                           ray_namespace=ray_namespace)
+    try:
+        return start_admin(options, host=args.admin_host, port=args.admin_port)
+    except Exception as err:  # the operator runs on without its HTTP face; say why
+        print(f"admin API not started: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        return None
+
+
+def stop_admin() -> None:
+    from serve.deployment import stop_admin as stop
+
+    stop()

@@ -1,0 +1,91 @@
+"""The admin API as a Ray Serve application.
+
+From Python (what `kaiwo-ray up` and `kaiwo-ray dev` do):
+
+    url = start_admin(AdminOptions(kubeconfig="/abs/kubeconfig", auth="none"))   # after ray.init()
+    ...
+    stop_admin()
+
+From a Serve config file: `serve deploy serve/config.yaml` (or `serve run serve/config.yaml`), whose
+application names `serve.deployment:app_builder` and passes the same options as `args`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from ray import serve
+from ray.serve import Application
+
+from serve.app import build_app
+from serve.state import AdminSettings
+
+APP_NAME = "kaiwo-admin"
+DEFAULT_PORT = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class AdminOptions:
+    """What the Serve application is built from (plain values: they travel to the replicas)."""
+
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    auth: Literal["kubernetes", "none"] = "kubernetes"
+    ray_namespace: str | None = "kaiwo"
+    """Controller actors to read /metrics stats from (None: no controller series)."""
+    max_body_bytes: int = 1 << 20
+    tune_gc: bool = True
+    """A replica is a long-lived server holding large caches (see kaiwo_ray.gc_tuning)."""
+
+    def settings(self) -> AdminSettings:
+        return AdminSettings(kubeconfig=self.kubeconfig, in_cluster=self.in_cluster, auth=self.auth,
+                             ray_namespace=self.ray_namespace, max_body_bytes=self.max_body_bytes,
+                             tune_gc=self.tune_gc)
+
+
+@serve.deployment(name="AdminAPI", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,
+                  health_check_period_s=10,
+                  # one log line per request would cost more than the request on a busy machine
+                  logging_config={"enable_access_log": False, "log_level": "WARNING"})
+@serve.ingress()
+class AdminAPI:
+    """One replica = one FastAPI app with its own watch-fed cache (its lifespan starts the watches)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = AdminOptions(**options)
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return build_app(self.options.settings())
+
+
+def application(options: AdminOptions) -> Application:
+    app: Application = AdminAPI.bind(asdict(options))  # type: ignore[attr-defined]
+    return app
+
+
+def app_builder(args: dict[str, Any]) -> Application:
+    """Entry point for Serve config files (`import_path: serve.deployment:app_builder`)."""
+    known = {k: v for k, v in args.items() if k in AdminOptions.__dataclass_fields__}
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        raise ValueError(f"unknown admin API option(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(AdminOptions.__dataclass_fields__)})")
+    return application(AdminOptions(**known))
+
+
+def start_admin(options: AdminOptions, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> str:
+    """Start Serve's HTTP proxy on host:port and deploy the admin API at /; returns its URL.
+    Waits until the replica's cache has synced (Serve runs the app's lifespan before it is ready)."""
+    # Idle connections kept 75 s (Serve's default is 5): dashboards and API clients poll every few seconds,
+    # and a connection closed by the server just as a client reuses it costs that client an error.
+    serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": 75})
+    serve.run(application(options), name=APP_NAME, route_prefix="/", blocking=False)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"http://{shown}:{port}"
+
+
+def stop_admin() -> None:
+    """Tear down the application and Serve (its proxy and controller actors)."""
+    serve.shutdown()  # type: ignore[no-untyped-call]
+

@@ -1,0 +1,160 @@
+"""/metrics: controller-runtime's metric names per controller (so existing operator dashboards work),
+collected from the controllers' stats snapshots, and kaiwo's own workload series, rendered by
+prometheus_client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from kaiwo_ray.api.meta import parse_time
+from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS
+from kaiwo_ray.views._objects import meta, status
+from kaiwo_ray.views.queues import cluster_queue_views
+from serve.cache import ClusterCache
+from serve.state import StatsSource
+
+log = logging.getLogger(__name__)
+
+# The latency users feel, from `kubectl apply` to RUNNING: seconds to minutes on a busy queue.
+TIME_TO_RUNNING_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+
+def _histogram(name: str, doc: str, labels: dict[str, str], snap: dict[str, Any]) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=list(labels))
+    cumulative = 0
+    buckets = []
+    for bound, count in zip([*snap["buckets"], float("inf")], snap["counts"], strict=True):
+        cumulative += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(float(bound)), cumulative))
+    family.add_metric(list(labels.values()), buckets, snap["sum"])
+    return family
+
+
+def controller_families(snapshots: Iterable[dict[str, Any]]) -> list[Metric]:
+    """controller-runtime's series from the controllers' `stats()` snapshots."""
+    reconcile = CounterMetricFamily("controller_runtime_reconcile", "Total number of reconciliations per controller",
+                                    labels=["controller", "result"])
+    errors = CounterMetricFamily("controller_runtime_reconcile_errors",
+                                 "Total number of reconciliation errors per controller", labels=["controller"])
+    depth = GaugeMetricFamily("workqueue_depth", "Current depth of workqueue", labels=["name", "controller"])
+    adds = CounterMetricFamily("workqueue_adds", "Total number of adds handled by workqueue",
+                               labels=["name", "controller"])
+    retries = CounterMetricFamily("workqueue_retries", "Total number of retries handled by workqueue",
+                                  labels=["name", "controller"])
+    requests = CounterMetricFamily("rest_client_requests",
+                                   "Number of HTTP requests, partitioned by status code, method, and host.",
+                                   labels=["code", "method", "controller"])
+    leader = GaugeMetricFamily("leader_election_master_status",
+                               "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+                               "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+                               labels=["name"])
+    families: list[Metric] = [reconcile, errors, depth, adds, retries, requests, leader]
+    for snap in snapshots:
+        if not snap.get("reconcile_total"):
+            continue  # a controller that has not started yet
+        name = str(snap.get("name") or snap.get("controller"))
+        for result, count in sorted(snap["reconcile_total"].items()):
+            reconcile.add_metric([name, result], count)
+        errors.add_metric([name], snap.get("reconcile_errors_total", 0))
+        depth.add_metric([name, name], snap.get("workqueue_depth", 0))
+        adds.add_metric([name, name], snap.get("workqueue_adds_total", 0))
+        retries.add_metric([name, name], snap.get("workqueue_retries_total", 0))
+        for code, method, count in snap.get("rest_client_requests_total") or ():
+            requests.add_metric([str(code), str(method), name], count)
+        leader.add_metric([f"kaiwo-ray-{name}"], 1.0 if snap.get("leader_election_master_status") else 0.0)
+        families.append(_histogram("controller_runtime_reconcile_time_seconds",
+                                   "Length of time per reconciliation per controller", {"controller": name},
+                                   snap["reconcile_time_seconds"]))
+        families.append(_histogram("workqueue_queue_duration_seconds",
+                                   "How long in seconds an item stays in workqueue before being requested",
+                                   {"name": name, "controller": name}, snap["workqueue_queue_duration_seconds"]))
+        families.append(_histogram("workqueue_work_duration_seconds",
+                                   "How long in seconds processing an item from workqueue takes",
+                                   {"name": name, "controller": name}, snap["workqueue_work_duration_seconds"]))
+    return families
+
+
+def workload_counts(cache: ClusterCache) -> dict[tuple[str, str, str, str], int]:
+    default_queue = cache.default_queue()
+    counts: dict[tuple[str, str, str, str], int] = {}
+    for wl in cache.workloads():
+        key = (str(meta(wl).get("namespace") or ""), str(wl.get("kind") or ""),
+               str(status(wl).get("status") or "NEW"),
+               str((wl.get("spec") or {}).get("clusterQueue") or default_queue))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def workload_families(cache: ClusterCache, counts: dict[tuple[str, str, str, str], int] | None = None) -> list[Metric]:
+    """kaiwo's own: workloads by namespace/kind/phase/queue, pending per ClusterQueue."""
+    counts = workload_counts(cache) if counts is None else counts
+    workloads = GaugeMetricFamily("kaiwo_workloads", "KaiwoJobs and KaiwoServices by namespace, kind, phase and queue",
+                                  labels=["namespace", "kind", "phase", "queue"])
+    for key, count in sorted(counts.items()):
+        workloads.add_metric(list(key), count)
+    pending = GaugeMetricFamily("kaiwo_queue_pending_workloads", "Kueue Workloads waiting for quota per ClusterQueue",
+                                labels=["cluster_queue"])
+    admitted = GaugeMetricFamily("kaiwo_queue_admitted_workloads", "Kueue Workloads holding quota per ClusterQueue",
+                                 labels=["cluster_queue"])
+    for view in cluster_queue_views(cache.items(CLUSTERQUEUES), cache.items(LOCALQUEUES), cache.items(WORKLOADS)):
+        pending.add_metric([view.name], len(view.pending))
+        admitted.add_metric([view.name], view.admitted)
+    return [workloads, pending, admitted]
+
+
+class _Snapshot:
+    """A collector over families computed before `generate_latest` runs (collect() is synchronous)."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+class AdminMetrics:
+    def __init__(self, cache: ClusterCache, stats_source: StatsSource | None) -> None:
+        self.cache = cache
+        self.stats_source = stats_source
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.transitions = Counter("kaiwo_workload_phase_transitions", "Workload phase changes seen by the watch",
+                                   ["kind", "from_phase", "to_phase"], registry=self.registry)
+        self.time_to_running = Histogram("kaiwo_workload_time_to_running_seconds",
+                                         "From creation to the first RUNNING, per workload kind", ["kind"],
+                                         buckets=TIME_TO_RUNNING_BUCKETS, registry=self.registry)
+        cache.phase_listeners.append(self.on_phase)
+        self._counts: tuple[int, dict[tuple[str, str, str, str], int]] = (-1, {})
+
+    def on_phase(self, obj: dict[str, Any], before: str, after: str) -> None:
+        kind = str(obj.get("kind") or "")
+        self.transitions.labels(kind, before or "NEW", after or "NEW").inc()
+        if after in ("RUNNING", "READY") and before not in ("RUNNING", "READY"):
+            created = parse_time(meta(obj).get("creationTimestamp"))
+            if created is not None:
+                self.time_to_running.labels(kind).observe(max(0.0, time.time() - created.timestamp()))
+
+    async def controller_snapshots(self) -> list[dict[str, Any]]:
+        if self.stats_source is None:
+            return []
+        try:
+            return await asyncio.wait_for(self.stats_source(), timeout=5.0)
+        except Exception:  # a controller that does not answer must not fail the whole scrape
+            log.warning("controller stats unavailable", exc_info=True)
+            return []
+
+    async def render(self) -> tuple[bytes, str]:
+        snapshots = await self.controller_snapshots()
+        registry = CollectorRegistry(auto_describe=False)
+        if self._counts[0] != self.cache.workload_version:  # a scrape between changes reuses the counts
+            self._counts = (self.cache.workload_version, workload_counts(self.cache))
+        registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache, self._counts[1])))
+        body = generate_latest(registry) + generate_latest(self.registry)
+        return body, CONTENT_TYPE_LATEST

@@ -1,0 +1,84 @@
+"""What every request handler reaches through `request.app.state.admin`: the cluster cache, the API
+client for writes, the authorizer, the metrics, and the settings the app was built with."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastapi import Request
+
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.views.nodes import GpuSample
+from serve.auth import Access, Authorizer, User
+from serve.cache import ClusterCache
+from serve.errors import ApiError
+from serve.limits import DEFAULT_MAX_BODY_BYTES
+
+StatsSource = Callable[[], Awaitable[list[dict[str, Any]]]]
+GpuSamples = Callable[[], Iterable[GpuSample]]
+"""Per-GPU telemetry, when a collector exists: the latest sample of every GPU (the telemetry seam)."""
+"""Returns one stats snapshot per controller (see kaiwo_ray.controllers.manager.ControllerHost.stats)."""
+
+
+@dataclass(slots=True)
+class AdminSettings:
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    auth: Literal["kubernetes", "none"] = "kubernetes"
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    stats_source: StatsSource | None = None
+    ray_namespace: str | None = None
+    """When set (and no stats_source), controller stats come from the named actors of this Ray namespace."""
+    auth_cache_seconds: float = 10.0
+    sync_timeout: float = 60.0
+    gpu_samples: GpuSamples | None = None
+    """Per-GPU utilization for /api/v1/nodes, the overview and the dashboard's heat map (none: allocation only)."""
+    tune_gc: bool = False
+    """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
+    sight and collect rarely (kaiwo_ray.gc_tuning), as the operator does."""
+
+
+@dataclass(slots=True)
+class AdminState:
+    settings: AdminSettings
+    client: KubeClient
+    cache: ClusterCache
+    auth: Authorizer
+    metrics: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def admin(request: Request) -> AdminState:
+    state: AdminState = request.app.state.admin
+    return state
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization") or ""
+    if header.lower().startswith("bearer "):
+        return header[7:].strip() or None
+    # EventSource (SSE) cannot set headers: the dashboard passes its token as a query parameter.
+    return request.query_params.get("access_token") or None
+
+
+async def current_user(request: Request) -> User:
+    state = admin(request)
+    cached: User | None = getattr(request.state, "user", None)
+    if cached is not None:
+        return cached
+    user = await state.auth.authenticate(bearer_token(request))
+    if user is None:
+        raise ApiError(401, "Unauthorized: send `Authorization: Bearer <token>` with a token the cluster accepts")
+    request.state.user = user
+    return user
+
+
+async def require(request: Request, access: Access) -> User:
+    """The user, if they may do `access`; otherwise 401/403 naming verb, resource and namespace."""
+    user = await current_user(request)
+    if not await admin(request).auth.allowed(user, access):
+        raise ApiError(403, f'{access.resource or access.path} is forbidden: User "{user.name}" {access.describe()}',
+                       kind=access.resource or None, name=access.name)
+    return user

@@ -1,0 +1,60 @@
+"""Helpers shared by the admin API tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+from e2e_support import wait_for
+
+from serve.app import build_app
+from serve.state import AdminSettings
+
+
+def kaiwojob(name: str, namespace: str, *, user: str = "ann@example.com", labels: dict[str, str] | None = None,
+             **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "spec": {"user": user, "image": "busybox", "entrypoint": "sleep 100000", **spec}}
+
+
+def submit(http: httpx.Client, obj: dict[str, Any]) -> httpx.Response:
+    return http.post("/api/v1/workloads", json=obj)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class RunningApp:
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30.0, **kwargs)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def serve_app(settings: AdminSettings) -> RunningApp:
+    """The admin app under uvicorn on a thread (its own event loop), once its cache has synced."""
+    port = free_port()
+    config = uvicorn.Config(build_app(settings), host="127.0.0.1", port=port, log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"admin-{port}", daemon=True)
+    thread.start()
+    wait_for(lambda: server.started or not thread.is_alive(), 60, "the admin app started")
+    assert thread.is_alive(), "the admin app failed to start"
+    return RunningApp(f"http://127.0.0.1:{port}", server, thread)
