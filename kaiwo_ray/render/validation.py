@@ -48,7 +48,8 @@ def validate_for_children(workload: Workload) -> None:
             continue
         if parse_quantity(volume.storage_size) <= 0:
             raise RenderError(f"{field}.storageSize", f"{volume.storage_size!r} must be greater than zero")
-        if not volume.mount_path or ":" in volume.mount_path:
+        # Unset (None) takes KaiwoConfig's default mount path; an explicit empty or ':' path cannot mount.
+        if volume.mount_path is not None and (not volume.mount_path or ":" in volume.mount_path):
             raise RenderError(f"{field}.mountPath", f"{volume.mount_path!r} is not a usable mount path")
 
 
