@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -38,8 +39,10 @@ async def open_state(settings: AdminSettings) -> AdminState:
         from serve.ray_stats import actor_stats_source
 
         stats = actor_stats_source(settings.ray_namespace)
+    if settings.gpu_samples is None and settings.ray_namespace:
+        settings = _with_aggregator_samples(settings)
     state = AdminState(settings=settings, client=client, cache=cache, auth=auth)
-    state.metrics = AdminMetrics(cache, stats)
+    state.metrics = AdminMetrics(cache, stats, settings.gpu_samples)
     try:
         await cache.start(sync_timeout=settings.sync_timeout)
     except BaseException:
@@ -51,6 +54,17 @@ async def open_state(settings: AdminSettings) -> AdminState:
 
         tune_for_long_lived_caches()
     return state
+
+
+def _with_aggregator_samples(settings: AdminSettings) -> AdminSettings:
+    """On Ray (a Serve replica of `kaiwo-ray up`/`dev`), per-GPU utilization from the telemetry aggregator."""
+    import ray
+
+    if not ray.is_initialized():
+        return settings
+    from serve.telemetry_samples import AggregatorSamples
+
+    return dataclasses.replace(settings, gpu_samples=AggregatorSamples(settings.ray_namespace or ""))
 
 
 async def close_state(state: AdminState) -> None:

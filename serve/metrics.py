@@ -15,11 +15,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kaiwo_ray.api.meta import parse_time
-from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS
+from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WORKLOADS
 from kaiwo_ray.views._objects import meta, status
+from kaiwo_ray.views.nodes import NodeView, node_views
 from kaiwo_ray.views.queues import cluster_queue_views
 from serve.cache import ClusterCache
-from serve.state import StatsSource
+from serve.state import GpuSamples, StatsSource
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,26 @@ def workload_families(cache: ClusterCache, counts: dict[tuple[str, str, str, str
     return [workloads, pending, admitted]
 
 
+def gpu_families(views: Iterable[NodeView]) -> list[Metric]:
+    """GPUs per node by state (allocatable, used by pods, idle) and, where telemetry measured them, the
+    node's mean GPU utilization. Per-GPU series (utilization, memory, power per pod) are the telemetry
+    exporter's (kaiwo_gpu_*, DCGM and AMD names): one scrape target per series, never two."""
+    gpus = GaugeMetricFamily("kaiwo_node_gpus", "GPUs per node: allocatable, used (requested by pods), idle",
+                             labels=["node", "resource", "state"])
+    utilization = GaugeMetricFamily("kaiwo_node_gpu_utilization_percent",
+                                    "Mean utilization of the node's GPUs that telemetry measured", labels=["node"])
+    for view in views:
+        if not view.gpu_resource:
+            continue
+        for state, count in (("allocatable", view.gpus_allocatable), ("used", view.gpus_used),
+                             ("idle", view.gpus_idle)):
+            gpus.add_metric([view.name, view.gpu_resource, state], count)
+        measured = [g.utilization for g in view.gpus if g.utilization is not None]
+        if measured:
+            utilization.add_metric([view.name], sum(measured) / len(measured))
+    return [gpus, utilization]
+
+
 class _Snapshot:
     """A collector over families computed before `generate_latest` runs (collect() is synchronous)."""
 
@@ -121,9 +142,11 @@ class _Snapshot:
 
 
 class AdminMetrics:
-    def __init__(self, cache: ClusterCache, stats_source: StatsSource | None) -> None:
+    def __init__(self, cache: ClusterCache, stats_source: StatsSource | None,
+                 gpu_samples: GpuSamples | None = None) -> None:
         self.cache = cache
         self.stats_source = stats_source
+        self.gpu_samples = gpu_samples
         self.registry = CollectorRegistry(auto_describe=False)
         self.transitions = Counter("kaiwo_workload_phase_transitions", "Workload phase changes seen by the watch",
                                    ["kind", "from_phase", "to_phase"], registry=self.registry)
@@ -155,6 +178,9 @@ class AdminMetrics:
         registry = CollectorRegistry(auto_describe=False)
         if self._counts[0] != self.cache.workload_version:  # a scrape between changes reuses the counts
             self._counts = (self.cache.workload_version, workload_counts(self.cache))
-        registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache, self._counts[1])))
+        samples = list(self.gpu_samples()) if self.gpu_samples is not None else []
+        nodes = node_views(self.cache.items(NODES), self.cache.items(PODS), samples)
+        registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache, self._counts[1])
+                                    + gpu_families(nodes)))
         body = generate_latest(registry) + generate_latest(self.registry)
         return body, CONTENT_TYPE_LATEST

@@ -181,6 +181,10 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         from serve.cli_hooks import start_from_cli, stop_admin
 
         admin_url = start_from_cli(args, kubeconfig=str(kubeconfig), in_cluster=False, ray_namespace="kaiwo")
+        if admin_url is not None:
+            from kaiwo_ray.cli.admin_link import advertise
+
+            advertise(kubeconfig, admin_url)  # `kaiwo monitor` finds the telemetry through it
         print(format_memory(process_tree_memory()), flush=True)
         print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
         print(next_steps(kubeconfig, admin_url), flush=True)

@@ -25,6 +25,7 @@ import yaml
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 
 JsonObj = dict[str, Any]
+ADMIN_EXTENSION = "kaiwo.silogen.ai/admin-api"  # kubeconfig cluster extension: {url: <kaiwo-ray admin API>}
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ClusterAccess:
     headers: dict[str, str] = field(default_factory=dict)
     ssl_context: ssl.SSLContext | None = None
     server_hostname: str | None = None
+    admin_url: str | None = None  # kaiwo-ray's admin API, when the cluster entry advertises it (admin_link.py)
 
 
 def kubeconfig_paths(explicit: str | None) -> list[Path]:
@@ -111,7 +113,8 @@ def load(explicit_path: str | None = None, context: str | None = None) -> Cluste
     if not server:
         raise ClusterError(f"cluster {cluster_name!r} in kubeconfig {source} has no server")
     access = ClusterAccess(server=server, namespace=str(ctx.get("namespace") or "default"), context=name,
-                           source=source, server_hostname=cluster.get("tls-server-name"))
+                           source=source, server_hostname=cluster.get("tls-server-name"),
+                           admin_url=admin_url_of(cluster))
     if server.startswith("https://"):
         access.ssl_context = _ssl_context(cluster, user, cluster_path.parent, user_path.parent)
     token = _token(user, user_path.parent, access)
@@ -121,6 +124,16 @@ def load(explicit_path: str | None = None, context: str | None = None) -> Cluste
         basic = base64.b64encode(f"{user.get('username')}:{user.get('password', '')}".encode()).decode()
         access.headers["Authorization"] = f"Basic {basic}"
     return access
+
+
+def admin_url_of(cluster: JsonObj) -> str | None:
+    """The kaiwo-ray admin API a `cluster` entry advertises in its extension `ADMIN_EXTENSION`, if any."""
+    for entry in cluster.get("extensions") or []:
+        if isinstance(entry, dict) and entry.get("name") == ADMIN_EXTENSION:
+            extension = entry.get("extension")
+            if isinstance(extension, dict) and extension.get("url"):
+                return str(extension["url"]).rstrip("/")
+    return None
 
 
 def _resolve(base: Path, value: str) -> str:

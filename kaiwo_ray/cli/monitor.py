@@ -1,5 +1,9 @@
-"""`kaiwo monitor job/NAME`: the GPUs of a workload's pods, from the vendor's tool run in the pod
-(nvidia-smi for NVIDIA, amd-smi else rocm-smi for AMD), once or every -w seconds."""
+"""`kaiwo monitor job/NAME`: the GPUs of a workload's pods, once or every -w seconds.
+
+From kaiwo-ray's telemetry when its admin API is known (`--admin-url`, `$KAIWO_ADMIN_URL` or the
+kubeconfig's `kaiwo.silogen.ai/admin-api` extension, see admin_link.py) and has samples for these pods;
+else from the vendor's tool run in each pod (nvidia-smi for NVIDIA, amd-smi else rocm-smi for AMD).
+`--source` forces one of the two."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo monitor job/my-training
   kaiwo monitor service/my-llm -w 2            # refresh every 2 s until Ctrl-C
+  kaiwo monitor job/my-training --source pod    # run amd-smi/nvidia-smi in the pods instead
 """
 TOOLS = {"nvidia": [["nvidia-smi"]], "amd": [["amd-smi", "monitor"], ["rocm-smi"]]}
 
@@ -25,7 +30,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", metavar="TYPE/NAME", help="job/NAME or service/NAME")
     parser.add_argument("-w", "--watch", type=float, default=0, metavar="SECONDS",
                         help="refresh every SECONDS (default: once)")
+    parser.add_argument("--source", choices=("auto", "telemetry", "pod"), default="auto",
+                        help="telemetry: kaiwo-ray's GPU telemetry via its admin API; pod: the vendor's tool "
+                             "in each pod; auto (default): telemetry when it has these pods, else pod")
+    parser.add_argument("--admin-url", metavar="URL",
+                        help="kaiwo-ray's admin API (default: $KAIWO_ADMIN_URL, else the kubeconfig's "
+                             "kaiwo.silogen.ai/admin-api extension, which `kaiwo-ray dev` writes)")
     add_cluster_arguments(parser)
+
+
+def telemetry_rows(nodes: JsonObj, pods: list[JsonObj]) -> list[list[str]]:
+    """The admin API's per-GPU samples (`GET /api/v1/nodes`) of `pods`, as table rows (pure)."""
+    wanted = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")) for p in pods}
+    rows = []
+    for node in nodes.get("items") or []:
+        for gpu in node.get("gpus") or []:
+            pod = gpu.get("pod") or {}
+            if (pod.get("namespace"), pod.get("name")) not in wanted:
+                continue
+            utilization = gpu.get("utilization")
+            used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
+            memory = (f"{_gib(used)}/{_gib(total)} GiB" if used is not None and total is not None
+                      else f"{_gib(used)} GiB" if used is not None else "<unknown>")
+            rows.append([str(pod["name"]), str(gpu.get("node") or node.get("name") or ""), str(gpu.get("index")),
+                         "<unknown>" if utilization is None else f"{utilization:.0f}%", memory])
+    return sorted(rows, key=lambda r: (r[0], r[1], int(r[2]) if r[2].isdigit() else 0))
+
+
+def _gib(value: float | None) -> str:
+    return "?" if value is None else f"{value / 2**30:.1f}"
+
+
+def telemetry_report(api: Api, admin_url: str, pods: list[JsonObj], out: BinaryIO) -> bool:
+    """The workload's GPUs from kaiwo-ray's telemetry into `out`; False (nothing written) when it has none."""
+    from kaiwo_ray.cli.admin_link import admin_get
+    from kaiwo_ray.cli.table import render_table
+
+    rows = telemetry_rows(admin_get(admin_url, "/api/v1/nodes", api.access), pods)
+    if not rows:
+        return False
+    out.write(f"GPUs of {len({r[0] for r in rows})} pod(s), from kaiwo-ray telemetry ({admin_url})\n".encode())
+    out.write(render_table(["POD", "NODE", "GPU", "UTILIZATION", "MEMORY"], rows).encode())
+    out.flush()
+    return True
 
 
 def gpu_report(api: Api, namespace: str, pods: list[JsonObj], out: BinaryIO) -> int:
@@ -55,18 +102,36 @@ def gpu_report(api: Api, namespace: str, pods: list[JsonObj], out: BinaryIO) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.errors import ClusterError
+    from kaiwo_ray.cli.admin_link import AdminUnavailable, resolve
+    from kaiwo_ray.cli.errors import ClusterError, UsageError
     from kaiwo_ray.cli.workloads import fetch, parse_selector, pods_of
 
     wtype, name = parse_selector(args.workload)
     api = connect(args)
     namespace = args.namespace or api.access.namespace
     workload = fetch(api, wtype, namespace, name)
+    admin_url = resolve(args.admin_url, api.access) if args.source != "pod" else None
+    if args.source == "telemetry" and admin_url is None:
+        raise UsageError("no kaiwo-ray admin API known for GPU telemetry: pass --admin-url or set "
+                           "KAIWO_ADMIN_URL (or use --source pod)")
     while True:
         pods = pods_of(api, workload)
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[H\x1b[2J")
             sys.stdout.flush()
+        if admin_url is not None:
+            try:
+                if telemetry_report(api, admin_url, pods, sys.stdout.buffer):
+                    if not args.watch:
+                        return 0
+                    time.sleep(args.watch)  # the refresh period the user asked for
+                    continue
+                problem = f"kaiwo-ray telemetry has no GPU samples for the pods of {args.workload}"
+            except AdminUnavailable as err:
+                problem = str(err)
+            if args.source == "telemetry":
+                raise ClusterError(problem)
+            print(f"({problem}: asking the GPU tool in each pod)", file=sys.stderr, flush=True)
         if not gpu_report(api, namespace, pods, sys.stdout.buffer):
             running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
             raise ClusterError(f"{args.workload} has no running pod with GPUs"

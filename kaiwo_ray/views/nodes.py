@@ -28,8 +28,8 @@ class GpuSample(BaseModel):
 
     node: str
     index: int
-    utilization: float
-    """0..100 percent."""
+    utilization: float | None
+    """0..100 percent; None: unknown (the node's telemetry is not live or the device unreadable), never idle."""
     memory_used_bytes: float | None = None
     memory_total_bytes: float | None = None
     pod: ObjectRef | None = None

@@ -125,7 +125,9 @@ async function overviewPage(main, first) {
     const samples = new Map(n.gpus.map((g) => [g.index, g]));
     for (let i = 0; i < n.gpus_allocatable; i++) {
       const sample = samples.get(i);
-      if (sample) {
+      if (sample && sample.utilization == null) {
+        cells.push(`<div class="cell" title="GPU ${i}: utilization unknown (no live telemetry)" style="background:#f1f5f9">?</div>`);
+      } else if (sample) {
         const u = Math.round(sample.utilization);
         cells.push(`<div class="cell" title="GPU ${i}: ${u}%" style="background:hsl(${240 - u * 2.4},70%,${60 - u * 0.2}%)">${u}</div>`);
       } else {
@@ -269,7 +271,7 @@ async function gpuUtilization(detail) {
   try {
     const pods = new Set(detail.pods.map((p) => p.name));
     const nodes = await api("/api/v1/nodes");
-    samples = nodes.items.flatMap((n) => n.gpus.filter((g) => g.pod && pods.has(g.pod.name)));
+    samples = nodes.items.flatMap((n) => n.gpus.filter((g) => g.pod && pods.has(g.pod.name) && g.utilization != null));
   } catch (err) { samples = []; }
   const empty = document.getElementById("gpu-util-empty");
   const box = document.getElementById("gpu-util-box");

@@ -7,9 +7,11 @@ backend -> TelemetryActor -> AggregatorActor -> NativeSource in the controller a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -41,6 +43,20 @@ def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
     pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _busy_train_gpus(admin_url: str) -> list[dict[str, Any]]:
+    """The admin API's per-GPU samples of busy-train's pod (filled from the telemetry aggregator)."""
+    with urllib.request.urlopen(f"{admin_url}/api/v1/nodes", timeout=10) as response:
+        nodes = json.loads(response.read())["items"]
+    return [g for n in nodes for g in n["gpus"] if (g.get("pod") or {}).get("name", "").startswith("busy-train")]
+
+
 def _job(name: str, gpus: int, utilization: str) -> dict[str, Any]:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
             "spec": {"backoffLimit": 0, "template": {
@@ -66,7 +82,7 @@ def test_dev_preempts_an_idle_gpu_job_and_terminates_an_underutilized_kaiwojob(t
     log_path = tmp_path / "dev.log"
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "dev", "--kubeconfig", str(kubeconfig),
                "--time-factor", "1", "--telemetry-interval", "0.5", "--resource-monitoring-interval", "1s",
-               "--gpu-preemption-interval", "1s"]
+               "--gpu-preemption-interval", "1s", "--admin-port", str(_free_port())]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:
         dev = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
@@ -120,6 +136,23 @@ def test_dev_preempts_an_idle_gpu_job_and_terminates_an_underutilized_kaiwojob(t
         assert any(s.labels["pod"].startswith("busy-kj") and s.value == 95.0
                    for s in families["DCGM_FI_DEV_GPU_UTIL"])
         assert families["kaiwo_gpu_utilization_percent"]
+
+        # the admin API (on Ray Serve) shows the same utilization per GPU, with the pod holding it
+        admin = re.search(r"Admin API and dashboard: (http://\S+)", log_path.read_text())
+        assert admin, log_path.read_text()
+        admin_url = admin.group(1)
+        gpus = wait_for(lambda: _busy_train_gpus(admin_url), 30, "busy-train's GPUs in /api/v1/nodes")
+        assert len(gpus) == 8 and {g["utilization"] for g in gpus} == {95.0}, gpus
+        assert gpus[0]["pod"]["namespace"] == namespace
+
+        # `kaiwo monitor` finds the admin API through the kubeconfig `dev` wrote and shows the telemetry
+        monitor = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.kaiwo", "monitor", "job/busy-kj",
+                                  "-n", "default", "--kubeconfig", str(kubeconfig), "--source", "telemetry"],
+                                 capture_output=True, text=True, timeout=60, env=env)
+        assert monitor.returncode == 0, monitor.stderr
+        assert f"from kaiwo-ray telemetry ({admin_url})" in monitor.stdout, monitor.stdout
+        rows = [line.split() for line in monitor.stdout.splitlines()[2:]]
+        assert rows and all(r[0].startswith("busy-kj") and r[3] == "95%" for r in rows), monitor.stdout
 
         os.killpg(dev.pid, signal.SIGINT)
         assert dev.wait(90) == 0, log_path.read_text()[-3000:]
