@@ -26,6 +26,8 @@ import yaml
 from e2e_harness import TIME_FACTOR
 from e2e_scenarios import (
     apply_singleton,
+    kaiwo_job,
+    kaiwo_service,
     scenario_delete_examples,
     scenario_deletion,
     scenario_examples,
@@ -34,8 +36,9 @@ from e2e_scenarios import (
     scenario_kaiwoconfig_live,
     scenario_queueing,
     scenario_service_updates,
+    wait_gone,
 )
-from e2e_support import JsonObj, Kube, Target, wait_for
+from e2e_support import KAIWO_API, JsonObj, Kube, Target, condition, wait_for
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.kube import incluster
@@ -147,6 +150,102 @@ def scenario_queue_churn(target: Target) -> None:
              target.timeout, "the nameless topology cleaned and churn-topo deleted")
 
 
+# -- children whose names a stranger holds: create meets AlreadyExists, then one read (get) per kind ------
+
+RUN_ID = "kaiwo.silogen.ai/run-id"
+STORAGE = {"storageEnabled": True, "storageClassName": "standard"}
+RAY_HEAD = {"template": {"spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}
+
+
+def _strangers(namespace: str) -> list[tuple[JsonObj, JsonObj]]:
+    """(a foreign object, a workload whose first child would take its name), one pair per child kind."""
+    def meta(name: str) -> JsonObj:
+        return {"name": name, "namespace": namespace}
+
+    pod_template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1.36"}]}}
+    return [
+        ({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta("c-pvc-data"), "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "standard"}},
+         kaiwo_job("c-pvc", namespace, storage={**STORAGE, "data": {"storageSize": "1Gi"}})),
+        ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("c-cm-download"), "data": {"mine": "yes"}},
+         kaiwo_job("c-cm", namespace, storage={**STORAGE, "huggingFace": {
+             "storageSize": "1Gi", "preCacheRepos": [{"repoId": "org/model"}]}})),
+        ({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta("c-job"),
+          "spec": {"suspend": True, "template": pod_template}},
+         kaiwo_job("c-job", namespace)),
+        ({"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta("c-ray"),
+          "spec": {"suspend": True, "entrypoint": "python -V", "rayClusterSpec": {"headGroupSpec": RAY_HEAD}}},
+         kaiwo_job("c-ray", namespace, ray=True)),
+        ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta("c-deploy"), "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "mine"}},
+            "template": {"metadata": {"labels": {"app": "mine"}}, "spec": {
+                "containers": [{"name": "c", "image": "busybox:1.36"}]}}}},
+         kaiwo_service("c-deploy", namespace)),
+        ({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "metadata": meta("c-aw"),
+          "spec": {"suspend": True, "components": []}},
+         kaiwo_service("c-aw", namespace, ray=True, serveConfigV2="applications: []\n")),
+    ]
+
+
+def scenario_child_name_conflicts(target: Target) -> None:
+    """Each child kind's name held by a stranger: the operator reads it once (get), reports
+    ChildNameConflict and writes nothing to it."""
+    namespace = target.namespace("conflicts")
+    pairs = _strangers(namespace)
+    for stranger, workload in pairs:
+        target.kube.create(stranger)
+        target.kube.create(workload)
+    for stranger, workload in pairs:
+        kind, name = workload["kind"], workload["metadata"]["name"]
+
+        def reported(kind: str = kind, name: str = name) -> JsonObj | None:
+            cond = condition(target.kube.get(KAIWO_API, kind, name, namespace), "Schedulable")
+            return cond if cond and cond.get("reason") == "ChildNameConflict" else None
+
+        cond = wait_for(reported, target.timeout, f"{kind} {name} to report ChildNameConflict "
+                        f"(now: {(target.kube.get(KAIWO_API, kind, name, namespace) or {}).get('status')})")
+        assert f"{stranger['kind']} {stranger['metadata']['name']}" in cond["message"], cond
+    for _, workload in pairs:
+        target.kube.delete(KAIWO_API, workload["kind"], workload["metadata"]["name"], namespace)
+    for stranger, workload in pairs:
+        wait_gone(target, workload["kind"], workload["metadata"]["name"], namespace)
+        api = stranger["apiVersion"]
+        assert target.kube.get(api, stranger["kind"], stranger["metadata"]["name"], namespace) is not None
+
+
+def scenario_drift_repair(target: Target) -> None:
+    """Someone changes a label the operator set on a child (ConfigMap, PVC, RayJob, AppWrapper): the
+    operator applies the child again (patch) and the label comes back."""
+    namespace = target.namespace("drift")
+    target.kube.create(kaiwo_job("d-job", namespace, storage={**STORAGE, "huggingFace": {
+        "storageSize": "1Gi", "preCacheRepos": [{"repoId": "org/model"}]}}))
+    target.kube.create(kaiwo_job("d-ray", namespace, ray=True))
+    target.kube.create(kaiwo_service("d-aw", namespace, ray=True, serveConfigV2="applications: []\n"))
+    children = [("v1", "ConfigMap", "d-job-download"), ("v1", "PersistentVolumeClaim", "d-job-hf"),
+                ("ray.io/v1", "RayJob", "d-ray"), ("workload.codeflare.dev/v1beta2", "AppWrapper", "d-aw")]
+    for api, kind, name in children:
+        live = wait_for(lambda api=api, kind=kind, name=name: target.kube.get(api, kind, name, namespace),
+                        target.timeout, f"{kind} {name}")
+        labels = live["metadata"].get("labels") or {}
+        # A label other than the run-id is tampered with: the watch sees it and the child is applied again.
+        # The ConfigMap and PVC carry only the run-id label: without it they leave the operator's watch, so
+        # its next create meets AlreadyExists, reads the object (get), finds it its own and applies it.
+        key = next((k for k in sorted(labels) if k != RUN_ID), RUN_ID)
+        target.kube.patch(api, kind, name, {"metadata": {"labels": {key: None if key == RUN_ID else "tampered"}}},
+                          namespace)
+
+        def restored(api: str = api, kind: str = kind, name: str = name, key: str = key,
+                     value: str = labels[key]) -> bool:
+            now = target.kube.get(api, kind, name, namespace) or {}
+            return bool((now.get("metadata", {}).get("labels") or {}).get(key) == value)
+
+        wait_for(restored, target.timeout, f"{kind} {name}'s label {key} restored")
+    for kind, name in (("KaiwoJob", "d-job"), ("KaiwoJob", "d-ray"), ("KaiwoService", "d-aw")):
+        target.kube.delete(KAIWO_API, kind, name, namespace)
+        wait_gone(target, kind, name, namespace)
+
+
 # -- the in-cluster operator under the role -------------------------------------------------------------
 
 
@@ -209,6 +308,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             scenario_kaiwoconfig_live(target)
             namespace, _ = scenario_examples(target, include_singletons=True)
             scenario_delete_examples(target, namespace)
+            scenario_child_name_conflicts(target)  # these two before the churn drops the default queue
+            scenario_drift_repair(target)
             scenario_queue_churn(target)
             asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)  # releases its Leases
         finally:
