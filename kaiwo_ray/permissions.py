@@ -24,11 +24,11 @@ class Rule:
 
 # The ClusterRole kaiwo-ray-operator, rule by rule.
 OPERATOR_RULES: tuple[Rule, ...] = (
-    Rule(("",), ("configmaps", "persistentvolumeclaims"), ("delete", "list", "patch", "watch")),
-    Rule(("apps",), ("deployments",), ("delete", "list", "patch", "watch")),
-    Rule(("batch",), ("jobs",), ("delete", "list", "patch", "watch")),
-    Rule(("ray.io",), ("rayjobs",), ("delete", "list", "patch", "watch")),
-    Rule(("workload.codeflare.dev",), ("appwrappers",), ("delete", "list", "patch", "watch")),
+    Rule(("",), ("configmaps", "persistentvolumeclaims"), ("create", "delete", "get", "list", "patch", "watch")),
+    Rule(("apps",), ("deployments",), ("create", "delete", "get", "list", "patch", "watch")),
+    Rule(("batch",), ("jobs",), ("create", "delete", "get", "list", "patch", "watch")),
+    Rule(("ray.io",), ("rayjobs",), ("create", "delete", "get", "list", "patch", "watch")),
+    Rule(("workload.codeflare.dev",), ("appwrappers",), ("create", "delete", "get", "list", "patch", "watch")),
     Rule(("ray.io",), ("rayservices",), ("delete", "list", "watch")),
     Rule(("",), ("pods",), ("list", "watch")),
     Rule(("",), ("events",), ("create",)),
@@ -41,7 +41,7 @@ OPERATOR_RULES: tuple[Rule, ...] = (
     Rule(("config.kaiwo.silogen.ai",), ("kaiwoconfigs",), ("create", "list", "watch")),
     Rule(("kueue.x-k8s.io",), ("clusterqueues", "topologies", "workloadpriorityclasses"),
          ("create", "delete", "list", "update", "watch")),
-    Rule(("kueue.x-k8s.io",), ("localqueues",), ("create", "delete", "list", "patch", "watch")),
+    Rule(("kueue.x-k8s.io",), ("localqueues",), ("create", "delete", "list", "watch")),
     Rule(("kueue.x-k8s.io",), ("resourceflavors",), ("create", "delete", "get", "list", "patch", "update", "watch")),
     Rule(("kueue.x-k8s.io",), ("workloads",), ("list", "watch")),
 )

@@ -68,11 +68,17 @@ def healthy(kubectl_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def test_a_healthy_install_passes_every_check(healthy: RunningSandbox) -> None:
+    seen: list[str] = []
+
     def passes() -> subprocess.CompletedProcess[str] | None:
         result = doctor(healthy)
+        seen[:] = [result.stdout + result.stderr]
         return result if result.returncode == 0 else None  # the queue config and telemetry need a moment
 
-    result = eventually(passes, timeout=60, interval=0.5)
+    try:
+        result = eventually(passes, timeout=60, interval=0.5, message="doctor to pass")
+    except AssertionError as err:
+        raise AssertionError(f"{err}; its last output:\n{seen[0] if seen else ''}") from None
     lines = result.stdout.splitlines()
     assert lines[-1] == "every check passed"
     assert all(line.startswith("OK ") for line in lines[:-1]), result.stdout
