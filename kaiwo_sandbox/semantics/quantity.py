@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
 QuantityFormat = Literal["BinarySI", "DecimalSI", "DecimalExponent"]
@@ -41,6 +41,9 @@ _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
 _NANO = Decimal("1e-9")
+# Quantities are exact in Kubernetes (inf.Dec): a memory of 9313229312Gi, quantized to nano units, needs
+# more digits than the default context's 28 (it raised InvalidOperation, a 500).
+_EXACT = Context(prec=100)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -68,7 +71,7 @@ def parse_quantity(quantity: str | int | float | Decimal) -> Decimal:
     number, suffix = match.group(1), match.group(2) or ""
     value = Decimal(number)
     if suffix in _BINARY:
-        return value * Decimal(1024) ** _BINARY[suffix]
+        return value.fma(_EXACT.power(1024, _BINARY[suffix]), 0, context=_EXACT)  # exact, however large
     if suffix in _DECIMAL:
         return value.scaleb(_DECIMAL[suffix])
     return value.scaleb(int(suffix[1:]))
@@ -92,8 +95,9 @@ def format_quantity(value: Decimal | int, fmt: QuantityFormat = "DecimalSI") -> 
     DecimalSI for fractional values or ones that are not a whole number of KiB.
     """
     value = Decimal(value)
-    if value != value.quantize(_NANO, rounding=ROUND_CEILING):
-        value = value.quantize(_NANO, rounding=ROUND_CEILING)
+    nano = value.quantize(_NANO, rounding=ROUND_CEILING, context=_EXACT)
+    if value != nano:
+        value = nano
     if value == 0:
         return "0"
     if fmt == "BinarySI" and value == value.to_integral_value() and abs(value) >= 1024:
