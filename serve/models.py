@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kaiwo_ray.views.nodes import NodeTotals, NodeView
+from kaiwo_ray.views.nodes import GpuSample, NodeTotals, NodeView
 from kaiwo_ray.views.queues import ClusterQueueView
 from kaiwo_ray.views.workloads import WorkloadSummary
 
@@ -58,6 +58,12 @@ class WorkloadDetail(BaseModel):
     """The KaiwoJob/KaiwoService as the API server holds it."""
     children: list[ChildRef] = Field(default_factory=list)
     pods: list[ChildRef] = Field(default_factory=list)
+
+
+class WorkloadGpuList(BaseModel):
+    """The GPUs a workload's pods hold, as telemetry last measured them (empty without telemetry)."""
+
+    items: list[GpuSample]
 
 
 class EventView(BaseModel):

@@ -12,13 +12,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WORKLOADS
-from kaiwo_ray.views.nodes import GpuSample, node_totals, node_views
+from kaiwo_ray.views.nodes import node_totals, node_views
 from kaiwo_ray.views.queues import ClusterQueueView, cluster_queue_views
 from kaiwo_ray.views.workloads import phase_counts
 from serve.auth import Access
 from serve.errors import ApiError
 from serve.models import NodeList, Overview, QueueList
-from serve.state import AdminState, admin, current_user, require
+from serve.state import AdminState, admin, current_user, gpu_samples, require
 
 router = APIRouter(tags=["cluster"])
 KUEUE = "kueue.x-k8s.io"
@@ -27,12 +27,6 @@ KUEUE = "kueue.x-k8s.io"
 def _queues(state: AdminState) -> list[ClusterQueueView]:
     cache = state.cache
     return cluster_queue_views(cache.items(CLUSTERQUEUES), cache.items(LOCALQUEUES), cache.items(WORKLOADS))
-
-
-def _gpu_samples(state: AdminState) -> list[GpuSample]:
-    """Per-GPU telemetry, when a collector is configured (AdminSettings.gpu_samples)."""
-    source = state.settings.gpu_samples
-    return list(source()) if source is not None else []
 
 
 @router.get("/api/v1/queues", response_model=QueueList)
@@ -54,7 +48,7 @@ async def get_queue(request: Request, name: str) -> ClusterQueueView:
 async def list_nodes(request: Request) -> NodeList:
     await require(request, Access("list", "nodes"))
     state = admin(request)
-    views = node_views(state.cache.items(NODES), state.cache.items(PODS), _gpu_samples(state))
+    views = node_views(state.cache.items(NODES), state.cache.items(PODS), gpu_samples(state))
     return NodeList(items=views, totals=node_totals(views))
 
 
@@ -83,7 +77,7 @@ def overview(state: AdminState, scope: OverviewScope = OverviewScope(None, True,
                  or (w.get("metadata") or {}).get("namespace") in scope.namespaces]
     totals = None
     if scope.nodes:
-        totals = node_totals(node_views(cache.items(NODES), cache.items(PODS), _gpu_samples(state)))
+        totals = node_totals(node_views(cache.items(NODES), cache.items(PODS), gpu_samples(state)))
     return Overview(phases=phase_counts(workloads), workloads=len(workloads),
                     queues=_queues(state) if scope.queues else [], nodes=totals, version=cache.version)
 

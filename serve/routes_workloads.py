@@ -1,4 +1,4 @@
-"""/api/v1 workload endpoints: list, get, submit, delete, events, explain, pod logs."""
+"""/api/v1 workload endpoints: list, get, submit, delete, events, explain, pod logs, GPUs."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ from serve.models import (
     EventView,
     SubmitResult,
     WorkloadDetail,
+    WorkloadGpuList,
     WorkloadList,
 )
 from serve.selectors import SelectorError, parse_selector
-from serve.state import AdminState, admin, current_user, require
+from serve.state import AdminState, admin, current_user, gpu_samples, require
 
 router = APIRouter(prefix="/api/v1", tags=["workloads"])
 GROUP = "kaiwo.silogen.ai"
@@ -176,6 +177,18 @@ async def explain_workload(request: Request, namespace: str, plural: str, name: 
 def _admitted(kueue_workload: dict[str, Any]) -> bool:
     return any(c.get("type") == "QuotaReserved" and c.get("status") == "True"
                for c in status(kueue_workload).get("conditions") or ())
+
+
+@router.get("/namespaces/{namespace}/{plural}/{name}/gpus", response_model=WorkloadGpuList)
+async def workload_gpus(request: Request, namespace: str, plural: str, name: str) -> WorkloadGpuList:
+    """Per-GPU telemetry of the workload's pods. Whoever may get the workload may see its GPUs (no
+    list rights on nodes needed): what the workload page and `kaiwo monitor` show."""
+    await _workload(request, namespace, plural, name)
+    state = admin(request)
+    pods = {str(meta(p).get("name") or "") for p in state.cache.pods_of(namespace, name)}
+    items = [s for s in gpu_samples(state) if s.pod is not None and s.pod.namespace == namespace
+             and s.pod.name in pods]
+    return WorkloadGpuList(items=sorted(items, key=lambda s: (s.pod.name if s.pod else "", s.node, s.index)))
 
 
 @router.get("/namespaces/{namespace}/{plural}/{name}/events", response_model=EventList)

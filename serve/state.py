@@ -82,3 +82,9 @@ async def require(request: Request, access: Access) -> User:
         raise ApiError(403, f'{access.resource or access.path} is forbidden: User "{user.name}" {access.describe()}',
                        kind=access.resource or None, name=access.name)
     return user
+
+
+def gpu_samples(state: AdminState) -> list[GpuSample]:
+    """Per-GPU telemetry, when a collector is configured (AdminSettings.gpu_samples); else none."""
+    source = state.settings.gpu_samples
+    return list(source()) if source is not None else []

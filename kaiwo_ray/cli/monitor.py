@@ -1,7 +1,8 @@
 """`kaiwo monitor job/NAME`: the GPUs of a workload's pods, once or every -w seconds.
 
 From kaiwo-ray's telemetry when its admin API is known (`--admin-url`, `$KAIWO_ADMIN_URL` or the
-kubeconfig's `kaiwo.silogen.ai/admin-api` extension, see admin_link.py) and has samples for these pods;
+kubeconfig's `kaiwo.silogen.ai/admin-api` extension, see admin_link.py) and has samples for its pods
+(`GET /api/v1/namespaces/NS/PLURAL/NAME/gpus`: whoever may get the workload may see them);
 else from the vendor's tool run in each pod (nvidia-smi for NVIDIA, amd-smi else rocm-smi for AMD).
 `--source` forces one of the two."""
 
@@ -39,21 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser)
 
 
-def telemetry_rows(nodes: JsonObj, pods: list[JsonObj]) -> list[list[str]]:
-    """The admin API's per-GPU samples (`GET /api/v1/nodes`) of `pods`, as table rows (pure)."""
-    wanted = {((p.get("metadata") or {}).get("namespace"), (p.get("metadata") or {}).get("name")) for p in pods}
+def telemetry_rows(samples: list[JsonObj]) -> list[list[str]]:
+    """The admin API's per-GPU samples of a workload (`GET .../{plural}/{name}/gpus`) as table rows (pure)."""
     rows = []
-    for node in nodes.get("items") or []:
-        for gpu in node.get("gpus") or []:
-            pod = gpu.get("pod") or {}
-            if (pod.get("namespace"), pod.get("name")) not in wanted:
-                continue
-            utilization = gpu.get("utilization")
-            used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
-            memory = (f"{_gib(used)}/{_gib(total)} GiB" if used is not None and total is not None
-                      else f"{_gib(used)} GiB" if used is not None else "<unknown>")
-            rows.append([str(pod["name"]), str(gpu.get("node") or node.get("name") or ""), str(gpu.get("index")),
-                         "<unknown>" if utilization is None else f"{utilization:.0f}%", memory])
+    for gpu in samples:
+        pod = gpu.get("pod") or {}
+        utilization = gpu.get("utilization")
+        used, total = gpu.get("memory_used_bytes"), gpu.get("memory_total_bytes")
+        memory = (f"{_gib(used)}/{_gib(total)} GiB" if used is not None and total is not None
+                  else f"{_gib(used)} GiB" if used is not None else "<unknown>")
+        rows.append([str(pod.get("name") or ""), str(gpu.get("node") or ""), str(gpu.get("index")),
+                     "<unknown>" if utilization is None else f"{utilization:.0f}%", memory])
     return sorted(rows, key=lambda r: (r[0], r[1], int(r[2]) if r[2].isdigit() else 0))
 
 
@@ -61,12 +58,18 @@ def _gib(value: float | None) -> str:
     return "?" if value is None else f"{value / 2**30:.1f}"
 
 
-def telemetry_report(api: Api, admin_url: str, pods: list[JsonObj], out: BinaryIO) -> bool:
+def telemetry_report(api: Api, admin_url: str, workload: JsonObj, out: BinaryIO) -> bool:
     """The workload's GPUs from kaiwo-ray's telemetry into `out`; False (nothing written) when it has none."""
+    from urllib.parse import quote
+
     from kaiwo_ray.cli.admin_link import admin_get
     from kaiwo_ray.cli.table import render_table
+    from kaiwo_ray.cli.workloads import type_of
 
-    rows = telemetry_rows(admin_get(admin_url, "/api/v1/nodes", api.access), pods)
+    meta = workload.get("metadata") or {}
+    path = (f"/api/v1/namespaces/{quote(str(meta.get('namespace') or ''), safe='')}/{type_of(workload).plural}/"
+            f"{quote(str(meta.get('name') or ''), safe='')}/gpus")
+    rows = telemetry_rows(list(admin_get(admin_url, path, api.access).get("items") or []))
     if not rows:
         return False
     out.write(f"GPUs of {len({r[0] for r in rows})} pod(s), from kaiwo-ray telemetry ({admin_url})\n".encode())
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
         if admin_url is not None:
             try:
-                if telemetry_report(api, admin_url, pods, sys.stdout.buffer):
+                if telemetry_report(api, admin_url, workload, sys.stdout.buffer):
                     if not args.watch:
                         return 0
                     time.sleep(args.watch)  # the refresh period the user asked for

@@ -249,7 +249,7 @@ async function workloadPage(main, first, [namespace, plural, name]) {
     [...detail.children, ...detail.pods].map((c) => `<tr><td>${esc(c.kind)}</td><td>${esc(c.name)}</td><td>${esc(c.phase)}</td></tr>`).join("") +
     `</tbody></table>`;
 
-  await gpuUtilization(detail);
+  await gpuUtilization(detail, base);
   const log = document.getElementById("log");
   if (detail.pods.length) {
     try {
@@ -264,14 +264,11 @@ async function workloadPage(main, first, [namespace, plural, name]) {
   }
 }
 
-async function gpuUtilization(detail) {
-  // Per-GPU samples of this workload's pods (from the telemetry seam); users who may not list nodes
-  // simply see the note.
+async function gpuUtilization(detail, base) {
+  // Per-GPU telemetry of this workload's pods: whoever may see the workload may see its GPUs.
   let samples = [];
   try {
-    const pods = new Set(detail.pods.map((p) => p.name));
-    const nodes = await api("/api/v1/nodes");
-    samples = nodes.items.flatMap((n) => n.gpus.filter((g) => g.pod && pods.has(g.pod.name) && g.utilization != null));
+    samples = (await api(`${base}/gpus`)).items.filter((g) => g.utilization != null);
   } catch (err) { samples = []; }
   const empty = document.getElementById("gpu-util-empty");
   const box = document.getElementById("gpu-util-box");

@@ -34,21 +34,15 @@ NAMESPACE = "ns-monitor-telemetry"
 SAMPLES: list[GpuSample] = []  # what the admin app's telemetry source answers (filled per test)
 
 
-def pod(namespace: str, name: str) -> dict[str, object]:
-    return {"metadata": {"namespace": namespace, "name": name}}
-
-
 # ------------------------------------------------------------------------------------------ pure parts
-def test_telemetry_rows_keep_only_the_workloads_pods() -> None:
-    nodes = {"items": [{"name": "n1", "gpus": [
+def test_telemetry_rows_format_utilization_and_memory() -> None:
+    pod = {"kind": "Pod", "name": "a-0", "namespace": "ns"}
+    rows = telemetry_rows([
         {"node": "n1", "index": 1, "utilization": 42.4, "memory_used_bytes": 2 * 2**30,
-         "memory_total_bytes": 192 * 2**30, "pod": {"kind": "Pod", "name": "a-0", "namespace": "ns"}},
-        {"node": "n1", "index": 0, "utilization": None, "pod": {"kind": "Pod", "name": "a-0", "namespace": "ns"}},
-        {"node": "n1", "index": 2, "utilization": 90.0, "pod": {"kind": "Pod", "name": "a-0", "namespace": "other"}},
-        {"node": "n1", "index": 3, "utilization": 5.0, "pod": None}]}]}
-    rows = telemetry_rows(nodes, [pod("ns", "a-0")])
+         "memory_total_bytes": 192 * 2**30, "pod": pod},
+        {"node": "n1", "index": 0, "utilization": None, "pod": pod}])
     assert rows == [["a-0", "n1", "0", "<unknown>", "<unknown>"], ["a-0", "n1", "1", "42%", "2.0/192.0 GiB"]]
-    assert telemetry_rows({"items": []}, [pod("ns", "a-0")]) == []
+    assert telemetry_rows([]) == []
 
 
 def test_the_admin_url_comes_from_the_flag_then_the_environment_then_the_kubeconfig(
@@ -117,6 +111,8 @@ def test_monitor_reads_telemetry_through_the_kubeconfig_extension(
         kaiwo: Run, cluster: OperatorSandbox, admin: RunningApp, trainer_pod: tuple[str, str], samples: list[GpuSample],
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name, node = trainer_pod
+    samples.append(GpuSample(node=node, index=5, utilization=12.0,  # another namespace's pod: not shown
+                             pod=ObjectRef(kind="Pod", name=name, namespace="elsewhere")))
     samples.append(GpuSample(node=node, index=3, utilization=77.0, memory_used_bytes=float(2**30),
                              memory_total_bytes=float(8 * 2**30),
                              pod=ObjectRef(kind="Pod", name=name, namespace=NAMESPACE)))
@@ -134,7 +130,7 @@ def test_monitor_reads_telemetry_through_the_kubeconfig_extension(
     # the same telemetry in the admin API's /metrics: the node's GPUs by state and their mean utilization
     with urllib.request.urlopen(f"{admin.url}/metrics", timeout=10) as response:
         families = {f.name: f.samples for f in text_string_to_metric_families(response.read().decode())}
-    assert [s.value for s in families["kaiwo_node_gpu_utilization_percent"] if s.labels["node"] == node] == [77.0]
+    assert [s.value for s in families["kaiwo_node_gpu_utilization_percent"] if s.labels["node"] == node] == [44.5]  # mean of 77 and 12
     states = {s.labels["state"]: s.value for s in families["kaiwo_node_gpus"] if s.labels["node"] == node}
     assert states["used"] >= 1 and states["allocatable"] == states["used"] + states["idle"]
 

@@ -71,6 +71,9 @@ def test_a_namespaced_role_sees_only_its_namespace(rbac_sandbox: RunningSandbox,
             "team-a/one", "team-a/two"]
         assert alice.get("/api/v1/namespaces/team-a/kaiwojobs/one").status_code == 200
         assert alice.get("/api/v1/namespaces/team-a/kaiwojobs/one/explain").status_code == 200
+        # her workload's GPUs need no rights on nodes (empty here: this app has no telemetry)
+        assert alice.get("/api/v1/namespaces/team-a/kaiwojobs/one/gpus").json() == {"items": []}
+        assert alice.get("/api/v1/namespaces/team-b/kaiwojobs/one/gpus").status_code == 403
 
         elsewhere = alice.get("/api/v1/workloads", params={"namespace": "team-b"})
         assert elsewhere.status_code == 403
