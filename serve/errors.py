@@ -37,7 +37,7 @@ def status_response(status: Status, headers: dict[str, str] | None = None) -> JS
 
 
 def invalid_manifest(err: ManifestError, kind: str | None, name: str | None) -> ApiError:
-    causes = [StatusCause(field=e.path, message=e.message) for e in err.errors]
+    causes = [StatusCause(reason=e.reason, field=e.path, message=e.message) for e in err.errors]
     what = f'{kind or "object"} "{name}"' if name else (kind or "object")
     return ApiError(422, f"{what} is invalid: " + "; ".join(str(e) for e in err.errors), kind=kind, name=name,
                     causes=causes)

@@ -28,6 +28,8 @@ class FieldError:
 
     path: str
     message: str
+    reason: str = "FieldValueInvalid"
+    """Kubernetes' cause type (field.ErrorType): FieldValueRequired, FieldValueNotSupported, ..."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -64,7 +66,7 @@ class ManifestError(ValueError):
     def prefixed(self, prefix: str) -> ManifestError:
         """The same errors reported under a context such as `document 2`."""
         return ManifestError(
-            [FieldError(f"{prefix}: {e.path}" if e.path else prefix, e.message) for e in self.errors]
+            [FieldError(f"{prefix}: {e.path}" if e.path else prefix, e.message, e.reason) for e in self.errors]
         )
 
     def details(self) -> str:
@@ -80,8 +82,24 @@ def errors_from_validation(exc: ValidationError, model: type[BaseModel] | None =
         if isinstance(nested, NestedFieldError):
             out.append(FieldError(format_path((*error["loc"], *nested.loc)), nested.message))
         else:
-            out.append(FieldError(format_path(error["loc"]), _message(error, model)))
+            out.append(FieldError(format_path(error["loc"]), _message(error, model), _reason(error["type"])))
     return out
+
+
+# pydantic's error types -> the API server's cause types (k8s.io/apimachinery/pkg/util/validation/field)
+_REASONS = {
+    "missing": "FieldValueRequired",
+    "literal_error": "FieldValueNotSupported", "enum": "FieldValueNotSupported",
+    "too_long": "FieldValueTooMany", "string_too_long": "FieldValueTooLong",
+    **{kind: "FieldValueTypeInvalid" for kind in (
+        "int_type", "float_type", "bool_type", "string_type", "dict_type", "model_type", "model_attributes_type",
+        "mapping_type", "list_type", "tuple_type", "iterable_type", "int_parsing", "float_parsing",
+        "bool_parsing", "datetime_type")},
+}
+
+
+def _reason(kind: str) -> str:
+    return _REASONS.get(kind, "FieldValueInvalid")
 
 
 def format_path(loc: tuple[int | str, ...]) -> str:

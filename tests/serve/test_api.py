@@ -135,7 +135,13 @@ def test_bad_manifests(http: httpx.Client) -> None:
     response = submit(http, invalid)
     assert response.status_code == 422, response.text
     body = response.json()
-    assert {c["field"] for c in body["details"]["causes"]} == {"spec.gpus", "spec.replicas"}
+    assert {c["field"]: c["reason"] for c in body["details"]["causes"]} == {
+        "spec.gpus": "FieldValueInvalid", "spec.replicas": "FieldValueTypeInvalid"}  # the API server's cause types
+    storage = {"storageEnabled": True, "data": {"storageSize": "1Gi", "download": {"s3": [{"buckets": []}]}}}
+    missing = submit(http, kaiwojob("no-endpoint", "default", storage=storage))
+    assert missing.status_code == 422, missing.text
+    causes = {c["field"]: c["reason"] for c in missing.json()["details"]["causes"]}
+    assert causes.get("spec.storage.data.download.s3[0].endpointUrl") == "FieldValueRequired", causes
     assert body["details"]["kind"] == "KaiwoJob" and body["details"]["name"] == "bad"
     broken = http.post("/api/v1/workloads", content="kind: [", headers={"Content-Type": "application/yaml"})
     assert broken.status_code == 400 and "invalid YAML at line" in broken.json()["message"]
