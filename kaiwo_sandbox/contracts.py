@@ -89,6 +89,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # omitempty: an error the apiserver does not classify has none
         if self.details is not None:
             body["details"] = self.details
         return body

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import secrets
 from collections.abc import Iterable
@@ -191,7 +192,10 @@ class Sandbox:
             from kaiwo_sandbox.cluster import start_cluster
 
             enabled = None if cfg.cluster is True else list(cfg.cluster)
-            self.cluster = start_cluster(self.store, self.clock, cfg.cluster_settings, enabled)
+            settings = cfg.cluster_settings or ClusterSettings()
+            if self.cert is not None and not settings.root_ca_pem:
+                settings = dataclasses.replace(settings, root_ca_pem=self.cert.cert_pem.decode())
+            self.cluster = start_cluster(self.store, self.clock, settings, enabled)
         if cfg.event_ttl > 0:
             self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
             self._event_expiry.start()

@@ -14,6 +14,7 @@ from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, ControllerRu
 from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
 from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
+from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
 from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
@@ -23,6 +24,7 @@ from kaiwo_sandbox.contracts import Clock, Store
 
 # name -> controller class. Order is start order.
 CONTROLLERS: dict[str, type[Controller]] = {
+    "namespace-defaults": NamespaceDefaults,
     "volume-binder": VolumeBinder,
     "scheduler": Scheduler,
     "kubelet": Kubelet,

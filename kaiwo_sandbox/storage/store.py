@@ -176,6 +176,8 @@ class ObjectStore:
         token that pins the list's resourceVersion (later pages show the same snapshot)."""
         info = self.resolve(gvr)
         selection = Selection.parse(label_selector, field_selector, info.kind)
+        if limit is not None and limit <= 0:
+            limit = None  # the apiserver pages only when limit > 0
         at_rv = self._rv
         start = ""
         if continue_token:
@@ -341,6 +343,7 @@ class ObjectStore:
             obj = self._record_manager(info, gvr, None, obj, field_manager or user, None)
         if dry_run:
             return self.view(info, gvr.version, obj)
+        pipeline.check_stored_size(obj)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(info, key, obj, None)
@@ -494,6 +497,7 @@ class ObjectStore:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def _commit_update(self, info: ResourceInfo, key: ObjKey, old: JsonObj, new: JsonObj) -> JsonObj:
+        pipeline.check_stored_size(new)
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
         if new["metadata"].get("deletionTimestamp") and not strategies.finalizers_left(info, new):

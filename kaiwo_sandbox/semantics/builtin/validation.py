@@ -349,10 +349,27 @@ def _config_keys(data: Any, field: str, causes: Causes) -> None:
         causes.extend(fe.invalid(f"{field}[{key}]", key, m) for m in msgs)
 
 
+MAX_SECRET_SIZE = 1024 * 1024  # core.MaxSecretSize, also the bound of a ConfigMap's data + binaryData
+
+
+def _decoded_size(value: Any) -> int:
+    """The byte length of a []byte value as JSON carries it (base64, padded)."""
+    text = str(value or "")
+    return len(text) * 3 // 4 - len(text) + len(text.rstrip("="))
+
+
+def _string_size(value: Any) -> int:
+    return len(str(value or "").encode())
+
+
 def _configmap(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     _config_keys(obj.get("data"), "data", causes)
     _config_keys(obj.get("binaryData"), "binaryData", causes)
+    total = (sum(_string_size(v) for v in as_dict(obj.get("data")).values())
+             + sum(_decoded_size(v) for v in as_dict(obj.get("binaryData")).values()))
+    if total > MAX_SECRET_SIZE:
+        causes.append(fe.too_long("[]", MAX_SECRET_SIZE))  # field.NewPath(""): the whole object
     for key in set(as_dict(obj.get("data"))) & set(as_dict(obj.get("binaryData"))):
         causes.append(fe.invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
     if old is not None and old.get("immutable") is True:
@@ -365,6 +382,8 @@ def _configmap(obj: JsonObj, old: JsonObj | None) -> Causes:
 def _secret(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     _config_keys(obj.get("data"), "data", causes)
+    if sum(_decoded_size(v) for v in as_dict(obj.get("data")).values()) > MAX_SECRET_SIZE:
+        causes.append(fe.too_long("data", MAX_SECRET_SIZE))
     if old is not None and obj.get("type") != old.get("type"):
         causes.append(fe.cause(fe.INVALID, "type", f"Invalid value: {fe.go_value(obj.get('type'))}: "
                                "field is immutable"))
