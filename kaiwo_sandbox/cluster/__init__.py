@@ -24,7 +24,6 @@ from kaiwo_sandbox.contracts import Clock, Store
 
 # name -> controller class. Order is start order.
 CONTROLLERS: dict[str, type[Controller]] = {
-    "namespace-defaults": NamespaceDefaults,
     "volume-binder": VolumeBinder,
     "scheduler": Scheduler,
     "kubelet": Kubelet,
@@ -33,6 +32,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "kueue": KueueController,
     "kuberay": KubeRayController,
     "appwrapper": AppWrapperController,
+    "namespace-defaults": NamespaceDefaults,
 }
 
 
