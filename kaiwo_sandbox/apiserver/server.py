@@ -55,6 +55,10 @@ RETURNS_DELETED_OBJECT = frozenset({
 # The apiserver's MaxRequestBodyBytes (3 MiB: twice etcd's 1.5 MiB request limit, for JSON's overhead
 # over protobuf); a larger body is refused before it is decoded.
 MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+# Events queued for one watch whose client stopped reading, before the server closes it (bounds memory).
+# A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
+# socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
+WATCH_BUFFER_LIMIT = 10_000
 _INT64 = re.compile(r"[+-]?[0-9]+")
 _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -168,6 +172,7 @@ class ApiServer:
         self.address = ""
         self._encoded: OrderedDict[tuple[int, str, str, str], bytes] = OrderedDict()
         self.open_watches = 0
+        self.watch_buffer_limit = WATCH_BUFFER_LIMIT  # events queued for one watcher before it is closed
 
     def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
         """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
@@ -648,6 +653,9 @@ class WatchStream:
         self.wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self.cut_after: int | None = None
+        self.overflowed = False
+        self.writing = False  # awaiting the socket: a client that does not read keeps it so
+        self._transport: asyncio.Transport | None = None
 
     def encode(self, kind: str, obj: JsonObj) -> bytes:
         if self.table is not None:
@@ -686,7 +694,20 @@ class WatchStream:
         return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
 
     def _on_event(self, event: WatchEvent) -> None:
+        if self.overflowed:
+            return
         self.pending.append(event)
+        if self.writing and len(self.pending) > self.server.watch_buffer_limit:
+            # A watcher that does not read: the stream's writer is stuck on a full socket while events
+            # pile up. As the watch cache does with an unresponsive watcher ("Forcing watcher close
+            # due to unresponsiveness"), drop what is queued and close the connection; the client
+            # re-watches from the last resourceVersion it received.
+            self.overflowed = True
+            self.pending = [_CUT]
+            log.warning("sandbox: closing a %s watch that stopped reading (%d events queued)",
+                        self.info.resource, self.server.watch_buffer_limit)
+            if self._transport is not None:
+                self._transport.abort()
         self.wake.set()
 
     def _cut(self, after_events: int) -> None:
@@ -703,6 +724,7 @@ class WatchStream:
     async def run(self, request: web.Request, response: web.StreamResponse, initial: list[bytes], *,
                   timeout: float, bookmarks: bool) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
+        self._transport = request.transport
         remove_watcher = self.store.add_watcher(self.store.primary(self.info).storage, self._on_event)
         unregister = self.server.faults.register_watch(self._cut)
         self.server.open_watches += 1
@@ -714,7 +736,9 @@ class WatchStream:
             timers.append(loop.call_at(next_bookmark, self.wake.set))
         try:
             if initial:
+                self.writing = True
                 await response.write(b"".join(initial))
+                self.writing = False
             while True:
                 await self.wake.wait()
                 self.wake.clear()
@@ -741,7 +765,9 @@ class WatchStream:
                     next_bookmark = now + interval
                     timers.append(loop.call_at(next_bookmark, self.wake.set))
                 if frames:
+                    self.writing = True
                     await response.write(b"".join(frames))
+                    self.writing = False
                 if stop or now >= deadline:
                     break
         except ConnectionResetError:

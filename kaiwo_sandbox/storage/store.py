@@ -82,6 +82,11 @@ def _strip_volatile(obj: JsonObj) -> JsonObj:
     return out
 
 
+# How far the resourceVersion counter jumps when state is restored: more writes than a run can make
+# in the persister's interval, whose versions a crash may have lost after clients saw them.
+RESTORE_GAP = 100_000
+
+
 class ObjectStore:
     """In-memory apiserver storage with real semantics. Not thread-safe: run it on one event loop."""
 
@@ -190,6 +195,7 @@ class ObjectStore:
                                "parameter, or use the continue value from the response to resume the list.")
         elif resource_version_match == "Exact" and resource_version:
             at_rv = self.parse_resource_version(resource_version)
+            self._require_reached(at_rv)
             self.history.require(at_rv)
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
             raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: \"{resource_version_match}\"")
@@ -257,8 +263,16 @@ class ObjectStore:
         return remove
 
     def events_since(self, info: ResourceInfo, rv: int) -> EventList:
-        """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them."""
+        """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them,
+        504 for a version this server has not reached (the watch cache's TooLargeResourceVersion)."""
+        self._require_reached(rv)
         return self.history.since(self.primary(info).storage, rv)
+
+    def _require_reached(self, rv: int) -> None:
+        if rv > self._rv:
+            raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {self._rv}",
+                           {"causes": [{"reason": "ResourceVersionTooLarge",
+                                        "message": "Too large resource version"}], "retryAfterSeconds": 1})
 
     def _emit(self, kind: str, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         event = WatchEvent(kind, self.storage_gvr(info), obj, old, self._rv)  # type: ignore[arg-type]
@@ -904,7 +918,10 @@ class ObjectStore:
             self._commit(info, key, obj, self._bucket(info).get(key))
             if info.group == CRDS.group and info.resource == CRDS.resource:
                 self._register_crd(obj)
-        self._rv = max(self._rv, int(state.get("resourceVersion") or 0))
+        # The saved counter may lag what clients saw (a crash loses up to a second of writes): jump
+        # past every version the previous run could have handed out, so none is ever reused for
+        # other objects. A watch or list at any of them is then older than the history: 410, relist.
+        self._rv = max(self._rv, int(state.get("resourceVersion") or 0)) + RESTORE_GAP
         self.history.forget(self._rv)
 
     def _info_for_kind(self, group: str, version: str, kind: str) -> ResourceInfo | None:
