@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-import yaml
 from aiohttp import web
 
 from kaiwo_sandbox.apiserver import discovery
@@ -28,6 +27,7 @@ from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
 from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 from kaiwo_sandbox.apiserver.tables import to_table
+from kaiwo_sandbox.apiserver.yaml_body import load_yaml
 from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 from kaiwo_sandbox.registry import ResourceInfo
 from kaiwo_sandbox.semantics.listing import Selection
@@ -60,7 +60,6 @@ MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 # socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
 WATCH_BUFFER_LIMIT = 10_000
 _INT64 = re.compile(r"[+-]?[0-9]+")
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _status_body(err: ApiError) -> bytes:
@@ -467,10 +466,7 @@ class ApiServer:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             if yaml_ok:
-                try:
-                    return yaml.load(raw, Loader=_YAML_LOADER)
-                except yaml.YAMLError as yerr:
-                    raise ApiError.bad_request(f"error decoding YAML: {yerr}") from None
+                return load_yaml(raw)
             raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
 
     async def _delete_options(self, request: web.Request) -> JsonObj:
