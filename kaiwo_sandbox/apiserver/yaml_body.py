@@ -63,7 +63,7 @@ def check_yaml(raw: bytes) -> None:
                 if stack:
                     stack[-1][1] += 1
             elif isinstance(event, yaml.AliasEvent):
-                size = sizes.get(event.anchor)
+                size = sizes.get(event.anchor or "")
                 if size is None:  # unknown, or an anchor whose value contains itself
                     raise ApiError.bad_request(f"error decoding YAML: unknown anchor '{event.anchor}' referenced")
                 decode_count += 1 + size
