@@ -23,6 +23,11 @@ from typing import Any
 
 import orjson
 
+try:  # the [sandbox] extra; the semantics stay importable without it
+    import re2 as _re2  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _re2 = None
+
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.semantics import field_errors as fe
 
@@ -264,7 +269,15 @@ def _is_type(value: Any, type_name: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str] | None:
+def _regex(pattern: str) -> Any:
+    """A CRD `pattern`, compiled as the apiserver does (Go's regexp: RE2, linear time, so a hostile
+    pattern or value cannot stall the event loop; backreferences and lookaround do not compile).
+    Python's backtracking `re` only where google-re2 is not installed. None: not a valid pattern."""
+    if _re2 is not None:
+        try:
+            return _re2.compile(pattern)
+        except _re2.error:
+            return None
     try:
         return re.compile(pattern)
     except re.error:
