@@ -268,6 +268,19 @@ def _is_type(value: Any, type_name: str) -> bool:
     return True
 
 
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` does not compile as Go's regexp (RE2) would refuse it, or None. Only with
+    google-re2 installed (Python's re accepts other syntax)."""
+    if _re2 is None:
+        return None
+    try:
+        _re2.compile(pattern)
+    except _re2.error as err:
+        detail = err.args[0] if err.args else ""
+        return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
+    return None
+
+
 @lru_cache(maxsize=1024)
 def _regex(pattern: str) -> Any:
     """A CRD `pattern`, compiled as the apiserver does (Go's regexp: RE2, linear time, so a hostile

@@ -42,6 +42,7 @@ from kaiwo_sandbox.semantics.metadata import (
     is_label_value,
     regex_error,
 )
+from kaiwo_sandbox.semantics.schema import pattern_error
 from kaiwo_sandbox.semantics.selectors import selector_from_dict
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
@@ -483,6 +484,12 @@ def _structural_node(node: Any, path: str, missing: str, causes: Causes) -> None
             causes.append(fe.required(f"{path}.type", missing))
     elif node_type not in _SCHEMA_TYPES:
         causes.append(fe.not_supported(f"{path}.type", node_type, _SCHEMA_TYPES))
+    pattern = node.get("pattern")
+    if isinstance(pattern, str):
+        problem = pattern_error(pattern)
+        if problem is not None:  # Go's regexp.Compile would fail (backreferences, lookaround, ...)
+            causes.append(fe.invalid(f"{path}.pattern", pattern,
+                                     f"must be a valid regular expression, but isn't: error parsing regexp: {problem}"))
     _structural(node, path, causes)
 
 

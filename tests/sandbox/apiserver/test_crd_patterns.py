@@ -48,3 +48,17 @@ def test_a_catastrophic_pattern_answers_at_once(sandbox: RunningSandbox, custom:
     with pytest.raises(ApiException) as exc:
         _create(custom, "digits", letters="abc1")
     assert exc.value.status == 422
+
+
+def test_a_crd_whose_pattern_go_cannot_compile_is_422(sandbox: RunningSandbox) -> None:
+    crd = _crd()
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["name"][
+        "pattern"] = r"^(a)\1$"  # a backreference: Python's re compiles it, Go's regexp does not
+    with pytest.raises(ApiException) as exc:
+        kubernetes.client.ApiextensionsV1Api(sandbox.api_client()).create_custom_resource_definition(crd)
+    assert exc.value.status == 422
+    cause = json.loads(exc.value.body)["details"]["causes"][0]
+    assert cause["field"] == ("spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[name]"
+                              ".pattern")
+    assert "must be a valid regular expression, but isn't: error parsing regexp: invalid escape sequence" in \
+        cause["message"]
