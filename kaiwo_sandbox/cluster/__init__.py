@@ -18,6 +18,7 @@ from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
 from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
+from kaiwo_sandbox.cluster.workloads.daemonsets import DaemonSetController
 from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
 from kaiwo_sandbox.cluster.workloads.jobs import JobController
 from kaiwo_sandbox.contracts import Clock, Store
@@ -33,6 +34,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "kuberay": KubeRayController,
     "appwrapper": AppWrapperController,
     "namespace-defaults": NamespaceDefaults,
+    "daemonset-controller": DaemonSetController,
 }
 
 

@@ -231,6 +231,26 @@ def _replicaset(obj: JsonObj, old: JsonObj | None) -> Causes:
     return causes
 
 
+def _daemonset(obj: JsonObj, old: JsonObj | None) -> Causes:
+    causes: Causes = []
+    template = _validate_template(obj, causes, restart_policies=["Always"])
+    spec = as_dict(obj.get("spec"))
+    non_negative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit", causes)
+    selector = spec.get("selector")
+    if selector is None:
+        causes.append(fe.required("spec.selector"))
+    elif not as_dict(selector).get("matchLabels") and not as_dict(selector).get("matchExpressions"):
+        causes.append(_invalid_struct("spec.selector", "v1.LabelSelector", "empty selector is invalid for daemonset"))
+    else:
+        _selector_matches_template(selector, template, causes)
+    if old is not None and as_dict(old.get("spec")).get("selector") != selector:
+        causes.append(fe.invalid("spec.selector", selector, "field is immutable"))
+    stype = as_dict(spec.get("updateStrategy")).get("type")
+    if stype is not None and stype not in ("OnDelete", "RollingUpdate"):
+        causes.append(fe.not_supported("spec.updateStrategy.type", stype, ["OnDelete", "RollingUpdate"]))
+    return causes
+
+
 def _service(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     spec = as_dict(obj.get("spec"))
@@ -595,6 +615,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("events.k8s.io", "Event"): _event_v1,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replicaset,
+    ("apps", "DaemonSet"): _daemonset,
     ("batch", "Job"): _job,
     ("coordination.k8s.io", "Lease"): _lease,
     ("scheduling.k8s.io", "PriorityClass"): _priorityclass,
