@@ -46,6 +46,7 @@ PVCS = GVR("", "v1", "persistentvolumeclaims")
 SERVICEACCOUNTS = GVR("", "v1", "serviceaccounts")
 DEPLOYMENTS = GVR("apps", "v1", "deployments")
 REPLICASETS = GVR("apps", "v1", "replicasets")
+DAEMONSETS = GVR("apps", "v1", "daemonsets")
 JOBS = GVR("batch", "v1", "jobs")
 LEASES = GVR("coordination.k8s.io", "v1", "leases")
 EVENTS_V1 = GVR("events.k8s.io", "v1", "events")
@@ -89,6 +90,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # omitempty: an error the apiserver does not classify has none
         if self.details is not None:
             body["details"] = self.details
         return body

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import secrets
 from collections.abc import Iterable
@@ -41,7 +42,7 @@ from kaiwo_sandbox.contracts import (
     rfc3339_micro,
 )
 from kaiwo_sandbox.storage.event_ttl import EventExpiry
-from kaiwo_sandbox.storage.persistence import Persister, load_or_create_token, load_state
+from kaiwo_sandbox.storage.persistence import Persister, load_or_create_token, load_state, save_state
 from kaiwo_sandbox.storage.store import ObjectStore, clone
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,10 @@ class Sandbox:
             if state is not None:
                 self.store.load(state)
         self._seed()
+        if cfg.state_dir is not None:
+            # Durable before serving: the restored counter's jump (store.load) must survive a crash in
+            # the first second, or a restart after it would hand out this run's versions again.
+            save_state(cfg.state_dir, self.store.dump())
         exporter = partial(gpu_exporter.add_routes, store=self.store)  # served like a node exporter's port
         runner = web.AppRunner(self.server.application([exporter]), access_log=None, handler_cancellation=True,
                                shutdown_timeout=2.0)
@@ -191,7 +196,10 @@ class Sandbox:
             from kaiwo_sandbox.cluster import start_cluster
 
             enabled = None if cfg.cluster is True else list(cfg.cluster)
-            self.cluster = start_cluster(self.store, self.clock, cfg.cluster_settings, enabled)
+            settings = cfg.cluster_settings or ClusterSettings()
+            if self.cert is not None and not settings.root_ca_pem:
+                settings = dataclasses.replace(settings, root_ca_pem=self.cert.cert_pem.decode())
+            self.cluster = start_cluster(self.store, self.clock, settings, enabled)
         if cfg.event_ttl > 0:
             self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
             self._event_expiry.start()

@@ -95,6 +95,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
              subresources=("status", "scale")),
     _builtin("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), categories=("all",),
              subresources=("status", "scale")),
+    _builtin("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), categories=("all",), subresources=("status",)),
     _builtin("batch", "v1", "jobs", "Job", categories=("all",), subresources=("status",)),
     _builtin("coordination.k8s.io", "v1", "leases", "Lease"),
     _builtin("events.k8s.io", "v1", "events", "Event", short=("ev",), storage_group=""),

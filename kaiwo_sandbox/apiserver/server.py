@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-import yaml
 from aiohttp import web
 
 from kaiwo_sandbox.apiserver import discovery
@@ -27,6 +27,7 @@ from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
 from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 from kaiwo_sandbox.apiserver.tables import to_table
+from kaiwo_sandbox.apiserver.yaml_body import load_yaml
 from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 from kaiwo_sandbox.registry import ResourceInfo
 from kaiwo_sandbox.semantics.listing import Selection
@@ -40,8 +41,25 @@ DEFAULT_WATCH_TIMEOUT = 1800.0  # a real server picks 30-60 min
 JSON = "application/json"
 JOB_ORPHAN_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
                       "to remove them or set propagationPolicy=Orphan to suppress this warning")
-RETURNS_DELETED_OBJECT = frozenset({("", "pods")})  # plus every custom resource
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# The registries with ReturnDeletedObject (a DELETE answers with the object, and the OpenAPI document
+# types the response so: the `kubernetes` client's delete_namespaced_service returns a V1Service), plus
+# every custom resource. The others answer a Success Status once the object is gone.
+RETURNS_DELETED_OBJECT = frozenset({
+    ("", "pods"), ("", "services"), ("", "serviceaccounts"), ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"), ("", "podtemplates"), ("", "resourcequotas"),
+    ("storage.k8s.io", "storageclasses"), ("storage.k8s.io", "csidrivers"), ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "volumeattachments"), ("storage.k8s.io", "volumeattributesclasses"),
+    ("resource.k8s.io", "deviceclasses"), ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"), ("resource.k8s.io", "resourceslices"),
+})
+# The apiserver's MaxRequestBodyBytes (3 MiB: twice etcd's 1.5 MiB request limit, for JSON's overhead
+# over protobuf); a larger body is refused before it is decoded.
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+# Events queued for one watch whose client stopped reading, before the server closes it (bounds memory).
+# A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
+# socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
+WATCH_BUFFER_LIMIT = 10_000
+_INT64 = re.compile(r"[+-]?[0-9]+")
 
 
 def _status_body(err: ApiError) -> bytes:
@@ -90,6 +108,46 @@ def _dry_run(query: Any, body: JsonObj | None = None) -> bool:
     return bool(values)
 
 
+def request_too_large() -> ApiError:
+    """errors.NewRequestEntityTooLargeError as limitedReadBody raises it."""
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}")
+
+
+async def read_limited(request: web.Request) -> bytes:
+    """The request body, at most MAX_REQUEST_BODY_BYTES (413 beyond, like the apiserver's limitedReadBody).
+    aiohttp caches it, so later `request.read()` calls return the same bytes without reading again."""
+    if request.content_length is not None and request.content_length > MAX_REQUEST_BODY_BYTES:
+        raise request_too_large()
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:  # a chunked body that passed the limit (client_max_size)
+        raise request_too_large() from None
+
+
+def parse_int64(value: str) -> int:
+    """A query parameter as the apiserver's query conversion parses an int64 (strconv.ParseInt):
+    400 BadRequest with Go's message otherwise."""
+    if not _INT64.fullmatch(value):
+        raise ApiError.bad_request(f'strconv.ParseInt: parsing "{value}": invalid syntax')
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise ApiError.bad_request(f'strconv.ParseInt: parsing "{value}": value out of range')
+    return number
+
+
+def list_options(query: Any) -> tuple[int | None, float | None]:
+    """limit and timeoutSeconds of a list or watch, decoded as the apiserver decodes ListOptions.
+    A limit <= 0 means no limit (the storage pages only when limit > 0)."""
+    limit = timeout = None
+    raw_limit = query.get("limit")
+    if raw_limit is not None and raw_limit != "":
+        limit = parse_int64(raw_limit)
+    raw_timeout = query.get("timeoutSeconds")
+    if raw_timeout is not None and raw_timeout != "":
+        timeout = float(parse_int64(raw_timeout))
+    return (limit if limit is not None and limit > 0 else None), timeout
+
+
 def field_manager_for(query: Any, user_agent: str) -> str:
     """fieldManager, else the User-Agent's product token (as the apiserver's fieldmanager does)."""
     manager: str | None = query.get("fieldManager")
@@ -113,11 +171,12 @@ class ApiServer:
         self.address = ""
         self._encoded: OrderedDict[tuple[int, str, str, str], bytes] = OrderedDict()
         self.open_watches = 0
+        self.watch_buffer_limit = WATCH_BUFFER_LIMIT  # events queued for one watcher before it is closed
 
     def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
         """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
         simulated GPU exporter) before the catch-all Kubernetes route."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=MAX_REQUEST_BODY_BYTES)
         for add in extra_routes:
             add(app)
         app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -170,6 +229,8 @@ class ApiServer:
                 await asyncio.sleep(latency)
             if fault is not None:
                 raise fault
+            if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.body_exists:
+                await read_limited(request)
             if verb == "watch":
                 def started() -> None:
                     nonlocal streaming
@@ -249,9 +310,10 @@ class ApiServer:
             obj = self.store.get_ref(gvr, ns, path.name)
             return self._object_response(request, info, gvr, obj)
         if verb == "list":
+            limit, _ = list_options(query)
             page = self.store.list_page(
                 gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
-                limit=self._int(query.get("limit")), continue_token=self._continue(query.get("continue")),
+                limit=limit, continue_token=self._continue(query.get("continue")),
                 resource_version=query.get("resourceVersion"),
                 resource_version_match=query.get("resourceVersionMatch"))
             return self._list_response(request, info, gvr, page.items, page.resource_version,
@@ -354,7 +416,10 @@ class ApiServer:
             pending = self.store.find_ref(gvr, path.namespace or None, path.name) is not None
         response: web.Response
         if pending:
-            response = self._object_response(request, info, gvr, result, status=202)
+            # The object, held by finalizers. 202 only where the client asked for the deprecated
+            # orphanDependents=false (the apiserver keeps 200 otherwise, for old clients' sake).
+            accepted = options.get("orphanDependents", query.get("orphanDependents")) in (False, "false")
+            response = self._object_response(request, info, gvr, result, status=202 if accepted else 200)
         elif info.custom or (info.group, info.resource) in RETURNS_DELETED_OBJECT:
             response = self._object_response(request, info, gvr, result)
         else:
@@ -401,14 +466,11 @@ class ApiServer:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             if yaml_ok:
-                try:
-                    return yaml.load(raw, Loader=_YAML_LOADER)
-                except yaml.YAMLError as yerr:
-                    raise ApiError.bad_request(f"error decoding YAML: {yerr}") from None
+                return load_yaml(raw)
             raise ApiError.bad_request(f"the body of the request was not valid JSON: {exc}") from None
 
     async def _delete_options(self, request: web.Request) -> JsonObj:
-        if not request.can_read_body:
+        if not request.body_exists:
             return {}
         raw = await request.read()
         if not raw.strip():
@@ -417,15 +479,6 @@ class ApiServer:
         if not isinstance(options, dict):
             raise ApiError.bad_request("DeleteOptions must be a JSON object")
         return options
-
-    @staticmethod
-    def _int(value: str | None) -> int | None:
-        if value in (None, ""):
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            raise ApiError.bad_request(f'invalid value "{value}": must be an integer') from None
 
     def _continue(self, token: str | None) -> str | None:
         if token and self.faults.take_forced_gone():
@@ -482,7 +535,8 @@ class ApiServer:
         gvr = GVR(path.group, path.version, path.resource)
         selection = Selection.parse(query.get("labelSelector"), query.get("fieldSelector"), info.kind)
         include = self._table_request(request)
-        timeout = float(query.get("timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        _, timeout_seconds = list_options(query)
+        timeout = timeout_seconds or DEFAULT_WATCH_TIMEOUT
         bookmarks = _flag(query.get("allowWatchBookmarks"))
         send_initial = _flag(query.get("sendInitialEvents"))
         rv_param = query.get("resourceVersion") or ""
@@ -595,6 +649,9 @@ class WatchStream:
         self.wake = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self.cut_after: int | None = None
+        self.overflowed = False
+        self.writing = False  # awaiting the socket: a client that does not read keeps it so
+        self._transport: asyncio.Transport | None = None
 
     def encode(self, kind: str, obj: JsonObj) -> bytes:
         if self.table is not None:
@@ -633,7 +690,20 @@ class WatchStream:
         return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
 
     def _on_event(self, event: WatchEvent) -> None:
+        if self.overflowed:
+            return
         self.pending.append(event)
+        if self.writing and len(self.pending) > self.server.watch_buffer_limit:
+            # A watcher that does not read: the stream's writer is stuck on a full socket while events
+            # pile up. As the watch cache does with an unresponsive watcher ("Forcing watcher close
+            # due to unresponsiveness"), drop what is queued and close the connection; the client
+            # re-watches from the last resourceVersion it received.
+            self.overflowed = True
+            self.pending = [_CUT]
+            log.warning("sandbox: closing a %s watch that stopped reading (%d events queued)",
+                        self.info.resource, self.server.watch_buffer_limit)
+            if self._transport is not None:
+                self._transport.abort()
         self.wake.set()
 
     def _cut(self, after_events: int) -> None:
@@ -650,6 +720,7 @@ class WatchStream:
     async def run(self, request: web.Request, response: web.StreamResponse, initial: list[bytes], *,
                   timeout: float, bookmarks: bool) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
+        self._transport = request.transport
         remove_watcher = self.store.add_watcher(self.store.primary(self.info).storage, self._on_event)
         unregister = self.server.faults.register_watch(self._cut)
         self.server.open_watches += 1
@@ -661,7 +732,9 @@ class WatchStream:
             timers.append(loop.call_at(next_bookmark, self.wake.set))
         try:
             if initial:
+                self.writing = True
                 await response.write(b"".join(initial))
+                self.writing = False
             while True:
                 await self.wake.wait()
                 self.wake.clear()
@@ -688,7 +761,9 @@ class WatchStream:
                     next_bookmark = now + interval
                     timers.append(loop.call_at(next_bookmark, self.wake.set))
                 if frames:
+                    self.writing = True
                     await response.write(b"".join(frames))
+                    self.writing = False
                 if stop or now >= deadline:
                     break
         except ConnectionResetError:

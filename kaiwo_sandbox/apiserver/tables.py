@@ -367,6 +367,38 @@ def _print_replicaset(obj: JsonObj, now: datetime) -> Row:
             _int(status.get("readyReplicas")), _age(obj, now), names, images, _selector_string(spec.get("selector"))]
 
 
+DAEMONSET_COLUMNS = [
+    NAME_COLUMN,
+    _col("Desired", "integer", description="The total number of nodes that should be running the daemon pod "
+                                           "(including nodes correctly running the daemon pod)."),
+    _col("Current", "integer", description="The number of nodes that are running at least 1 daemon pod and are "
+                                           "supposed to run the daemon pod."),
+    _col("Ready", "integer", description="The number of nodes that should be running the daemon pod and have one "
+                                         "or more of the daemon pod running with a Ready Condition."),
+    _col("Up-to-date", "integer", description="The total number of nodes that are running updated daemon pod"),
+    _col("Available", "integer", description="The number of nodes that should be running the daemon pod and have "
+                                             "one or more of the daemon pod running and available (ready for at "
+                                             "least spec.minReadySeconds)"),
+    _col("Node Selector", description="NodeSelector is a selector which must be true for the pod to fit on a node. "
+                                      "Selector which must match a node's labels for the pod to be scheduled on that "
+                                      "node. More info: https://kubernetes.io/docs/concepts/configuration/"
+                                      "assign-pod-node/"),
+    AGE_COLUMN,
+    *_WIDE_TEMPLATE,
+]
+
+
+def _print_daemonset(obj: JsonObj, now: datetime) -> Row:
+    spec, status = _d(obj.get("spec")), _d(obj.get("status"))
+    pod_spec = _d(_d(spec.get("template")).get("spec"))
+    names, images = _containers_cells(pod_spec)
+    selector = ",".join(f"{k}={v}" for k, v in sorted(_d(pod_spec.get("nodeSelector")).items())) or "<none>"
+    return [_name(obj), _int(status.get("desiredNumberScheduled")), _int(status.get("currentNumberScheduled")),
+            _int(status.get("numberReady")), _int(status.get("updatedNumberScheduled")),
+            _int(status.get("numberAvailable")), selector, _age(obj, now), names, images,
+            _selector_string(spec.get("selector"))]
+
+
 # --- nodes, namespaces, events ------------------------------------------------------------------------
 
 NODE_COLUMNS = [
@@ -632,6 +664,7 @@ _PRINTERS: dict[tuple[str, str], tuple[list[JsonObj], Printer]] = {
     ("batch", "Job"): (JOB_COLUMNS, _print_job),
     ("apps", "Deployment"): (DEPLOYMENT_COLUMNS, _print_deployment),
     ("apps", "ReplicaSet"): (REPLICASET_COLUMNS, _print_replicaset),
+    ("apps", "DaemonSet"): (DAEMONSET_COLUMNS, _print_daemonset),
     ("coordination.k8s.io", "Lease"): (LEASE_COLUMNS, _print_lease),
     ("scheduling.k8s.io", "PriorityClass"): (PRIORITYCLASS_COLUMNS, _print_priorityclass),
     ("storage.k8s.io", "StorageClass"): (STORAGECLASS_COLUMNS, _print_storageclass),

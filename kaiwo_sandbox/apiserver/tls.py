@@ -75,11 +75,11 @@ def serving_cert(state_dir: Path | None = None, host: str = "127.0.0.1") -> Serv
         cert_path, key_path = state_dir / "tls.crt", state_dir / "tls.key"
         if cert_path.exists() and key_path.exists():
             return ServingCert(cert_path.read_bytes(), key_path.read_bytes())
+        from kaiwo_sandbox.storage.persistence import write_private
+
         made = generate(host)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        cert_path.write_bytes(made.cert_pem)
-        key_path.write_bytes(made.key_pem)
-        key_path.chmod(0o600)
+        write_private(key_path, made.key_pem)  # the key first: a cert without its key is regenerated
+        write_private(cert_path, made.cert_pem)
         return made
     if _process_cert is None:
         _process_cert = generate(host)

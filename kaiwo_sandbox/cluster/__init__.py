@@ -14,9 +14,11 @@ from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, ControllerRu
 from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
 from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
+from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
 from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
+from kaiwo_sandbox.cluster.workloads.daemonsets import DaemonSetController
 from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
 from kaiwo_sandbox.cluster.workloads.jobs import JobController
 from kaiwo_sandbox.contracts import Clock, Store
@@ -31,6 +33,8 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "kueue": KueueController,
     "kuberay": KubeRayController,
     "appwrapper": AppWrapperController,
+    "namespace-defaults": NamespaceDefaults,
+    "daemonset-controller": DaemonSetController,
 }
 
 

@@ -32,6 +32,7 @@ class ClusterSettings:
     pod_start_seconds: float = 0.5  # Pending(bound) -> Running
     ray_submit_seconds: float = 1.0  # RayJob cluster ready -> job RUNNING
     progress_deadline_default: int = 600
+    root_ca_pem: str = ""  # the API server's CA (PEM) for kube-root-ca.crt; the sandbox sets it when serving TLS
 
 
 class Controller:

@@ -16,18 +16,49 @@ _LOOSE_OBJECT: JsonObj = {"type": "object", "x-kubernetes-preserve-unknown-field
 _AGE: JsonObj = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 
-def _schema() -> JsonObj:
+def _schema(spec: JsonObj | None = None, status: JsonObj | None = None) -> JsonObj:
     return {
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": dict(_LOOSE_OBJECT),
-            "status": dict(_LOOSE_OBJECT),
+            "spec": spec or dict(_LOOSE_OBJECT),
+            "status": status or dict(_LOOSE_OBJECT),
         },
         "x-kubernetes-preserve-unknown-fields": True,
     }
+
+
+def _loose(properties: JsonObj) -> JsonObj:
+    """An object that keeps every field but declares `properties` (for their defaults)."""
+    return {**_LOOSE_OBJECT, "properties": properties}
+
+
+def _int(default: int) -> JsonObj:
+    return {"type": "integer", "format": "int32", "default": default}
+
+
+def _list_of(item: JsonObj) -> JsonObj:
+    return {"type": "array", "items": item}
+
+
+# The `default:` markers of KubeRay v1.4.2's CRDs (ray-operator/config/crd/bases/ray.io_*.yaml), the
+# version the reference cluster runs; outside them the schema stays loose.
+_TCP_PORTS: JsonObj = _loose({"ports": _list_of(_loose({"protocol": {"type": "string", "default": "TCP"}}))})
+_RAYCLUSTER_SPEC: JsonObj = _loose({
+    "headGroupSpec": _loose({"headService": _loose({"spec": _TCP_PORTS})}),
+    "workerGroupSpecs": _list_of(_loose({"maxReplicas": _int(2147483647), "minReplicas": _int(0),
+                                         "numOfHosts": _int(1), "replicas": _int(0)})),
+})
+_RAYJOB_SPEC: JsonObj = _loose({
+    "backoffLimit": _int(0),
+    "submissionMode": {"type": "string", "default": "K8sJobMode"},
+    "ttlSecondsAfterFinished": _int(0),
+    "rayClusterSpec": _RAYCLUSTER_SPEC,
+})
+_RAYJOB_STATUS: JsonObj = _loose({"failed": _int(0), "succeeded": _int(0)})
+_RAYSERVICE_SPEC: JsonObj = _loose({"rayClusterConfig": _RAYCLUSTER_SPEC, "serveService": _loose({"spec": _TCP_PORTS})})
 
 
 def _column(name: str, path: str, kind: str = "string", priority: int = 0, description: str = "") -> JsonObj:
@@ -42,8 +73,9 @@ def _column(name: str, path: str, kind: str = "string", priority: int = 0, descr
 def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, bool]],
         columns: Iterable[JsonObj] = (), scope: str = "Namespaced", short_names: Sequence[str] = (),
         categories: Sequence[str] = (), per_version_columns: dict[str, list[JsonObj]] | None = None,
-        deprecated: Sequence[str] = ()) -> JsonObj:
-    """A CRD with a loose schema and a status subresource. `versions`: (name, is_storage)."""
+        deprecated: Sequence[str] = (), spec: JsonObj | None = None, status: JsonObj | None = None) -> JsonObj:
+    """A CRD with a loose schema and a status subresource. `versions`: (name, is_storage); `spec` and
+    `status`: schemas for those (loose ones declaring the upstream defaults)."""
     names: JsonObj = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
     if short_names:
         names["shortNames"] = list(short_names)
@@ -54,7 +86,7 @@ def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, boo
     for name, storage in versions:
         version: JsonObj = {
             "name": name, "served": True, "storage": storage,
-            "schema": {"openAPIV3Schema": _schema()},
+            "schema": {"openAPIV3Schema": _schema(spec, status)},
             "subresources": {"status": {}},
         }
         version_columns = (per_version_columns or {}).get(name, default_columns)
@@ -75,7 +107,8 @@ def kuberay_crds() -> list[JsonObj]:
     group = "ray.io"
     v1 = [("v1", True)]
     return [
-        crd(group, "RayJob", "rayjobs", versions=v1, categories=("all",), columns=[
+        crd(group, "RayJob", "rayjobs", versions=v1, categories=("all",), spec=_RAYJOB_SPEC, status=_RAYJOB_STATUS,
+            columns=[
             _column("job status", ".status.jobStatus"),
             _column("deployment status", ".status.jobDeploymentStatus"),
             _column("ray cluster name", ".status.rayClusterName"),
@@ -83,11 +116,11 @@ def kuberay_crds() -> list[JsonObj]:
             _column("end time", ".status.endTime"),
             {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ]),
-        crd(group, "RayService", "rayservices", versions=v1, categories=("all",), columns=[
+        crd(group, "RayService", "rayservices", versions=v1, categories=("all",), spec=_RAYSERVICE_SPEC, columns=[
             _column("service status", ".status.serviceStatus"),
             _column("num serve endpoints", ".status.numServeEndpoints"),
         ]),
-        crd(group, "RayCluster", "rayclusters", versions=v1, categories=("all",), columns=[
+        crd(group, "RayCluster", "rayclusters", versions=v1, categories=("all",), spec=_RAYCLUSTER_SPEC, columns=[
             _column("desired workers", ".status.desiredWorkerReplicas", "integer"),
             _column("available workers", ".status.availableWorkerReplicas", "integer"),
             _column("cpus", ".status.desiredCPU"),

@@ -23,6 +23,11 @@ from typing import Any
 
 import orjson
 
+try:  # the [sandbox] extra; the semantics stay importable without it
+    import re2 as _re2  # type: ignore[import-untyped]
+except ImportError:  # pragma: no cover - exercised only without the extra
+    _re2 = None
+
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.semantics import field_errors as fe
 
@@ -263,8 +268,29 @@ def _is_type(value: Any, type_name: str) -> bool:
     return True
 
 
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` does not compile as Go's regexp (RE2) would refuse it, or None. Only with
+    google-re2 installed (Python's re accepts other syntax)."""
+    if _re2 is None:
+        return None
+    try:
+        _re2.compile(pattern)
+    except _re2.error as err:
+        detail = err.args[0] if err.args else ""
+        return detail.decode(errors="replace") if isinstance(detail, bytes) else str(detail)
+    return None
+
+
 @lru_cache(maxsize=1024)
-def _regex(pattern: str) -> re.Pattern[str] | None:
+def _regex(pattern: str) -> Any:
+    """A CRD `pattern`, compiled as the apiserver does (Go's regexp: RE2, linear time, so a hostile
+    pattern or value cannot stall the event loop; backreferences and lookaround do not compile).
+    Python's backtracking `re` only where google-re2 is not installed. None: not a valid pattern."""
+    if _re2 is not None:
+        try:
+            return _re2.compile(pattern)
+        except _re2.error:
+            return None
     try:
         return re.compile(pattern)
     except re.error:

@@ -10,13 +10,13 @@ from kaiwo_sandbox.registry import ResourceInfo
 
 # Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
 GENERATION_RESOURCES = frozenset({
-    ("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
+    ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"), ("scheduling.k8s.io", "priorityclasses"),
 })
 # Built-in kinds whose PrepareForCreate resets .status (Nodes keep theirs: the kubelet registers with it).
 STATUS_RESET_ON_CREATE = frozenset({
     ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"),
-    ("apps", "deployments"), ("apps", "replicasets"), ("batch", "jobs"),
+    ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 })
 # batch/v1 Jobs still orphan their pods when deleted without a propagationPolicy.
@@ -47,6 +47,11 @@ def prepare_create(info: ResourceInfo, obj: JsonObj) -> None:
             spec["finalizers"] = ["kubernetes"]
     elif gr == ("", "persistentvolumeclaims"):
         obj["status"] = {"phase": "Pending"}
+    elif gr == ("apps", "daemonsets"):
+        # DaemonSetStatus's int32 counts are not omitempty: a new one serializes them as 0, and typed
+        # clients (the `kubernetes` package's V1DaemonSetStatus) require them.
+        obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                         "numberReady": 0}
     elif gr == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
     elif gr == (CRDS.group, CRDS.resource):

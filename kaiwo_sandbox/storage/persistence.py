@@ -33,12 +33,44 @@ def load_state(state_dir: Path) -> JsonObj | None:
     return state
 
 
-def save_state(state_dir: Path, state: JsonObj) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(orjson.dumps(state))
+def private_dir(state_dir: Path) -> None:
+    """The state directory, created 0700 (it holds the admin token and the TLS key). A directory that
+    already exists keeps its mode: the user chose it."""
+    if not state_dir.exists():
+        state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+        state_dir.chmod(0o700)  # mkdir's mode is filtered by the umask
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `path` atomically and durably: a temp file created 0600 (never readable by others, not
+    even for a moment), fsync'd, renamed over `path`, then the directory fsync'd so the rename
+    itself survives a power cut."""
+    private_dir(path.parent)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an older temp file may have had another mode
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def save_state(state_dir: Path, state: JsonObj) -> None:
+    write_private(state_dir / STATE_FILE, orjson.dumps(state))
 
 
 def load_or_create_token(state_dir: Path, make: str) -> str:
@@ -48,9 +80,7 @@ def load_or_create_token(state_dir: Path, make: str) -> str:
         token = path.read_text().strip()
         if token:
             return token
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(make)
-    path.chmod(0o600)
+    write_private(path, make.encode())
     return make
 
 

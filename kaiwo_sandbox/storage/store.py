@@ -82,6 +82,11 @@ def _strip_volatile(obj: JsonObj) -> JsonObj:
     return out
 
 
+# How far the resourceVersion counter jumps when state is restored: more writes than a run can make
+# in the persister's interval, whose versions a crash may have lost after clients saw them.
+RESTORE_GAP = 100_000
+
+
 class ObjectStore:
     """In-memory apiserver storage with real semantics. Not thread-safe: run it on one event loop."""
 
@@ -176,6 +181,8 @@ class ObjectStore:
         token that pins the list's resourceVersion (later pages show the same snapshot)."""
         info = self.resolve(gvr)
         selection = Selection.parse(label_selector, field_selector, info.kind)
+        if limit is not None and limit <= 0:
+            limit = None  # the apiserver pages only when limit > 0
         at_rv = self._rv
         start = ""
         if continue_token:
@@ -188,6 +195,7 @@ class ObjectStore:
                                "parameter, or use the continue value from the response to resume the list.")
         elif resource_version_match == "Exact" and resource_version:
             at_rv = self.parse_resource_version(resource_version)
+            self._require_reached(at_rv)
             self.history.require(at_rv)
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
             raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: \"{resource_version_match}\"")
@@ -255,8 +263,16 @@ class ObjectStore:
         return remove
 
     def events_since(self, info: ResourceInfo, rv: int) -> EventList:
-        """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them."""
+        """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them,
+        504 for a version this server has not reached (the watch cache's TooLargeResourceVersion)."""
+        self._require_reached(rv)
         return self.history.since(self.primary(info).storage, rv)
+
+    def _require_reached(self, rv: int) -> None:
+        if rv > self._rv:
+            raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {self._rv}",
+                           {"causes": [{"reason": "ResourceVersionTooLarge",
+                                        "message": "Too large resource version"}], "retryAfterSeconds": 1})
 
     def _emit(self, kind: str, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         event = WatchEvent(kind, self.storage_gvr(info), obj, old, self._rv)  # type: ignore[arg-type]
@@ -341,6 +357,7 @@ class ObjectStore:
             obj = self._record_manager(info, gvr, None, obj, field_manager or user, None)
         if dry_run:
             return self.view(info, gvr.version, obj)
+        pipeline.check_stored_size(obj)
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
         self._commit(info, key, obj, None)
@@ -494,6 +511,7 @@ class ObjectStore:
         raise ApiError(404, "NotFound", "the server could not find the requested resource")
 
     def _commit_update(self, info: ResourceInfo, key: ObjKey, old: JsonObj, new: JsonObj) -> JsonObj:
+        pipeline.check_stored_size(new)
         self._rv += 1
         new["metadata"]["resourceVersion"] = str(self._rv)
         if new["metadata"].get("deletionTimestamp") and not strategies.finalizers_left(info, new):
@@ -900,7 +918,10 @@ class ObjectStore:
             self._commit(info, key, obj, self._bucket(info).get(key))
             if info.group == CRDS.group and info.resource == CRDS.resource:
                 self._register_crd(obj)
-        self._rv = max(self._rv, int(state.get("resourceVersion") or 0))
+        # The saved counter may lag what clients saw (a crash loses up to a second of writes): jump
+        # past every version the previous run could have handed out, so none is ever reused for
+        # other objects. A watch or list at any of them is then older than the history: 410, relist.
+        self._rv = max(self._rv, int(state.get("resourceVersion") or 0)) + RESTORE_GAP
         self.history.forget(self._rv)
 
     def _info_for_kind(self, group: str, version: str, kind: str) -> ResourceInfo | None:

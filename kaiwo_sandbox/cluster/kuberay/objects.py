@@ -169,12 +169,24 @@ def serve_service(service: JsonObj, cluster_name: str) -> JsonObj:
     }
 
 
+def with_go_struct_fields(cluster_spec: JsonObj) -> JsonObj:
+    """A RayCluster spec as KubeRay's Go types serialize it: every worker group carries
+    `scaleStrategy: {}` (a struct field, which `omitempty` never drops). KubeRay writes whole typed
+    objects (the RayCluster it creates, the RayJob it updates to add its finalizer), so they show it."""
+    groups = cluster_spec.get("workerGroupSpecs")
+    if isinstance(groups, list):
+        for group in groups:
+            if isinstance(group, dict) and not isinstance(group.get("scaleStrategy"), dict):
+                group["scaleStrategy"] = {}
+    return cluster_spec
+
+
 def ray_cluster_for(owner: JsonObj, name: str, cluster_spec: JsonObj, crd: str) -> JsonObj:
     """The RayCluster a RayJob or RayService creates: the owner's labels plus the origin labels."""
     meta = _meta(owner)
     labels = dict(meta.get("labels") or {})
     labels.update({ORIGIN_NAME_LABEL: str(meta.get("name", "")), ORIGIN_CRD_LABEL: crd})
-    spec = copy.deepcopy(cluster_spec)
+    spec = with_go_struct_fields(copy.deepcopy(cluster_spec))
     spec.pop("suspend", None)
     return {
         "apiVersion": "ray.io/v1",

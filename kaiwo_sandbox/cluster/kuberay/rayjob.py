@@ -17,6 +17,7 @@ from kaiwo_sandbox.cluster.kuberay.objects import (
     ray_cluster_for,
     rayjob_cluster_name,
     submitter_job,
+    with_go_struct_fields,
 )
 from kaiwo_sandbox.cluster.pods import as_int
 from kaiwo_sandbox.contracts import JOBS, PODS, RAYCLUSTERS, RAYJOBS, Clock, JsonObj, Store
@@ -48,8 +49,13 @@ class RayJobReconciler(KubeRayBase):
                 self.store.patch(RAYJOBS, ns, name, {"metadata": {"finalizers": finalizers or None}}, "merge")
             return None
         if RAYJOB_FINALIZER not in finalizers:
-            self.store.patch(RAYJOBS, ns, name, {"metadata": {"finalizers": [*finalizers, RAYJOB_FINALIZER]}},
-                             "merge")
+            # KubeRay adds it with an Update of its typed object (resourceVersion-checked), which also
+            # writes the fields its Go structs always serialize.
+            meta["finalizers"] = [*finalizers, RAYJOB_FINALIZER]
+            cluster_spec = (rayjob.get("spec") or {}).get("rayClusterSpec")
+            if isinstance(cluster_spec, dict):
+                with_go_struct_fields(cluster_spec)
+            self.store.update(RAYJOBS, rayjob, field_manager="kuberay-operator")
             return None
         spec = rayjob.get("spec") or {}
         status = dict(rayjob.get("status") or {})

@@ -42,6 +42,7 @@ from kaiwo_sandbox.semantics.metadata import (
     is_label_value,
     regex_error,
 )
+from kaiwo_sandbox.semantics.schema import pattern_error
 from kaiwo_sandbox.semantics.selectors import selector_from_dict
 
 SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
@@ -230,6 +231,26 @@ def _replicaset(obj: JsonObj, old: JsonObj | None) -> Causes:
     return causes
 
 
+def _daemonset(obj: JsonObj, old: JsonObj | None) -> Causes:
+    causes: Causes = []
+    template = _validate_template(obj, causes, restart_policies=["Always"])
+    spec = as_dict(obj.get("spec"))
+    non_negative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit", causes)
+    selector = spec.get("selector")
+    if selector is None:
+        causes.append(fe.required("spec.selector"))
+    elif not as_dict(selector).get("matchLabels") and not as_dict(selector).get("matchExpressions"):
+        causes.append(_invalid_struct("spec.selector", "v1.LabelSelector", "empty selector is invalid for daemonset"))
+    else:
+        _selector_matches_template(selector, template, causes)
+    if old is not None and as_dict(old.get("spec")).get("selector") != selector:
+        causes.append(fe.invalid("spec.selector", selector, "field is immutable"))
+    stype = as_dict(spec.get("updateStrategy")).get("type")
+    if stype is not None and stype not in ("OnDelete", "RollingUpdate"):
+        causes.append(fe.not_supported("spec.updateStrategy.type", stype, ["OnDelete", "RollingUpdate"]))
+    return causes
+
+
 def _service(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     spec = as_dict(obj.get("spec"))
@@ -349,10 +370,27 @@ def _config_keys(data: Any, field: str, causes: Causes) -> None:
         causes.extend(fe.invalid(f"{field}[{key}]", key, m) for m in msgs)
 
 
+MAX_SECRET_SIZE = 1024 * 1024  # core.MaxSecretSize, also the bound of a ConfigMap's data + binaryData
+
+
+def _decoded_size(value: Any) -> int:
+    """The byte length of a []byte value as JSON carries it (base64, padded)."""
+    text = str(value or "")
+    return len(text) * 3 // 4 - len(text) + len(text.rstrip("="))
+
+
+def _string_size(value: Any) -> int:
+    return len(str(value or "").encode())
+
+
 def _configmap(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     _config_keys(obj.get("data"), "data", causes)
     _config_keys(obj.get("binaryData"), "binaryData", causes)
+    total = (sum(_string_size(v) for v in as_dict(obj.get("data")).values())
+             + sum(_decoded_size(v) for v in as_dict(obj.get("binaryData")).values()))
+    if total > MAX_SECRET_SIZE:
+        causes.append(fe.too_long("[]", MAX_SECRET_SIZE))  # field.NewPath(""): the whole object
     for key in set(as_dict(obj.get("data"))) & set(as_dict(obj.get("binaryData"))):
         causes.append(fe.invalid(f"data[{key}]", key, "duplicate of key present in binaryData"))
     if old is not None and old.get("immutable") is True:
@@ -365,6 +403,8 @@ def _configmap(obj: JsonObj, old: JsonObj | None) -> Causes:
 def _secret(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     _config_keys(obj.get("data"), "data", causes)
+    if sum(_decoded_size(v) for v in as_dict(obj.get("data")).values()) > MAX_SECRET_SIZE:
+        causes.append(fe.too_long("data", MAX_SECRET_SIZE))
     if old is not None and obj.get("type") != old.get("type"):
         causes.append(fe.cause(fe.INVALID, "type", f"Invalid value: {fe.go_value(obj.get('type'))}: "
                                "field is immutable"))
@@ -464,6 +504,12 @@ def _structural_node(node: Any, path: str, missing: str, causes: Causes) -> None
             causes.append(fe.required(f"{path}.type", missing))
     elif node_type not in _SCHEMA_TYPES:
         causes.append(fe.not_supported(f"{path}.type", node_type, _SCHEMA_TYPES))
+    pattern = node.get("pattern")
+    if isinstance(pattern, str):
+        problem = pattern_error(pattern)
+        if problem is not None:  # Go's regexp.Compile would fail (backreferences, lookaround, ...)
+            causes.append(fe.invalid(f"{path}.pattern", pattern,
+                                     f"must be a valid regular expression, but isn't: error parsing regexp: {problem}"))
     _structural(node, path, causes)
 
 
@@ -569,6 +615,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("events.k8s.io", "Event"): _event_v1,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replicaset,
+    ("apps", "DaemonSet"): _daemonset,
     ("batch", "Job"): _job,
     ("coordination.k8s.io", "Lease"): _lease,
     ("scheduling.k8s.io", "PriorityClass"): _priorityclass,

@@ -306,3 +306,55 @@ def test_pod_the_apiserver_refuses_is_reported_not_retried_in_a_loop(ray_factory
     failed = wait_for(lambda: [e for e in ray.events("bad") if e[0] == "FailedToCreate"], timeout=10)
     assert failed[0][2] == "raycluster-controller"
     assert ray.pods("ray.io/cluster=bad") == []
+
+
+def test_kuberay_crds_apply_their_upstream_defaults(ray_factory: Callable[..., Ray]) -> None:
+    """KubeRay v1.4.2's CRDs declare defaults (ray.io_rayjobs.yaml etc.); the stored objects carry them."""
+    ray = ray_factory(controllers=())  # the API server alone: what the CRD schemas do
+    spec = rayjob("defaults", "python train.py")["spec"]
+    group = spec["rayClusterSpec"]["workerGroupSpecs"][0]
+    for key in ("replicas", "minReplicas", "maxReplicas"):
+        del group[key]
+    spec["rayClusterSpec"]["headGroupSpec"]["headService"] = {"spec": {"ports": [{"name": "x", "port": 1}]}}
+    ray.create("rayjobs", {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "defaults"}, "spec": spec})
+    stored = ray.get("rayjobs", "defaults")
+    assert stored is not None
+    assert stored["spec"]["backoffLimit"] == 0
+    assert stored["spec"]["submissionMode"] == "K8sJobMode"
+    assert stored["spec"]["ttlSecondsAfterFinished"] == 0
+    stored_group = stored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    assert (stored_group["numOfHosts"], stored_group["replicas"], stored_group["minReplicas"],
+            stored_group["maxReplicas"]) == (1, 0, 0, 2147483647)
+    assert stored_group["template"] == group["template"]  # the loose rest is kept as it was
+    head_ports = stored["spec"]["rayClusterSpec"]["headGroupSpec"]["headService"]["spec"]["ports"]
+    assert head_ports == [{"name": "x", "port": 1, "protocol": "TCP"}]
+    # A value the user gave is kept; RayClusters and RayServices default their worker groups too.
+    ray.create("rayjobs", rayjob("mine", submissionMode="HTTPMode", backoffLimit=3))
+    mine = ray.get("rayjobs", "mine") or {}
+    assert (mine["spec"]["submissionMode"], mine["spec"]["backoffLimit"]) == ("HTTPMode", 3)
+    ray.create("rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "c"},
+                               "spec": cluster_spec()})
+    assert (ray.get("rayclusters", "c") or {})["spec"]["workerGroupSpecs"][0]["numOfHosts"] == 1
+    ray.create("rayservices", {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "s"},
+                               "spec": {"rayClusterConfig": cluster_spec()}})
+    assert (ray.get("rayservices", "s") or {})["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["numOfHosts"] == 1
+
+
+def test_kuberay_writes_its_typed_objects_with_scale_strategy(ray_factory: Callable[..., Ray],
+                                                              wait_for: WaitFor) -> None:
+    """KubeRay adds its finalizer with an Update of the typed RayJob, and creates the RayCluster from
+    its Go types: worker groups gain `scaleStrategy: {}` in both."""
+    ray = ray_factory()
+    ray.create("rayjobs", rayjob("typed", "sleep 30", ttlSecondsAfterFinished=2000))
+    wait_for(lambda: "ray.io/rayjob-finalizer" in ((ray.get("rayjobs", "typed") or {}).get("metadata") or {}).get(
+        "finalizers", []), timeout=10, message="finalizer")
+    stored = ray.get("rayjobs", "typed") or {}
+    assert stored["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["scaleStrategy"] == {}
+    wait_for(lambda: ray.status("rayjobs", "typed").get("rayClusterName"), timeout=10, message="cluster name")
+    wait_for(lambda: ray.get("rayclusters", ray.status("rayjobs", "typed")["rayClusterName"]) is not None,
+             timeout=10, message="RayCluster")
+    cluster = ray.get("rayclusters", ray.status("rayjobs", "typed")["rayClusterName"]) or {}
+    assert cluster["spec"]["workerGroupSpecs"][0]["scaleStrategy"] == {}
+    # Deleting the RayJob still completes: KubeRay removes its finalizer once it has cleaned up.
+    ray.custom.delete_namespaced_custom_object(*RAY, "default", "rayjobs", "typed")
+    wait_for(lambda: ray.get("rayjobs", "typed") is None, timeout=10, message="RayJob deleted")

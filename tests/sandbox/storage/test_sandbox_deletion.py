@@ -41,9 +41,14 @@ def test_finalizers_hold_an_object_until_removed(core: Any) -> None:
     assert not _exists(core, "f")
 
 
-def test_delete_of_finalized_object_answers_202_with_the_object(sandbox: RunningSandbox, core: Any) -> None:
+def test_delete_of_finalized_object_answers_200_with_the_object(sandbox: RunningSandbox, core: Any) -> None:
+    """The apiserver answers 202 only for orphanDependents=false (deprecated); 200 otherwise."""
     core.create_namespaced_config_map("default", {"metadata": {"name": "f", "finalizers": ["example.com/x"]}})
     status, _, body = sandbox.http("DELETE", "/api/v1/namespaces/default/configmaps/f")
+    assert status == 200
+    assert json.loads(body)["metadata"]["deletionTimestamp"]
+    core.create_namespaced_config_map("default", {"metadata": {"name": "g", "finalizers": ["example.com/x"]}})
+    status, _, body = sandbox.http("DELETE", "/api/v1/namespaces/default/configmaps/g?orphanDependents=false")
     assert status == 202
     assert json.loads(body)["metadata"]["deletionTimestamp"]
     status, _, body = sandbox.http("DELETE", "/api/v1/namespaces/default/configmaps/nope")
