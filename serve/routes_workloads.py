@@ -12,6 +12,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_object
+from kaiwo_ray.api.yaml_input import safe_load_all
 from kaiwo_ray.kube.resources import EVENTS, KAIWOJOBS, KAIWOSERVICES, PODS, Resource
 from kaiwo_ray.views._objects import meta, status
 from kaiwo_ray.views.explain import Explanation, collect_world, explain
@@ -272,7 +273,7 @@ def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
             raise ApiError(400, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
     else:
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            docs = [d for d in safe_load_all(text) if d is not None]
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -17,6 +17,7 @@ from kaiwo_ray.api.config import KaiwoConfig
 from kaiwo_ray.api.errors import FieldError, ManifestError, errors_from_validation
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
+from kaiwo_ray.api.yaml_input import safe_load_all
 
 __all__ = ["KINDS", "KaiwoObject", "ManifestError", "parse_as", "parse_object", "parse_yaml"]
 
@@ -85,7 +86,7 @@ def parse_yaml(text: str) -> list[KaiwoObject]:
 
 def _load_documents(text: str) -> Iterator[Any]:
     try:
-        for doc in yaml.safe_load_all(text):
+        for doc in safe_load_all(text):
             if doc is not None:
                 yield doc
     except yaml.YAMLError as exc:

@@ -46,6 +46,8 @@ def read_manifest(source: str) -> tuple[JsonObj, str]:
     """The one object in FILE (or stdin), and a name for it in messages."""
     import yaml
 
+    from kaiwo_ray.api.yaml_input import safe_load_all
+
     if source == "-":
         text, label = sys.stdin.read(), "stdin"
     else:
@@ -59,7 +61,7 @@ def read_manifest(source: str) -> tuple[JsonObj, str]:
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -17,6 +17,11 @@ JOB = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata"
        "spec": {"user": "a@b.co", "image": "busybox", "entrypoint": "sleep 1"}}
 
 
+# nine anchors, each aliasing the previous nine times: 9**9 strings once expanded
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
 def one_error_line(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
@@ -77,6 +82,17 @@ def test_invalid_yaml_names_the_line(offline_kaiwo: Run, tmp_path: Path) -> None
     code, _, err = offline_kaiwo("submit", "-f", str(bad))
     assert code == 2
     assert "bad.yaml is not valid YAML at line" in one_error_line(err)
+
+
+def test_hostile_yaml_is_refused_in_one_line(offline_kaiwo: Run, tmp_path: Path) -> None:
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("[" * 200_000)  # libyaml's composer would overflow its stack: a segfault
+    code, _, err = offline_kaiwo("submit", "-f", str(nested))
+    assert code == 2 and "nesting deeper than 100 levels" in one_error_line(err)
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text(BILLION_LAUGHS)
+    code, _, err = offline_kaiwo("submit", "-f", str(laughs))
+    assert code == 2 and "expands to more than 1,000,000 values" in one_error_line(err)
 
 
 def test_wrong_kind_points_at_kubectl(offline_kaiwo: Run, tmp_path: Path) -> None:

@@ -58,3 +58,8 @@ def serve_app(settings: AdminSettings) -> RunningApp:
     wait_for(lambda: server.started or not thread.is_alive(), 60, "the admin app started")
     assert thread.is_alive(), "the admin app failed to start"
     return RunningApp(f"http://127.0.0.1:{port}", server, thread)
+
+
+# nine anchors, each aliasing the previous nine times: 9**9 strings once expanded
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))

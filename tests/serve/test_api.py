@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from admin_support import kaiwojob, serve_app, submit
+from admin_support import BILLION_LAUGHS, kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
@@ -146,6 +146,11 @@ def test_bad_manifests(http: httpx.Client) -> None:
     broken = http.post("/api/v1/workloads", content="kind: [", headers={"Content-Type": "application/yaml"})
     assert broken.status_code == 400 and "invalid YAML at line" in broken.json()["message"]
     assert http.post("/api/v1/workloads", content="{", headers={"Content-Type": "application/json"}).status_code == 400
+    yaml_headers = {"Content-Type": "application/yaml"}
+    nested = http.post("/api/v1/workloads", content="[" * 200_000, headers=yaml_headers)
+    assert nested.status_code == 400 and "nesting deeper than 100 levels" in nested.json()["message"]
+    laughs = http.post("/api/v1/workloads", content=BILLION_LAUGHS, headers=yaml_headers)
+    assert laughs.status_code == 400 and "expands to more than" in laughs.json()["message"]
     wrong_kind = submit(http, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
     assert wrong_kind.status_code == 422 and wrong_kind.json()["details"]["causes"][0]["field"] == "kind"
     two = http.post("/api/v1/workloads", content="a: 1\n---\nb: 2\n", headers={"Content-Type": "application/yaml"})
