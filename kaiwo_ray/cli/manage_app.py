@@ -1,6 +1,7 @@
 """The `kaiwo manage` screen on textual: a live table of workloads and actions on the selected one
-(logs, pods, explain, delete with confirmation). Cluster reads run in worker threads; the backend
-is the only part that talks to the cluster."""
+(logs, pods, explain, GPUs, run a command in its pod, port-forward to it, delete with confirmation),
+upstream's manage actions. Cluster calls run in worker threads; the backend is the only part that
+talks to the cluster. Port-forwards run in the background while the screen stays up and end with it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Label, RichLog
+from textual.widgets import DataTable, Footer, Header, Input, Label, RichLog
 
 from kaiwo_ray.cli.api import Api, ApiStatusError, resource_path
-from kaiwo_ray.cli.errors import CliError
+from kaiwo_ray.cli.errors import CliError, ClusterError
+from kaiwo_ray.cli.portforward import Forwarder, parse_ports
 from kaiwo_ray.cli.table import age, render_table
 from kaiwo_ray.cli.workloads import TYPES, container_rows, default_container, phase, pods_of, type_of
 
@@ -84,6 +86,60 @@ class ClusterBackend:
         meta = workload["metadata"]
         self.api.delete(type_of(workload).path(meta.get("namespace"), meta["name"]))
 
+    def _running_pod(self, workload: JsonObj) -> JsonObj:
+        running = [p for p in pods_of(self.api, workload) if (p.get("status") or {}).get("phase") == "Running"]
+        if not running:
+            raise ClusterError(f"{type_of(workload).short}/{workload['metadata']['name']} has no running pod")
+        return running[0]
+
+    def run_command(self, workload: JsonObj, command: str) -> str:
+        """`sh -c COMMAND` in the workload's first running pod (its main container): output and exit code."""
+        import io
+
+        from kaiwo_ray.cli.exec_cmd import execute
+
+        pod = self._running_pod(workload)
+        meta = pod["metadata"]
+        out, err = io.BytesIO(), io.BytesIO()
+        code = execute(self.api, resource_path("", "v1", "pods", meta["namespace"], meta["name"], "exec"),
+                       default_container(pod), ["/bin/sh", "-c", command], stdin=False, tty=False,
+                       stdout=out, stderr=err)
+        text = (out.getvalue() + err.getvalue()).decode(errors="replace")
+        return f"$ {command}   (pod {meta['name']})\n{text}(exit code {code})"
+
+    def port_forward(self, workload: JsonObj, ports: str) -> tuple[Forwarder, str]:
+        """Forward `ports` (`LOCAL:REMOTE`, `:REMOTE` for any free local port, or `PORT`) to the
+        workload's first running pod, in the background; the forwarder and a line saying where."""
+        pairs = parse_ports(ports.split())
+        pod = self._running_pod(workload)
+        meta = pod["metadata"]
+        forwarder = Forwarder(self.api, resource_path("", "v1", "pods", meta["namespace"], meta["name"],
+                                                      "portforward"), pairs, "127.0.0.1")
+        forwarder.serve()
+        where = ", ".join(f"127.0.0.1:{local} -> {remote}" for local, remote in forwarder.ports())
+        return forwarder, f"Forwarding from {where} (pod {meta['name']}); press s to stop"
+
+
+class AskText(ModalScreen[str | None]):
+    """One line of input (a command, ports): Enter answers, Escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+
+    def __init__(self, question: str, placeholder: str) -> None:
+        super().__init__()
+        self.question, self.placeholder = question, placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="question"):
+            yield Label(self.question)
+            yield Input(placeholder=self.placeholder, id="answer")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
 
 class ConfirmDelete(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("y", "answer(True)", "yes"), Binding("n", "answer(False)", "no"),
@@ -105,18 +161,20 @@ class ManageApp(App[None]):
     CSS = """
     DataTable { height: 1fr; }
     RichLog { height: 1fr; border-top: solid $accent; }
-    ConfirmDelete { align: center middle; }
+    ConfirmDelete, AskText { align: center middle; }
     #question { padding: 1 2; border: thick $error; background: $surface; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("l", "logs", "logs"), Binding("p", "pods", "pods"), Binding("e", "explain", "explain"),
-        Binding("m", "monitor", "GPUs"),
+        Binding("m", "monitor", "GPUs"), Binding("c", "command", "run command"),
+        Binding("f", "forward", "port-forward"), Binding("s", "stop_forwards", "stop forwards"),
         Binding("d", "delete", "delete"), Binding("r", "refresh", "refresh"), Binding("q", "quit", "quit")]
 
     def __init__(self, backend: ClusterBackend) -> None:
         super().__init__()
         self.backend = backend
         self.rows: list[JsonObj] = []
+        self.forwarders: list[Forwarder] = []
         self.detail_text = ""  # what the detail pane shows (read by tests and screen readers alike)
 
     def compose(self) -> ComposeResult:
@@ -201,6 +259,61 @@ class ManageApp(App[None]):
 
     def action_monitor(self) -> None:
         self._act("monitor")
+
+    def action_command(self) -> None:
+        item = self.selected()
+        if item is None:
+            self.show("no workload selected")
+            return
+
+        def answered(command: str | None) -> None:
+            if command:
+                self.run_in_pod(item, command)
+
+        self.push_screen(AskText(f"Run in a pod of {self._label(item)} (sh -c):", "nvidia-smi; ls /workload"),
+                         answered)
+
+    @work(thread=True, exclusive=True, group="detail")
+    def run_in_pod(self, item: JsonObj, command: str) -> None:
+        try:
+            text = self.backend.run_command(item, command)
+        except (CliError, ApiStatusError) as err:
+            text = f"error: {err.message}"
+        self.call_from_thread(self.show, f"[command in {self._label(item)}]\n{text}")
+
+    def action_forward(self) -> None:
+        item = self.selected()
+        if item is None:
+            self.show("no workload selected")
+            return
+
+        def answered(ports: str | None) -> None:
+            if ports:
+                self.start_forward(item, ports)
+
+        self.push_screen(AskText(f"Port-forward to a pod of {self._label(item)}: LOCAL:REMOTE, or :REMOTE "
+                                 "for any free local port", ":8080"), answered)
+
+    @work(thread=True, group="forward")
+    def start_forward(self, item: JsonObj, ports: str) -> None:
+        try:
+            forwarder, text = self.backend.port_forward(item, ports)
+        except (CliError, ApiStatusError) as err:
+            text = f"error: {err.message}"
+        else:
+            self.forwarders.append(forwarder)
+        self.call_from_thread(self.show, text)
+
+    def action_stop_forwards(self) -> None:
+        stopped = len(self.forwarders)
+        for forwarder in self.forwarders:
+            forwarder.stop()
+        self.forwarders.clear()
+        self.show(f"stopped {stopped} port-forward(s)")
+
+    def on_unmount(self) -> None:
+        for forwarder in self.forwarders:
+            forwarder.stop()
 
     def action_delete(self) -> None:
         item = self.selected()

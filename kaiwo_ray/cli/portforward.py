@@ -74,6 +74,9 @@ class Forwarder:
     def stop(self) -> None:
         self.stopped.set()
         for server, _ in self.listeners:
+            # close() alone leaves a thread blocked in accept() listening (Linux): shutdown wakes it
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
             server.close()
 
     def _accept(self, server: socket.socket, remote: int) -> None:

@@ -1,14 +1,16 @@
 """`kaiwo manage` against the sandbox: driven headless by textual's own Pilot (rows, pods, logs,
-explain, delete with confirmation), and once as a user sees it, in tmux (send-keys / capture-pane)."""
+explain, GPUs, a command in the pod, a background port-forward, delete with confirmation), and once as a user sees it, in tmux (send-keys / capture-pane)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,11 +18,13 @@ import pytest
 import yaml
 from e2e_harness import OperatorSandbox
 from test_commands import job, wait_for
+from textual.widgets import Input
 
 from kaiwo_ray.cli.api import Api
 from kaiwo_ray.cli.kubeconfig import load
-from kaiwo_ray.cli.manage_app import ClusterBackend, ManageApp
+from kaiwo_ray.cli.manage_app import AskText, ClusterBackend, ManageApp
 
+REPO = Path(__file__).resolve().parents[2]
 Run = Callable[..., tuple[int, str, str]]  # the `kaiwo`/`offline_kaiwo` fixtures (conftest.py)
 
 
@@ -65,6 +69,13 @@ def test_manage_lists_and_acts_headless(kaiwo: Run, cluster: OperatorSandbox, tm
             await pilot.press("m")
             await until(pilot, lambda: app.detail_text.startswith("[monitor of job/second]"))
             assert "GFX_UTIL" in app.detail_text  # amd-smi in its AMD pod
+            # run a command in its pod
+            await pilot.press("c")
+            await until(pilot, lambda: isinstance(app.screen, AskText))
+            app.screen.query_one(Input).value = "echo hi-from-$HOSTNAME; exit 4"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.detail_text.startswith("[command in job/second]"))
+            assert "hi-from-second-" in app.detail_text and app.detail_text.endswith("(exit code 4)")
             await pilot.press("d", "n")
             await until(pilot, lambda: app.detail_text == "kept job/second")
             await pilot.press("d", "y")
@@ -75,6 +86,39 @@ def test_manage_lists_and_acts_headless(kaiwo: Run, cluster: OperatorSandbox, tm
     asyncio.run(scenario())
     assert kaiwo("get", "job/second", "-n", "ns-manage")[0] == 1
     assert kaiwo("get", "job/first", "-n", "ns-manage")[0] == 0
+
+
+def test_manage_port_forwards_in_the_background(kaiwo: Run, cluster: OperatorSandbox, tmp_path: Path) -> None:
+    """The Ray head of a KaiwoService declares 8265: forwarded while the screen stays up, stopped with s."""
+    namespace(cluster, "ns-manage-pf")
+    service = yaml.safe_load((REPO / "examples" / "ray-service.yaml").read_text())
+    service["metadata"]["namespace"] = "ns-manage-pf"
+    path = tmp_path / "service.yaml"
+    path.write_text(yaml.safe_dump(service))
+    code, _, err = kaiwo("submit", "-f", str(path), "--wait", "--timeout", "90")
+    assert code == 0, err
+    app = ManageApp(ClusterBackend(Api(load(str(cluster.sb.kubeconfig_path))), namespace="ns-manage-pf"))
+
+    async def scenario() -> None:
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: len(app.rows) == 1)
+            await pilot.press("f")
+            await until(pilot, lambda: isinstance(app.screen, AskText))
+            app.screen.query_one(Input).value = ":8265"
+            await pilot.press("enter")
+            await until(pilot, lambda: app.detail_text.startswith("Forwarding from"))
+            found = re.search(r"127\.0\.0\.1:(\d+) -> 8265", app.detail_text)
+            assert found, app.detail_text
+            url = f"http://127.0.0.1:{found.group(1)}/api/version"
+            body = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=20).read())
+            assert b'"port": 8265' in body
+            await pilot.press("s")
+            await until(pilot, lambda: app.detail_text == "stopped 1 port-forward(s)")
+            with pytest.raises(OSError):
+                await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read())
+            await pilot.press("q")
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (make tools)")
