@@ -73,7 +73,10 @@ function gpuResources(queues) {
 
 async function overviewPage(main, first) {
   // A user who may not list nodes or queues sees their workloads; those panels say what is missing.
-  const [overview, nodes] = await Promise.all([api("/api/v1/overview"), api("/api/v1/nodes").catch(() => null)]);
+  // The overview says what this user may see: nodes are asked for only with the right to list them,
+  // so a namespaced user's page makes no request that is refused (a 403 is a console error).
+  const overview = await api("/api/v1/overview");
+  const nodes = overview.nodes ? await api("/api/v1/nodes").catch(() => null) : null;
   if (first) {
     main.innerHTML = `
       <h1>Overview</h1>

@@ -12,12 +12,14 @@ from typing import Any
 
 import httpx
 import pytest
-from admin_support import kaiwojob, serve_app, submit
+from admin_support import RunningApp, kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
+from test_auth import rbac_sandbox, secured  # noqa: F401  (fixtures: an RBAC sandbox, the admin app checking tokens)
 
 from kaiwo_ray.views.explain import ObjectRef
 from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_sandbox.testing import RunningSandbox
 from serve.dashboard import CHART_JS
 from serve.state import AdminSettings
 
@@ -160,3 +162,18 @@ def test_gpu_telemetry_shows_per_gpu_on_the_detail_page_and_the_heat_map(browser
         assert [str(10 * i + 5) for i in range(8)] == [s for s in shown if s][:8]
     finally:
         running.stop()
+
+
+def test_a_namespaced_user_sees_their_namespace_without_errors(browser: Any, secured: RunningApp,  # noqa: F811
+                                                               rbac_sandbox: RunningSandbox) -> None:  # noqa: F811
+    """alice (a Role in team-a only) saves her token in the page: the overview, the list and her
+    workload's page show team-a alone and make no request the admin API refuses."""
+    browser.get(f"{secured.url}/")
+    browser.execute_script("localStorage.setItem('kaiwoToken', arguments[0])", rbac_sandbox.mint_token("alice"))
+    assert errors(open_page(browser, f"{secured.url}/", "alice-overview")) == []
+    assert errors(open_page(browser, f"{secured.url}/#/workloads", "alice-workloads")) == []
+    rows = browser.execute_script("return [...document.querySelectorAll('#list tbody tr')].map(r => r.innerText)")
+    assert len(rows) == 2 and all("team-a" in row for row in rows), rows
+    assert errors(open_page(browser, f"{secured.url}/#/workloads/team-a/kaiwojobs/one", "alice-detail")) == []
+    assert "one" in browser.execute_script("return document.getElementById('main').innerText")
+    browser.execute_script("localStorage.removeItem('kaiwoToken')")
