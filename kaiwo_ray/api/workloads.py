@@ -335,7 +335,7 @@ class CommonSpec(WireModel):
     ray: bool = False
     storage: StorageSpec | None = None
     dangerous: bool = False
-    """Drops the pod securityContext of Kaiwo's default templates."""
+    """Drops the pod securityContext of Kaiwo's default templates and the Pod Security fields added to generated pods."""
     cluster_queue: str | None = None
     priority_class: str | None = None
     """Kueue WorkloadPriorityClass name (label `kueue.x-k8s.io/priority-class`)."""

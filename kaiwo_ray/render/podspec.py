@@ -17,6 +17,7 @@ from kaiwo_ray.render.context import JsonObj, RenderContext
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_label, is_dns1123_subdomain
 from kaiwo_ray.render.resources import ResourceDefaults, fill_container_resources, requests_any
+from kaiwo_ray.render.security import harden_pod_template
 
 GPU_MODEL_LABEL = "kaiwo/gpu-model"
 _TOLERATION_TRIGGER_KEYS = ("amd.com/gpu", "nvidia.com/gpu")
@@ -128,8 +129,11 @@ def update_pod_spec(
     *,
     defaults: ResourceDefaults,
     field: str,
+    service_account_token: bool = False,
 ) -> None:
-    """Apply labels, annotations, pull secrets, volumes, GPU affinity, env, mounts, resources, toleration."""
+    """Apply labels, annotations, pull secrets, volumes, GPU affinity, env, mounts, resources, toleration;
+    then (not upstream, unless `spec.dangerous`) the Pod Security "restricted" fields the template lacks.
+    `service_account_token`: keep the pods' API token (a Ray head running the autoscaler needs it)."""
     spec = ctx.workload.spec
     numbers = ctx.resources
     pod = pod_spec_of(template, field)
@@ -207,6 +211,9 @@ def update_pod_spec(
             *(pod.get("tolerations") or []),
             {"key": config.default_gpu_taint_key, "operator": "Exists", "effect": "NoSchedule"},
         ]
+
+    if not spec.dangerous:
+        harden_pod_template(template, field, service_account_token=service_account_token)
 
 
 def _check_secret_volume(index: int, name: str, secret_name: str, taken: set[str]) -> None:

@@ -75,7 +75,9 @@ def update_ray_cluster(cluster: Any, ctx: RenderContext, field: str) -> dict[str
     )
     head_field = f"{field}.headGroupSpec.template"
     head_template = require_template(head, head_field)
-    update_pod_spec(head_template, ctx, defaults=head_defaults, field=head_field)
+    # KubeRay's autoscaler runs beside the head and scales the cluster through the API server.
+    autoscaling = cluster.get("enableInTreeAutoscaling") is True
+    update_pod_spec(head_template, ctx, defaults=head_defaults, field=head_field, service_account_token=autoscaling)
     set_missing_images(head_template, default_image)
     return dict(head_template["metadata"]["labels"])
 

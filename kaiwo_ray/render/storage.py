@@ -28,6 +28,7 @@ from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_subdomain, name_with_postfix, volume_name_for
 from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, copy_json
+from kaiwo_ray.render.security import harden_pod_template
 
 DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
 DOWNLOADER_COMMAND = ["python", "-m", "kaiwo.downloader", "--log-level=INFO", "/config/config.yaml"]
@@ -274,23 +275,24 @@ def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> 
     }
     if env:
         container["env"] = env
+    template: JsonObj = {
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": {
+                "runAsUser": SECURITY_CONTEXT_UID,
+                "runAsGroup": SECURITY_CONTEXT_UID,
+                "fsGroup": SECURITY_CONTEXT_UID,
+            },
+            "containers": [container],
+            "volumes": volumes,
+        }
+    }
+    # Our own image and command: restricted whatever `dangerous` says (upstream, too, always runs the
+    # downloader non-root).
+    harden_pod_template(template, "download.spec.template")
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": object_meta(ctx, name, {**ctx.system_labels, LABEL_TYPE: "downloader"}),
-        "spec": {
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "securityContext": {
-                        "runAsUser": SECURITY_CONTEXT_UID,
-                        "runAsGroup": SECURITY_CONTEXT_UID,
-                        "fsGroup": SECURITY_CONTEXT_UID,
-                    },
-                    "containers": [container],
-                    "volumes": volumes,
-                }
-            },
-        },
+        "spec": {"backoffLimit": 0, "template": template},
     }

@@ -37,6 +37,7 @@ from kaiwo_sandbox.contracts import (
 )
 from kaiwo_sandbox.registry import Registry, ResourceInfo, StorageKey
 from kaiwo_sandbox.semantics import apply, event_conversion, patching, scale, strategies
+from kaiwo_sandbox.semantics.builtin import pod_security
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue
 from kaiwo_sandbox.storage import crd_registration, pipeline
 from kaiwo_sandbox.storage.gc import GarbageCollector
@@ -340,6 +341,8 @@ class ObjectStore:
         if admit and self._hooks:
             self._admit("CREATE", gvr, obj, None, user)
         self._validate(info, obj, None)
+        if admit and (info.group, info.resource) == ("", "pods"):  # validating admission: PodSecurity
+            pod_security.admit_pod(obj, self.find_ref(NAMESPACES, None, ns))
         meta = obj["metadata"]
         name = str(meta["name"])
         key = (ns, name)

@@ -121,6 +121,7 @@ def expected_examples() -> dict[str, JsonObj]:
 
 
 SINGLETON_KINDS = ("KaiwoConfig", "KaiwoQueueConfig")
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 EXAMPLE_SECRETS = {"s3-credentials": {"access-key-id": "e2e", "secret-access-key": "e2e"},
                    "hf-token": {"token": "e2e"}, "inference-api-config": {"config.yaml": "endpoint: none"}}
 
@@ -138,12 +139,16 @@ def apply_singleton(target: Target, obj: JsonObj) -> JsonObj:
     return replaced
 
 
-def scenario_examples(target: Target, include_singletons: bool) -> tuple[str, dict[str, str]]:
+def scenario_examples(target: Target, include_singletons: bool,
+                      pod_security: str | None = None) -> tuple[str, dict[str, str]]:
     """Apply every example (singletons first, then the rest) and wait for each expected final phase;
     returns the namespace used and the phase each reached ("" for kinds without one). On a real cluster the workloads go to
-    a fresh namespace and the cluster's own singletons are put back afterwards."""
+    a fresh namespace and the cluster's own singletons are put back afterwards. `pod_security`: the
+    Pod Security level that namespace enforces while the examples run (label `pod-security.kubernetes.io/enforce`)."""
     table = expected_examples()
     namespace = "default" if target.sandbox else target.namespace("e2e-examples")
+    if pod_security is not None:
+        target.kube.patch("v1", "Namespace", namespace, {"metadata": {"labels": {ENFORCE_LABEL: pod_security}}})
     for secret, data in EXAMPLE_SECRETS.items():
         target.kube.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret},
                             "stringData": data}, namespace)

@@ -14,7 +14,11 @@ KAIWO_LABELS_E1 = {
     "kaiwo.silogen.ai/type": "job",
     "kaiwo.silogen.ai/run-id": "U1",
 }
-SECURITY = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+# Upstream's pod securityContext plus, deliberately (docs/compatibility.md, Pod Security), what the
+# "restricted" standard asks of a pod and of each container, and no API token in the pod.
+SECURITY = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 NO_GPU_ENV = [("NUM_GPUS", "0"), ("NUM_REPLICAS", "1"), ("NUM_GPUS_PER_REPLICA", "0")]
 
 
@@ -76,9 +80,11 @@ def test_e1_minimal_kaiwojob_renders_exactly_the_documented_job() -> None:
                                     "limits": {"cpu": "2", "memory": "16Gi"},
                                 },
                                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                                "securityContext": CONTAINER_SECURITY,
                             }
                         ],
                         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
+                        "automountServiceAccountToken": False,
                     },
                 },
             },
@@ -156,8 +162,11 @@ def test_e3_user_job_merges_resources_and_gets_no_default_template_fields() -> N
     spec = rendered["spec"]
     assert (spec["backoffLimit"], spec["ttlSecondsAfterFinished"], spec["suspend"]) == (0, 3600, True)
     pod = spec["template"]["spec"]
-    assert "schedulerName" not in pod and "securityContext" not in pod and "volumes" not in pod
+    assert "schedulerName" not in pod and "volumes" not in pod
     assert "volumeMounts" not in c
+    # No upstream securityContext (runAsUser 1000) on a user template; only the restricted fields it lacks.
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert c["securityContext"] == CONTAINER_SECURITY
     assert "dropped" not in rendered["metadata"]["labels"]
 
 
@@ -205,6 +214,7 @@ def test_e4_ray_kaiwojob_becomes_a_rayjob_with_folded_entrypoint_and_two_workers
     assert worker_container["resources"] == {"requests": gpu, "limits": gpu}
     assert worker_pod["volumes"][0]["emptyDir"]["sizeLimit"] == "200Gi"
     assert worker_pod["securityContext"] == SECURITY
+    assert worker_container["securityContext"] == CONTAINER_SECURITY
     assert worker_pod["schedulerName"] == "kaiwo-scheduler"
     assert "suspend" not in spec
 
@@ -239,6 +249,7 @@ def test_e5_service_becomes_a_deployment_with_queue_labels_on_template_and_objec
     assert pod["restartPolicy"] == "Always"
     assert pod["schedulerName"] == "kaiwo-scheduler"
     assert pod["securityContext"] == SECURITY
+    assert pod["containers"][0]["securityContext"] == CONTAINER_SECURITY
     assert pod["containers"][0]["command"] == ["/bin/sh", "-c", "nginx -g 'daemon off;'"]
 
 
@@ -346,8 +357,10 @@ def test_e7_download_job_mounts_config_data_secrets_and_hf() -> None:
     pod = spec["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and pod["securityContext"] == SECURITY
     assert "schedulerName" not in pod and "imagePullSecrets" not in pod
+    assert pod["automountServiceAccountToken"] is False
     (c,) = pod["containers"]
     assert c["name"] == "data-downloader"
+    assert c["securityContext"] == CONTAINER_SECURITY
     assert c["image"] == "ghcr.io/silogen/kaiwo-python:0.6"
     assert c["imagePullPolicy"] == "Always"
     assert c["command"] == ["python", "-m", "kaiwo.downloader", "--log-level=INFO", "/config/config.yaml"]

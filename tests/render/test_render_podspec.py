@@ -32,7 +32,8 @@ USER_JOB = {
 def test_default_template_is_non_root_with_scheduler_and_shm() -> None:
     pod = main(job({"image": "i"}))["spec"]["template"]["spec"]
     assert pod["schedulerName"] == "kaiwo-scheduler"
-    assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    assert pod["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+                                      "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
     assert pod["containers"][0]["imagePullPolicy"] == "Always"
 
@@ -46,8 +47,10 @@ def test_dangerous_drops_security_context_of_default_templates_only() -> None:
     assert "securityContext" not in main(job({"image": "i", "dangerous": True}))["spec"]["template"]["spec"]
     ray = main(job({"image": "i", "ray": True, "dangerous": True}))
     assert all("securityContext" not in t["spec"] for t in pod_templates(ray))
+    # A user template never gets upstream's runAsUser/runAsGroup/fsGroup (only the restricted fields:
+    # tests/render/test_render_security.py).
     user = main(job({**USER_JOB, "dangerous": False}))
-    assert "securityContext" not in user["spec"]["template"]["spec"]
+    assert not {"runAsUser", "runAsGroup", "fsGroup"} & set(user["spec"]["template"]["spec"]["securityContext"])
 
 
 def test_user_template_keeps_its_fields_and_gets_no_defaults() -> None:

@@ -75,6 +75,10 @@ class DeploymentController(Controller):
         self._progress: dict[str, Progress] = {}
         self._pods = OwnerIndex("ReplicaSet")
         self._ready_since: dict[str, float] = {}  # pod uid -> monotonic time first seen ready
+        # ReplicaSet uid -> monotonic time before which a refused pod is not tried again. Without it
+        # every status write (the refusal names the generated pod, so it changes each time)
+        # re-triggers a create at once: the real controller's rate-limited requeue.
+        self._create_paused_until: dict[str, float] = {}
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -121,13 +125,23 @@ class DeploymentController(Controller):
         active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         wanted = desired_replicas(rs)
         failure: str | None = None
-        if len(active) < wanted:
+        now = self.clock.monotonic()
+        paused = self._create_paused_until.get(uid, 0.0) - now
+        if len(active) < wanted and paused > 0:
+            held = find_condition([dict(c) for c in (rs.get("status") or {}).get("conditions") or []],
+                                  "ReplicaFailure")
+            failure = str((held or {}).get("message") or "")
+        elif len(active) < wanted:
             for _ in range(wanted - len(active)):
                 created = self._create_pod(rs)
                 if isinstance(created, str):
                     failure = created
+                    paused = FAILED_CREATE_RETRY_SECONDS * self._tf()
+                    self._create_paused_until[uid] = now + paused
                     break  # the rest would fail the same way; retried after a pause
                 active.append(created)
+            else:
+                self._create_paused_until.pop(uid, None)
         elif len(active) > wanted:
             doomed = deletion_order(active)[: len(active) - wanted]
             for pod in doomed:
@@ -161,8 +175,7 @@ class DeploymentController(Controller):
             with contextlib.suppress(ApiError):
                 self.store.patch(REPLICASETS, namespace, name, {"status": status}, "merge",
                                  subresource="status", user=REPLICASET_USER)
-        delays = [d for d in (FAILED_CREATE_RETRY_SECONDS * self._tf() if failure is not None else None, wait)
-                  if d is not None]
+        delays = [d for d in (paused if failure is not None else None, wait) if d is not None]
         return min(delays) if delays else None
 
     def _available(self, ready_pods: list[JsonObj], min_ready_seconds: int) -> tuple[int, float | None]:

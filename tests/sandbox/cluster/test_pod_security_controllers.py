@@ -1,0 +1,78 @@
+"""Pod Security enforce mode and the controllers that create pods: a Job or Deployment is accepted (the
+plugin only judges pods), its controller's pods are refused, FailedCreate carries the plugin's message,
+and the refused creates are retried after a pause."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kaiwo_sandbox.contracts import JsonObj
+
+WORKLOADS = ["volume-binder", "scheduler", "kubelet", "job-controller"]
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def job(name: str, *, hardened: bool) -> JsonObj:
+    container: JsonObj = {"name": "main", "image": "busybox", "command": ["sleep", "1"]}
+    pod: JsonObj = {"restartPolicy": "Never", "containers": [container]}
+    if hardened:
+        container["securityContext"] = dict(RESTRICTED_CONTAINER)
+        pod["securityContext"] = dict(RESTRICTED_POD)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"backoffLimit": 0, "template": {"spec": pod}}}
+
+
+def test_a_jobs_pods_are_refused_in_a_restricted_namespace_with_a_failedcreate_event(
+        sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
+    c = clients_factory(sandbox_factory(cluster=WORKLOADS))
+    c.core.create_namespace({"metadata": {"name": "locked",
+                                          "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    c.batch.create_namespaced_job("locked", job("bare", hardened=False))
+    c.batch.create_namespaced_job("locked", job("hardened", hardened=True))
+
+    def failed_create() -> Any:
+        return next((e for e in c.events("locked", "bare") if e.reason == "FailedCreate"), None)
+
+    event = wait_for(failed_create)
+    assert event.type == "Warning"
+    assert event.message.startswith('Error creating: pods "bare-')
+    assert '" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false ' \
+           '(container "main" must set securityContext.allowPrivilegeEscalation=false)' in event.message
+    # The hardened Job runs to completion next to it.
+    wait_for(lambda: (c.batch.read_namespaced_job_status("hardened", "locked").status.succeeded or 0) == 1)
+    pods = {p.metadata.labels["job-name"] for p in c.core.list_namespaced_pod("locked").items}
+    assert pods == {"hardened"}
+
+
+@pytest.mark.timeout(60)  # a hot loop saturates the sandbox: every call then starves
+def test_a_deployments_refused_pods_are_retried_after_a_pause_not_in_a_hot_loop(
+        sandbox_factory: Any, clients_factory: Any, wait_for: Any) -> None:
+    # The refusal names the generated pod, so each attempt changes the ReplicaSet's ReplicaFailure
+    # condition; that status write must not trigger the next attempt at once (it did: ~500 writes/s).
+    sb = sandbox_factory(cluster=["scheduler", "kubelet", "deployment-controller"], time_factor=0.01)
+    c = clients_factory(sb)
+    c.core.create_namespace({"metadata": {"name": "locked",
+                                          "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": job("web", hardened=False)["spec"]["template"]["spec"]}
+    template["spec"]["restartPolicy"] = "Always"
+    c.apps.create_namespaced_deployment("locked", {"metadata": {"name": "web"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": template}})
+
+    def replica_failure() -> Any:
+        (rs,) = c.apps.list_namespaced_replica_set("locked").items or [None]
+        conditions = (rs.status.conditions or []) if rs is not None else []
+        return next((cond for cond in conditions if cond.type == "ReplicaFailure"), None)
+
+    failure = wait_for(replica_failure)
+    assert failure.reason == "FailedCreate"
+    assert 'is forbidden: violates PodSecurity "restricted:latest"' in failure.message
+    writes: list[str] = []
+    unsubscribe = sb.call(lambda: sb.store.subscribe(lambda event: writes.append(event.gvr.resource)))
+    time.sleep(1.0)  # a measuring window: retries come every 10 simulated seconds (0.1 s here)
+    sb.call(unsubscribe)
+    assert writes.count("replicasets") <= 30, f"{writes.count('replicasets')} ReplicaSet writes in 1 s"
+    assert c.core.list_namespaced_pod("locked").items == []
