@@ -90,9 +90,10 @@ def main() -> int:
     if not kubectl:
         print("list_ratio: skipped (kubectl not installed: make tools)")
         return 0
+    from kaiwo_ray.api.crd import all_crds
     from kaiwo_sandbox.testing import start_sandbox
 
-    with start_sandbox(nodes=[]) as sb:
+    with start_sandbox(nodes=[], extra_crds=list(all_crds())) as sb:  # the sandbox knows no Kaiwo kinds itself
         populate(sb, args.scale)
         env = {**os.environ, "KUBECONFIG": str(sb.kubeconfig_path)}
         listing = {"kaiwo list jobs -A": [KAIWO, "list", "jobs", "-A"],

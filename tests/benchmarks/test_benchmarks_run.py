@@ -1,0 +1,30 @@
+"""The quick benchmarks still run end to end at a tiny size (they are not in `make test` otherwise, and
+the sandbox's move to kaiwo_sandbox/ broke benchmarks/cli.py unnoticed). Figures are not judged here."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (make tools)")
+def test_the_cli_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "cli.py"), "--scale", "20", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "list_ratio:" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_sandbox_rbac_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sandbox_rbac.py"), "--requests", "50"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RBAC decision" in done.stdout, done.stdout
