@@ -122,17 +122,18 @@ UNRELATED_KINDS = ("configmaps", "secrets", "pods", "jobs")
 UNRELATED_NAMESPACES = 10
 
 
-def unrelated_objects(count: int, kinds: tuple[str, ...] = UNRELATED_KINDS,
+def unrelated_objects(count: int, kinds: tuple[str, ...] = UNRELATED_KINDS, first: int = 0,
                       namespaces: int = UNRELATED_NAMESPACES) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
-    """`count` objects no operator here owns, round robin over `kinds`, in the namespaces other-0..9
-    (created first), labelled as an ordinary app, never for kaiwo: the rest of a busy cluster, which an
-    operator's label-selected watches and lists must skip at the API server's cost, not its own."""
-    for n in range(namespaces):
+    """`count` objects no operator here owns (numbered from `first`), round robin over `kinds`, in the
+    namespaces other-0..9 (created along with the first batch), labelled as an ordinary app, never for
+    kaiwo: the rest of a busy cluster, which an operator's label-selected watches and lists must skip at
+    the API server's cost, not its own."""
+    for n in range(namespaces if first == 0 else 0):
         yield "", "v1", "namespaces", {"metadata": {"name": f"other-{n}"}}
     labels = {"app.kubernetes.io/name": "unrelated", "tier": "backend"}
     container = {"name": "app", "image": "registry.example.com/app:1.2.3", "command": ["/bin/app", "--serve"],
                  "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
-    for i in range(count):
+    for i in range(first, first + count):
         kind = kinds[i % len(kinds)]
         meta = {"name": f"unrelated-{i}", "namespace": f"other-{i % namespaces}", "labels": dict(labels)}
         if kind == "configmaps":
@@ -171,9 +172,10 @@ class SandboxProcess:
     def writes(self, user: str, since: float = 0.0) -> list[tuple[str, str, str, str, str]]:
         return list(self.ask("writes", user, since))
 
-    def seed_unrelated(self, count: int, kinds: tuple[str, ...] = UNRELATED_KINDS) -> float:
-        """`count` unrelated objects created in the sandbox's own process; returns the seconds it took."""
-        return float(self.ask("seed_unrelated", count, kinds))
+    def seed_unrelated(self, count: int, kinds: tuple[str, ...] = UNRELATED_KINDS, first: int = 0) -> float:
+        """`count` unrelated objects (numbered from `first`) created in the sandbox's own process;
+        returns the seconds it took."""
+        return float(self.ask("seed_unrelated", count, kinds, first))
 
     def seed_kaiwojobs(self, namespace: str, names: list[str], entrypoint: str = "sleep 600") -> float:
         """KaiwoJobs created in the sandbox's own process (for a backlog of 10,000 and more: as the
