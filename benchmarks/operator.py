@@ -287,14 +287,45 @@ class Scale:
     seconds100: float
 
 
+def _kueue_workloads(names: list[str]) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """A Kueue Workload per KaiwoJob, shaped as Kueue makes one for its Job (the pod template in its
+    podSet, the job-uid label), admitted: what a cluster running N KaiwoJobs holds, and what the
+    KaiwoJob controller's unselected Workload watch caches. The uids are made up (no Job exists yet),
+    so no Workload maps to a KaiwoJob: they cost memory and list time, never a reconcile."""
+    from kaiwo_ray.api.config import KaiwoConfigSpec
+    from kaiwo_ray.nodes import default_nodes, with_pool_labels
+    from kaiwo_ray.reconcile.workload import parse_workload
+    from kaiwo_ray.render import render_all
+
+    config = KaiwoConfigSpec()
+    nodes = with_pool_labels(default_nodes(), config)
+    rows: list[tuple[str, str, str, dict[str, Any]]] = []
+    for i, name in enumerate(names):
+        obj = kaiwojob(name, NAMESPACE)
+        obj["metadata"]["uid"] = f"00000000-0000-4000-8000-{i:012d}"
+        job = next(c for c in render_all(parse_workload(obj), config, nodes) if c["kind"] == "Job")
+        template = job["spec"]["template"]
+        rows.append(("kueue.x-k8s.io", "v1beta2", "workloads", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"job-{name}-{i:05d}", "namespace": NAMESPACE,
+                         "labels": {"kueue.x-k8s.io/job-uid": f"job-uid-{i}"}},
+            "spec": {"queueName": "kaiwo", "active": True, "priority": 0, "podSets": [
+                {"name": "main", "count": 1, "template": {"metadata": {"labels": template["metadata"]["labels"]},
+                                                          "spec": template["spec"]}}]}}))
+    return rows
+
+
 def seed(sandbox: SandboxProcess, scale: Scale, names: list[str]) -> str:
-    """The unrelated objects and the backlog of KaiwoJobs, created in the sandbox's process (10,000
-    KaiwoJobs through the load client took longer than the whole default run); a line saying so."""
+    """The unrelated objects, a Kueue Workload per KaiwoJob, and the backlog of KaiwoJobs, created in
+    the sandbox's process (10,000 KaiwoJobs through the load client took longer than the whole
+    default run); a line saying so."""
     unrelated_s = sandbox.seed_unrelated(scale.unrelated)
+    workloads_s = float(sandbox.ask("seed", _kueue_workloads(names)))
     backlog_s = sandbox.seed_kaiwojobs(NAMESPACE, names)
-    return (f"  ({len(names)} KaiwoJobs seeded in {backlog_s:.1f} s beside {scale.unrelated} unrelated objects "
-            f"(ConfigMaps, Secrets, Pods, Jobs in 10 other namespaces, not labelled for kaiwo; {unrelated_s:.1f} s), "
-            f"in the sandbox's process, no operator running; sandbox RSS {sandbox.rss_mb():.0f} MB)")
+    return (f"  ({len(names)} KaiwoJobs seeded in {backlog_s:.1f} s beside {len(names)} Kueue Workloads "
+            f"({workloads_s:.1f} s) and {scale.unrelated} unrelated objects (ConfigMaps, Secrets, Pods, Jobs in 10 "
+            f"other namespaces, not labelled for kaiwo; {unrelated_s:.1f} s), in the sandbox's process, no operator "
+            f"running; sandbox RSS {sandbox.rss_mb():.0f} MB)")
 
 
 @dataclass(slots=True)
