@@ -160,7 +160,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             command, *_args = await recv()
             if command == "drain":
                 conn.send({"drained_s": await drained() - began, "reconciles": controller.stats.reconciles,
-                           "errors": controller.stats.errors, "retries": controller.stats.retries})
+                           "errors": controller.stats.errors, "retries": controller.stats.retries,
+                           "results": dict(controller.stats.results)})
             elif command == "resync":
                 started = time.monotonic()
                 before = controller.stats.reconciles
@@ -443,7 +444,7 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
                 f"(start -> last child Job observed; CPU per CR: operator {result.cpu_ms_per_cr:.2f} ms, sandbox "
                 f"{result.sandbox_cpu_ms_per_cr:.2f} ms; caches synced in {first.synced_s:.2f} s; queue idle at "
                 f"{drained['drained_s']:.2f} s after {drained['reconciles']} reconciles, "
-                f"{drained['errors']} errors, {drained['retries']} retries)")
+                f"{drained['errors']} errors, {drained['retries']} retries; results {drained['results']})")
             out(f"kaiwojob_writes_per_cr_to_pending: {sum(writes.values()) / crs:.2f} writes "
                 f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))})")
             since = time.time()
