@@ -769,8 +769,9 @@ def main() -> int:
     parser.add_argument("--seconds-100", type=float, default=None,
                         help="seconds of paced load at 100 CR/s (default --seconds; 60 with --scale)")
     parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
-    parser.add_argument("--pairs", type=int, default=30,
-                        help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running)")
+    parser.add_argument("--pairs", type=int, default=None,
+                        help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running; "
+                             "default 20, 60 with --scale)")
     parser.add_argument("--workers", type=int, default=None,
                         help="reconcile workers of the KaiwoJob controller (default: HostSettings' default)")
     parser.add_argument("--phases", default=None,
@@ -821,7 +822,7 @@ def main() -> int:
     if "running" in phases:
         with timed("running"):
             bench_to_running(args.running)
-            bench_end_to_end(args.pairs)
+            bench_end_to_end(args.pairs if args.pairs is not None else (60 if args.scale else 20))
     if "ray" in phases:
         with timed("ray"):
             bench_ray(scale)
