@@ -63,7 +63,7 @@ def creates_per_s(client: Any, level: int, creates: int) -> None:
 
     def create(name: str) -> None:
         core.create_namespaced_config_map("default", {"metadata": {"name": name}, "data": {"k": "v"}},
-                                          _preload_content=False)
+                                          _preload_content=False).release_conn()
 
     for i in range(20):  # the connection and the server's paths warm, as in steady state
         create(f"warm-{level}-{i}")
@@ -118,7 +118,7 @@ def measure(client: Any, level: int, repeat: int, creates: int, rss_mb: float) -
         reader.start()
         created = time.perf_counter()
         core.create_namespaced_config_map("default", {"metadata": {"name": f"watch-{level}-{attempt}"}},
-                                          _preload_content=False)
+                                          _preload_content=False).release_conn()
         reader.join(10)
         response.release_conn()
         if first:
