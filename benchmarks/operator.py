@@ -667,7 +667,7 @@ def bench_end_to_end(pairs: int, rate: float = 3.0) -> None:
                     else:
                         sent_plain[f"plain-{i}"] = time.time()
                         batch.create_namespaced_job(namespace, _plain_job(f"plain-{i}", namespace),
-                                                    _preload_content=False)
+                                                    _preload_content=False).release_conn()
             wait_for(lambda: running.count() >= pairs and pods.count() >= 2 * pairs, 60.0, interval=0.2)
             kaiwo = latencies(sent_kaiwo, running())
             plain = latencies(sent_plain, pods())
