@@ -655,6 +655,7 @@ def bench_end_to_end(pairs: int, rate: float = 3.0) -> None:
                 job_watcher(sandbox.kubeconfigs["admin"], namespace, "pods-running") as pods:
             sent_kaiwo: dict[str, float] = {}
             sent_plain: dict[str, float] = {}
+            plain_jobs = [_plain_job(f"plain-{i}", namespace) for i in range(pairs)]  # rendered before the clock runs
             began = time.perf_counter()
             for i in range(pairs):
                 delay = began + i / rate - time.perf_counter()
@@ -666,8 +667,7 @@ def bench_end_to_end(pairs: int, rate: float = 3.0) -> None:
                         loader.create(f"kj-{i}", E2E_ENTRYPOINT)
                     else:
                         sent_plain[f"plain-{i}"] = time.time()
-                        batch.create_namespaced_job(namespace, _plain_job(f"plain-{i}", namespace),
-                                                    _preload_content=False).release_conn()
+                        batch.create_namespaced_job(namespace, plain_jobs[i], _preload_content=False).release_conn()
             wait_for(lambda: running.count() >= pairs and pods.count() >= 2 * pairs, 60.0, interval=0.2)
             kaiwo = latencies(sent_kaiwo, running())
             plain = latencies(sent_plain, pods())
