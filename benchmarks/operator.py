@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import json
 import logging
@@ -122,6 +123,22 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     logging.basicConfig(level=logging.WARNING)
 
+    # the collector's pauses in this process, by generation: (count, total ms, longest ms)
+    gc_pauses: dict[int, list[float]] = {}
+    gc_began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_began[0] = time.perf_counter()
+            return
+        row = gc_pauses.setdefault(info["generation"], [0, 0.0, 0.0])
+        took = (time.perf_counter() - gc_began[0]) * 1000
+        row[0] += 1
+        row[1] += took
+        row[2] = max(row[2], took)
+
+    gc.callbacks.append(on_gc)
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
 
@@ -170,6 +187,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             elif command == "health":
                 report = controller.health()
                 report["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+                report["gc_pauses"] = {gen: tuple(row) for gen, row in sorted(gc_pauses.items())}
                 conn.send(report)
             elif command == "stop":
                 await operator.stop()
@@ -466,9 +484,11 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
             result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
             second.ask("drain")
             health = second.ask("health")
+            pauses = ", ".join(f"gen {gen}: {int(n)} x, {total:.0f} ms in all, longest {longest:.0f} ms"
+                               for gen, (n, total, longest) in health["gc_pauses"].items())
             out(f"  (after the latency runs: {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
                 f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, sandbox RSS "
-                f"{sandbox.rss_mb():.0f} MB)")
+                f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses since its start: {pauses or 'none'})")
         floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
         out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
         out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
