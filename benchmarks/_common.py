@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -92,12 +93,60 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                            if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
+            elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
+                conn.send(_seed(sandbox.store, args[0]))
+            elif command == "seed_unrelated":  # (count, kinds) -> seconds it took
+                conn.send(_seed(sandbox.store, unrelated_objects(*args)))
             else:
                 conn.send(None)
         await sandbox.stop()
         conn.send("stopped")
 
     asyncio.run(main())
+
+
+def _seed(store: Any, objects: Any) -> float:
+    """Create `objects` straight in the store, in the sandbox's process: what 100,000 HTTP creates
+    would leave (defaulted, validated, with a resourceVersion and watch history), in a fraction of the
+    time; the audit log does not see them, and they are all created by the loader's user."""
+    from kaiwo_sandbox.contracts import GVR as SandboxGVR
+
+    began = time.perf_counter()
+    for group, version, resource, obj in objects:
+        store.create_owned(SandboxGVR(group, version, resource), obj, field_manager="seed", user="seed")
+    return time.perf_counter() - began
+
+
+# what `unrelated_objects` makes, round robin; Pods and Jobs only where no simulated cluster would run them
+UNRELATED_KINDS = ("configmaps", "secrets", "pods", "jobs")
+UNRELATED_NAMESPACES = 10
+
+
+def unrelated_objects(count: int, kinds: tuple[str, ...] = UNRELATED_KINDS, first: int = 0,
+                      namespaces: int = UNRELATED_NAMESPACES) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """`count` objects no operator here owns (numbered from `first`), round robin over `kinds`, in the
+    namespaces other-0..9 (created along with the first batch), labelled as an ordinary app, never for
+    kaiwo: the rest of a busy cluster, which an operator's label-selected watches and lists must skip at
+    the API server's cost, not its own."""
+    for n in range(namespaces if first == 0 else 0):
+        yield "", "v1", "namespaces", {"metadata": {"name": f"other-{n}"}}
+    labels = {"app.kubernetes.io/name": "unrelated", "tier": "backend"}
+    container = {"name": "app", "image": "registry.example.com/app:1.2.3", "command": ["/bin/app", "--serve"],
+                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}
+    for i in range(first, first + count):
+        kind = kinds[i % len(kinds)]
+        meta = {"name": f"unrelated-{i}", "namespace": f"other-{i % namespaces}", "labels": dict(labels)}
+        if kind == "configmaps":
+            yield "", "v1", kind, {"metadata": meta, "data": {"config.yaml": f"replicas: {i}\nlevel: info\n" * 4}}
+        elif kind == "secrets":
+            yield "", "v1", kind, {"metadata": meta, "type": "Opaque", "data": {"token": "c2VjcmV0LXZhbHVl" * 4}}
+        elif kind == "pods":
+            yield "", "v1", kind, {"metadata": meta, "spec": {"containers": [dict(container)],
+                                                             "restartPolicy": "Always"}}
+        else:
+            yield "batch", "v1", kind, {"metadata": meta, "spec": {"suspend": True, "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"containers": [dict(container)], "restartPolicy": "Never"}}}}
 
 
 class SandboxProcess:
@@ -122,6 +171,17 @@ class SandboxProcess:
 
     def writes(self, user: str, since: float = 0.0) -> list[tuple[str, str, str, str, str]]:
         return list(self.ask("writes", user, since))
+
+    def seed_unrelated(self, count: int, kinds: tuple[str, ...] = UNRELATED_KINDS, first: int = 0) -> float:
+        """`count` unrelated objects (numbered from `first`) created in the sandbox's own process;
+        returns the seconds it took."""
+        return float(self.ask("seed_unrelated", count, kinds, first))
+
+    def seed_kaiwojobs(self, namespace: str, names: list[str], entrypoint: str = "sleep 600") -> float:
+        """KaiwoJobs created in the sandbox's own process (for a backlog of 10,000 and more: as the
+        load client would create them, 10x faster); returns the seconds it took."""
+        return float(self.ask("seed", [(GROUP, VERSION, "kaiwojobs", kaiwojob(name, namespace, entrypoint))
+                                       for name in names]))
 
 
 @contextmanager
@@ -153,31 +213,54 @@ def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1
 # -- the Job watcher process ----------------------------------------------------------------------
 
 
-def _watcher_main(conn: Connection, kubeconfig: str, namespace: str) -> None:
-    """Record when each Job's first ADDED event arrives (raw lines, parsed with orjson: the cheapest
-    client-side decode, so the figure is the operator's, not the watcher's)."""
+def _first_seen(what: str, event: dict[str, Any]) -> str | None:
+    """The key an event makes `what` true for the first time, if it does: "jobs" - a Job's ADDED
+    (keyed by name); "kaiwojobs-running" - a KaiwoJob whose status says RUNNING; "pods-running" - a
+    Pod in phase Running (keyed by its Job's name)."""
+    obj = event.get("object") or {}
+    meta = obj.get("metadata") or {}
+    if what == "jobs":
+        return str(meta["name"]) if event.get("type") == "ADDED" else None
+    status = obj.get("status") or {}
+    if what == "kaiwojobs-running":
+        return str(meta["name"]) if status.get("status") == "RUNNING" else None
+    if what == "pods-running":
+        job = (meta.get("labels") or {}).get("batch.kubernetes.io/job-name")
+        return str(job) if job and status.get("phase") == "Running" else None
+    raise ValueError(f"unknown watch {what!r}")
+
+
+def _watcher_main(conn: Connection, kubeconfig: str, namespace: str, what: str = "jobs") -> None:
+    """Record when each object first met `what` (`_first_seen`), from raw watch lines parsed with
+    orjson: the cheapest client-side decode, so the figure is the operator's, not the watcher's."""
     import orjson
 
     kubernetes = k8s()
-    batch = kubernetes.client.BatchV1Api(api_client(Path(kubeconfig)))
+    client = api_client(Path(kubeconfig))
+    if what == "jobs":
+        lister: Callable[..., Any] = partial(kubernetes.client.BatchV1Api(client).list_namespaced_job, namespace)
+    elif what == "pods-running":
+        lister = partial(kubernetes.client.CoreV1Api(client).list_namespaced_pod, namespace)
+    else:
+        lister = partial(kubernetes.client.CustomObjectsApi(client).list_namespaced_custom_object,
+                         GROUP, VERSION, namespace, "kaiwojobs")
     seen: dict[str, float] = {}
     lock = threading.Lock()
-    rv = batch.list_namespaced_job(namespace, limit=1).metadata.resource_version
+    rv = orjson.loads(lister(limit=1, _preload_content=False).data)["metadata"]["resourceVersion"]
 
     def watch() -> None:
         nonlocal rv
         while True:
-            response = batch.list_namespaced_job(namespace, watch=True, resource_version=rv,
-                                                 allow_watch_bookmarks=True, timeout_seconds=300,
-                                                 _preload_content=False)
+            response = lister(watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=300,
+                              _preload_content=False)
             for line in kubernetes.watch.watch.iter_resp_lines(response):
                 now = time.time()
                 event = orjson.loads(line)
-                meta = event.get("object", {}).get("metadata", {})
-                rv = meta.get("resourceVersion", rv)
-                if event.get("type") == "ADDED":
+                rv = (event.get("object") or {}).get("metadata", {}).get("resourceVersion", rv)
+                key = _first_seen(what, event)
+                if key is not None:
                     with lock:
-                        seen.setdefault(meta["name"], now)
+                        seen.setdefault(key, now)
 
     threading.Thread(target=watch, daemon=True).start()
     conn.send("ready")
@@ -186,29 +269,41 @@ def _watcher_main(conn: Connection, kubeconfig: str, namespace: str) -> None:
         if command == "stop":
             return
         with lock:
-            conn.send(dict(seen))
+            conn.send(len(seen) if command == "count" else dict(seen))
+
+
+class JobWatch:
+    """`watch()`: Job name -> wall time its first ADDED event reached the watcher; `watch.count()`:
+    how many, without shipping 10,000 entries across the pipe at every poll."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __call__(self) -> dict[str, float]:
+        self._conn.send("collect")
+        result: dict[str, float] = self._conn.recv()
+        return result
+
+    def count(self) -> int:
+        self._conn.send("count")
+        return int(self._conn.recv())
 
 
 @contextmanager
-def job_watcher(kubeconfig: Path, namespace: str) -> Iterator[Callable[[], dict[str, float]]]:
-    """Yields `seen()`: Job name -> wall time its first ADDED event reached the watcher."""
+def job_watcher(kubeconfig: Path, namespace: str, what: str = "jobs") -> Iterator[JobWatch]:
+    """Yields a `JobWatch` of the objects in `namespace` (Jobs' ADDED events by default; `_first_seen`
+    says what else)."""
     parent, child = CONTEXT.Pipe()
-    process = CONTEXT.Process(target=_watcher_main, args=(child, str(kubeconfig), namespace), daemon=True,
-                              name="job-watcher")
+    process = CONTEXT.Process(target=_watcher_main, args=(child, str(kubeconfig), namespace, what), daemon=True,
+                              name=f"watcher ({what})")
     process.start()
     if not parent.poll(60):
         process.kill()
         raise RuntimeError("the Job watcher did not start within 60 s")
     parent.recv()
     time.sleep(0.3)  # the watch request is sent right after "ready": a pacing gap, not synchronisation
-
-    def seen() -> dict[str, float]:
-        parent.send("collect")
-        result: dict[str, float] = parent.recv()
-        return result
-
     try:
-        yield seen
+        yield JobWatch(parent)
     finally:
         parent.send("stop")
         process.join(timeout=10)
