@@ -5,6 +5,7 @@ talks to the cluster. Port-forwards run in the background while the screen stays
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
@@ -260,18 +261,21 @@ class ManageApp(App[None]):
     def action_monitor(self) -> None:
         self._act("monitor")
 
-    def action_command(self) -> None:
+    def _ask_then(self, question: str, placeholder: str, act: Callable[[JsonObj, str], object]) -> None:
+        """Ask one line about the selected workload; `act(workload, answer)` unless cancelled or empty."""
         item = self.selected()
         if item is None:
             self.show("no workload selected")
             return
 
-        def answered(command: str | None) -> None:
-            if command:
-                self.run_in_pod(item, command)
+        def answered(answer: str | None) -> None:
+            if answer:
+                act(item, answer)
 
-        self.push_screen(AskText(f"Run in a pod of {self._label(item)} (sh -c):", "nvidia-smi; ls /workload"),
-                         answered)
+        self.push_screen(AskText(question.format(workload=self._label(item)), placeholder), answered)
+
+    def action_command(self) -> None:
+        self._ask_then("Run in a pod of {workload} (sh -c):", "nvidia-smi; ls /workload", self.run_in_pod)
 
     @work(thread=True, exclusive=True, group="detail")
     def run_in_pod(self, item: JsonObj, command: str) -> None:
@@ -282,17 +286,8 @@ class ManageApp(App[None]):
         self.call_from_thread(self.show, f"[command in {self._label(item)}]\n{text}")
 
     def action_forward(self) -> None:
-        item = self.selected()
-        if item is None:
-            self.show("no workload selected")
-            return
-
-        def answered(ports: str | None) -> None:
-            if ports:
-                self.start_forward(item, ports)
-
-        self.push_screen(AskText(f"Port-forward to a pod of {self._label(item)}: LOCAL:REMOTE, or :REMOTE "
-                                 "for any free local port", ":8080"), answered)
+        self._ask_then("Port-forward to a pod of {workload}: LOCAL:REMOTE, or :REMOTE for any free local port",
+                       ":8080", self.start_forward)
 
     @work(thread=True, group="forward")
     def start_forward(self, item: JsonObj, ports: str) -> None:
