@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # e2e_harness: the in-process operator
+
 from deploy_support import DEPLOY, kustomize
 
 

@@ -4,13 +4,11 @@ fix and exits 1."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,9 @@ import kubernetes
 import pytest
 import yaml
 from deploy_support import DEPLOY
+from e2e_harness import in_process_operator
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.kube import incluster
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.permissions import LEASE_RULES, OPERATOR_RULES
@@ -54,17 +53,8 @@ def healthy(kubectl_bin: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         env.setenv(incluster.DIR_VARIABLE, str(mount))
         env.setenv(incluster.HOST_VARIABLE, "127.0.0.1")
         env.setenv(incluster.PORT_VARIABLE, str(sb.sandbox.port))
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-        operator = Operator(None, HostSettings(in_cluster=True, lease_namespace=NAMESPACE))
-        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
-        try:
+        with in_process_operator(HostSettings(in_cluster=True, lease_namespace=NAMESPACE)):
             yield sb
-        finally:
-            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
 
 
 def test_a_healthy_install_passes_every_check(healthy: RunningSandbox) -> None:

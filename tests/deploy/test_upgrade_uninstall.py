@@ -5,21 +5,29 @@ finalizer away) lets the namespace and the workload's children go."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import yaml
 from deploy_support import DEPLOY
+from e2e_harness import in_process_operator
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_sandbox.testing import eventually, start_sandbox
 
 KAIWO = ("kaiwo.silogen.ai", "v1alpha1")
+
+
+def _long_running_job(custom: Any, namespace: str) -> None:
+    """A KaiwoJob `long` that runs for hours, once it is RUNNING."""
+    custom.create_namespaced_custom_object(*KAIWO, namespace, "kaiwojobs", {
+        "apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "long"},
+        "spec": {"entrypoint": "sleep 36000", "image": "busybox"}})
+    eventually(lambda: (custom.get_namespaced_custom_object(*KAIWO, namespace, "kaiwojobs", "long")
+                        .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
 
 
 def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_namespace(kubectl_bin: str) -> None:
@@ -28,21 +36,9 @@ def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_nam
         custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
         batch = kubernetes.client.BatchV1Api(sb.api_client())
         core.create_namespace({"metadata": {"name": "team"}})
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-        operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
-        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
-        try:
-            custom.create_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", {
-                "apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "long"},
-                "spec": {"entrypoint": "sleep 36000", "image": "busybox"}})
-            eventually(lambda: (custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")
-                                .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
-        finally:
-            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)  # the operator is uninstalled
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
+        with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
+            _long_running_job(custom, "team")
+        # leaving the block stopped the operator: it is uninstalled
         # Its workload keeps running.
         assert batch.read_namespaced_job("long", "team").status.active == 1
         kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
@@ -75,17 +71,8 @@ def test_reapplying_a_newer_deploy_keeps_running_workloads(kubectl_bin: str, tmp
         subprocess.run([*kubectl, "apply", "-k", str(DEPLOY), "--server-side"], check=True, capture_output=True)
         custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
         batch = kubernetes.client.BatchV1Api(sb.api_client())
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, daemon=True)
-        thread.start()
-        operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
-        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
-        try:
-            custom.create_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", {
-                "apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob", "metadata": {"name": "long"},
-                "spec": {"entrypoint": "sleep 36000", "image": "busybox"}})
-            eventually(lambda: (custom.get_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", "long")
-                                .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
+        with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
+            _long_running_job(custom, "default")
             before = batch.read_namespaced_job("long", "default")
             service = custom.get_namespaced_custom_object("ray.io", "v1", "kaiwo-system", "rayservices", "kaiwo-ray")
             newer = tmp_path / "v2"
@@ -112,7 +99,3 @@ def test_reapplying_a_newer_deploy_keeps_running_workloads(kubectl_bin: str, tmp
             assert after.status.active == 1
             job = custom.get_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", "long")
             assert job["status"]["status"] == "RUNNING"
-        finally:
-            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)

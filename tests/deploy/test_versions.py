@@ -5,19 +5,18 @@ v1beta1, runs a plain KaiwoJob, and puts Ray workloads in ERROR with a condition
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
+from e2e_harness import in_process_operator
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.kube.discovery import ClusterApis, parse_group_list
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, RAYJOBS, TOPOLOGIES
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
@@ -77,13 +76,9 @@ def test_discovery_reads_what_is_served() -> None:
 
 def test_the_operator_runs_on_kueue_v1beta1_without_kuberay_or_appwrapper(old_kueue: RunningSandbox) -> None:
     sb = old_kueue
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    operator = Operator(None, HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False))
     custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
-    try:
-        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)  # no informer waits on a 404
+    # no informer waits on a 404: the start returns
+    with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
         queues = eventually(lambda: custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta1",
                                                                       "clusterqueues")["items"], timeout=30)
         assert queues[0]["apiVersion"] == "kueue.x-k8s.io/v1beta1" and queues[0]["spec"]["cohort"]
@@ -113,10 +108,6 @@ def test_the_operator_runs_on_kueue_v1beta1_without_kuberay_or_appwrapper(old_ku
             named = {n for n in ("KubeRay", "AppWrapper") if f"{n} is not installed" in cond["message"]}
             assert named == set(needs), cond["message"]
             assert "then restart kaiwo-ray" in cond["message"]
-    finally:
-        asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
 
 
 def _up(kubeconfig: Path, tmp_path: Path, timeout: float) -> subprocess.Popen[str]:

@@ -42,28 +42,51 @@ class OperatorSandbox:
         return operator
 
 
+@dataclass
+class RunningOperator:
+    """An Operator on an event loop of its own thread (`in_process_operator`)."""
+
+    operator: Operator
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, coro: Any, timeout: float = 60.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+
+@contextmanager
+def in_process_operator(settings: HostSettings, names: list[str] | None = None,
+                        timeout: float = 60.0) -> Iterator[RunningOperator]:
+    """The operator (`names`: those controllers, None: the default set) started on a private loop; on
+    exit it is stopped (releasing its Leases) and the loop ended."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="kaiwo-operator", daemon=True)
+    thread.start()
+    running = RunningOperator(Operator(names, settings), loop)
+    try:
+        running.run(running.operator.start(), timeout)
+        yield running
+    finally:
+        try:
+            running.run(running.operator.stop(), timeout)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+
+
 @contextmanager
 def operator_sandbox(host_settings: dict[str, Any] | None = None, **sandbox_kwargs: Any) -> Iterator[OperatorSandbox]:
     """`host_settings` override the operator's HostSettings (default: no leader election)."""
     sandbox_kwargs.setdefault("time_factor", TIME_FACTOR)
     sb = start_sandbox(cluster=True, **sandbox_kwargs)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="kaiwo-operator", daemon=True)
-    thread.start()
-    operator = Operator(None, HostSettings(**{"kubeconfig": str(sb.kubeconfig_path), "lease": False,
-                                              **(host_settings or {})}))
+    settings = HostSettings(**{"kubeconfig": str(sb.kubeconfig_path), "lease": False, **(host_settings or {})})
     try:
-        asyncio.run_coroutine_threadsafe(operator.start(), loop).result(30)
-        kube = Kube(sb.api_client())
-        env = OperatorSandbox(sb, operator, loop, Target(kube, "sandbox", SANDBOX_TIMEOUT, sandbox=True))
-        # The default queue (from the nodes) is what most scenarios run through.
-        wait_for(lambda: kube.get(kube.kueue_api, "ClusterQueue", "kaiwo"), SANDBOX_TIMEOUT,
-                 "the default ClusterQueue kaiwo")
-        yield env
+        with in_process_operator(settings, timeout=30) as running:
+            kube = Kube(sb.api_client())
+            env = OperatorSandbox(sb, running.operator, running.loop,
+                                  Target(kube, "sandbox", SANDBOX_TIMEOUT, sandbox=True))
+            # The default queue (from the nodes) is what most scenarios run through.
+            wait_for(lambda: kube.get(kube.kueue_api, "ClusterQueue", "kaiwo"), SANDBOX_TIMEOUT,
+                     "the default ClusterQueue kaiwo")
+            yield env
     finally:
-        try:
-            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(30)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
-            sb.stop()
+        sb.stop()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from e2e_harness import TIME_FACTOR
+from e2e_harness import TIME_FACTOR, in_process_operator
 from e2e_scenarios import (
     apply_singleton,
     kaiwo_job,
@@ -40,7 +39,7 @@ from e2e_scenarios import (
 )
 from e2e_support import KAIWO_API, JsonObj, Kube, Target, condition, wait_for
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.kube import incluster
 from kaiwo_sandbox.contracts import ApiError
 from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
@@ -289,13 +288,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         config = incluster.load()
         settings = HostSettings(in_cluster=True, lease=True, lease_namespace=config.namespace() or "",
                                 identity="in-cluster")
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="kaiwo-operator", daemon=True)
-        thread.start()
-        operator = Operator(None, settings)
         target = Target(kube, "sandbox", 30.0, sandbox=True)
-        try:
-            asyncio.run_coroutine_threadsafe(operator.start(), loop).result(60)
+        with in_process_operator(settings):  # leaving it stops the operator, which releases its Leases
             wait_for(lambda: kube.get(kube.kueue_api, "ClusterQueue", "kaiwo"), 30.0, "the default ClusterQueue")
             scenario_queueing(target)
             scenario_job_updates(target)
@@ -311,10 +305,6 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             scenario_child_name_conflicts(target)  # these two before the churn drops the default queue
             scenario_drift_repair(target)
             scenario_queue_churn(target)
-            asyncio.run_coroutine_threadsafe(operator.stop(), loop).result(60)  # releases its Leases
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=10)
         yield Run(sb, target, sb.audit.records(user=SA_USER))
 
 
