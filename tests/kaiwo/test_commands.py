@@ -5,19 +5,19 @@ keeps to a namespace of its own."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 from e2e_harness import OperatorSandbox
 from test_offline import one_error_line
 
+from kaiwo_sandbox.testing import polling
+
 Run = Callable[..., tuple[int, str, str]]  # the `kaiwo`/`offline_kaiwo` fixtures (conftest.py)
 
-T = TypeVar("T")
 NAMESPACES = ['ns-bad', 'ns-delete', 'ns-exec', 'ns-explain', 'ns-fail', 'ns-follow', 'ns-list', 'ns-logs', 'ns-monitor', 'ns-monitor-cpu', 'ns-precedence', 'ns-status', 'ns-stdin', 'ns-submit', 'ns-wait']
 
 
@@ -28,15 +28,7 @@ def namespaces(cluster: OperatorSandbox) -> None:
         assert status in (201, 409), body
 
 
-def wait_for(check: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)  # polling period under a deadline
-    raise AssertionError(f"{what} not met within {timeout}s (last: {last!r})")
+wait_for = polling(timeout=60.0, interval=0.1)  # wait_for(check, timeout, message)
 
 
 def job(name: str, namespace: str, *, entrypoint: str = "echo hello from kaiwo; sleep 20", gpus: int = 0,
@@ -255,7 +247,7 @@ def test_status_tables_count_gpus_and_workloads(kaiwo: Run, tmp_path: Path) -> N
 def test_explain_says_why_and_what_holds_it(kaiwo: Run, tmp_path: Path) -> None:
     manifest = job("too-big", "ns-explain", gpus=4096)
     assert kaiwo("submit", "-f", write(tmp_path, manifest))[0] == 0
-    wait_for(lambda: phase_of(kaiwo, "job/too-big", "ns-explain") not in ("",), what="a phase")
+    wait_for(lambda: phase_of(kaiwo, "job/too-big", "ns-explain") not in ("",), message="a phase")
     code, out, _ = kaiwo("explain", "job/too-big", "-n", "ns-explain")
     assert code == 0
     assert out.startswith("KaiwoJob ns-explain/too-big")

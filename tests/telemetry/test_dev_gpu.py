@@ -14,11 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kubernetes
 import pytest
@@ -26,21 +24,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
 from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION
+from kaiwo_sandbox.testing import polling
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-T = TypeVar("T")
 KAIWO = ("kaiwo.silogen.ai", "v1alpha1")
 
 
-def wait_for(check: Callable[[], T], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)  # polling period under a deadline
-    pytest.fail(f"{what} not met within {timeout}s; last value: {last!r}")
+wait_for = polling(interval=0.3)  # wait_for(check, timeout, message): real Ray and a subprocess
 
 
 def _free_port() -> int:
