@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_support import wait_for
+from late_source import LateSource
 
 from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
 from kaiwo_ray.kube.client import KubeClient
@@ -30,18 +31,9 @@ pytestmark = pytest.mark.slow
 API = "kaiwo.silogen.ai/v1alpha1"
 
 
-class _LateSource:
-    def __init__(self) -> None:
-        self.inner: Any = None
-        self.name = "late"
-
-    async def readings(self, pods: Any) -> Any:
-        return {} if self.inner is None else await self.inner.readings(pods)
-
-
 @pytest.fixture(scope="module")
 def env() -> Iterator[OperatorSandbox]:
-    source = _LateSource()
+    source = LateSource()
     options = {"gpuworkload": {"settings": GpuPreemptionSettings(enabled=True, polling_interval=0.3),
                                "source": source}}
     with operator_sandbox({"controller_options": options}, time_factor=1.0) as running:

@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_scenarios import kaiwo_job, wait_phase
 from e2e_support import KAIWO_API, condition, wait_for
+from late_source import LateSource
 
 from kaiwo_ray.controllers.monitoring import MonitorSettings
 from kaiwo_ray.kube.client import KubeClient
@@ -30,20 +31,9 @@ pytestmark = pytest.mark.slow
 CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"
 
 
-class _LateSource:
-    """Built once the sandbox is up (the source needs its address); forwards to the real one."""
-
-    def __init__(self) -> None:
-        self.inner: Any = None
-        self.name = "late"
-
-    async def readings(self, pods: Any) -> Any:
-        return {} if self.inner is None else await self.inner.readings(pods)
-
-
 @pytest.fixture(scope="module", params=["telemetry", "scrape"])
 def monitored(request: Any) -> Iterator[tuple[OperatorSandbox, str]]:
-    source = _LateSource()
+    source = LateSource()
     options = {"resourcemonitor": {"settings": MonitorSettings(enabled=True, polling_interval=0.3),
                                    "source": source}}
     with operator_sandbox({"controller_options": options}) as env:
