@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from kaiwo_ray.api.yaml_input import BoundedLoader, safe_load_all
+
 JsonObj = dict[str, Any]
 
 STDIN = "-"
@@ -85,6 +87,8 @@ def _looks_like_json(text: str) -> bool:
 def _load_json(text: str) -> list[Any]:
     try:
         return [json.loads(text)]
+    except RecursionError:  # nested past the interpreter's stack: the YAML reader says so, with a line
+        return _load_yaml(text)
     except json.JSONDecodeError as exc:
         # JSON-looking text may still be valid YAML flow style (`{a: 1}`): give YAML its chance.
         try:
@@ -97,7 +101,7 @@ def _load_json(text: str) -> list[Any]:
 
 def _load_yaml(text: str) -> list[Any]:
     try:
-        documents = list(yaml.load_all(text, Loader=_Loader))
+        documents = list(safe_load_all(text, _Loader))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         position = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -161,8 +165,8 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as strings: Kubernetes objects carry RFC 3339 strings, and
+class _Loader(BoundedLoader):
+    """The bounded SafeLoader (nesting, aliases: kaiwo_ray.api.yaml_input), keeping timestamps as strings: Kubernetes objects carry RFC 3339 strings, and
     turning them into datetimes would change what the renderers see and what we print back."""
 
 

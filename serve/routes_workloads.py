@@ -271,6 +271,8 @@ def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
             doc = json.loads(text)
         except json.JSONDecodeError as err:
             raise ApiError(400, f"invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        except RecursionError:
+            raise ApiError(400, "invalid JSON: nested deeper than a manifest can be") from None
     else:
         try:
             docs = [d for d in safe_load_all(text) if d is not None]

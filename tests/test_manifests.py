@@ -36,6 +36,12 @@ class TestReading:
             ("document 2: items[1]", "C"),
         ]
 
+    def test_hostile_yaml_is_a_located_error(self) -> None:
+        with pytest.raises(ManifestReadError, match=r"^line \d+, column \d+: invalid YAML: nesting deeper than 100"):
+            parse_documents("[" * 200_000)
+        with pytest.raises(ManifestReadError, match=r"invalid YAML: an alias refers to a node that contains it"):
+            parse_documents("kind: A\nitems: &x [*x]\n")
+
     def test_plain_yaml_list(self) -> None:
         assert parse_documents("- {kind: A}\n- {kind: B}\n") == [{"kind": "A"}, {"kind": "B"}]
 

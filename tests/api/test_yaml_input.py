@@ -26,3 +26,11 @@ def test_alias_expansion_is_bounded() -> None:
     with pytest.raises(yaml.YAMLError, match="expands to more than 1,000,000 values") as error:
         list(safe_load_all(laughs))
     assert error.value.problem_mark is not None  # type: ignore[attr-defined]
+
+
+def test_a_recursive_document_is_refused_not_expanded_forever() -> None:
+    for text in ("a: &x [*x]\n", "a: &x {k: [1, *x]}\n"):
+        with pytest.raises(yaml.YAMLError, match="an alias refers to a node that contains it"):
+            list(safe_load_all(text))
+    shared = "a: &a [1]\nb: [*a, [*a, *a]]\n"  # shared, not recursive
+    assert list(safe_load_all(shared)) == list(yaml.safe_load_all(shared))

@@ -149,6 +149,8 @@ def test_bad_manifests(http: httpx.Client) -> None:
     yaml_headers = {"Content-Type": "application/yaml"}
     nested = http.post("/api/v1/workloads", content="[" * 200_000, headers=yaml_headers)
     assert nested.status_code == 400 and "nesting deeper than 100 levels" in nested.json()["message"]
+    deep_json = http.post("/api/v1/workloads", content="[" * 200_000, headers={"Content-Type": "application/json"})
+    assert deep_json.status_code == 400 and "nested deeper" in deep_json.json()["message"]
     laughs = http.post("/api/v1/workloads", content=BILLION_LAUGHS, headers=yaml_headers)
     assert laughs.status_code == 400 and "expands to more than" in laughs.json()["message"]
     wrong_kind = submit(http, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
