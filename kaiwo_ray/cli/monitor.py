@@ -105,9 +105,9 @@ def gpu_report(api: Api, namespace: str, pods: list[JsonObj], out: BinaryIO) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.admin_link import AdminUnavailable, resolve
-    from kaiwo_ray.cli.errors import ClusterError, UsageError
-    from kaiwo_ray.cli.workloads import fetch, parse_selector, pods_of
+    from kaiwo_ray.cli.admin_link import resolve
+    from kaiwo_ray.cli.errors import UsageError
+    from kaiwo_ray.cli.workloads import fetch, parse_selector
 
     wtype, name = parse_selector(args.workload)
     api = connect(args)
@@ -116,29 +116,35 @@ def run(args: argparse.Namespace) -> int:
     admin_url = resolve(args.admin_url, api.access) if args.source != "pod" else None
     if args.source == "telemetry" and admin_url is None:
         raise UsageError("no kaiwo-ray admin API known for GPU telemetry: pass --admin-url or set "
-                           "KAIWO_ADMIN_URL (or use --source pod)")
+                         "KAIWO_ADMIN_URL (or use --source pod)")
     while True:
-        pods = pods_of(api, workload)
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[H\x1b[2J")
             sys.stdout.flush()
-        if admin_url is not None:
-            try:
-                if telemetry_report(api, admin_url, workload, sys.stdout.buffer):
-                    if not args.watch:
-                        return 0
-                    time.sleep(args.watch)  # the refresh period the user asked for
-                    continue
-                problem = f"kaiwo-ray telemetry has no GPU samples for the pods of {args.workload}"
-            except AdminUnavailable as err:
-                problem = str(err)
-            if args.source == "telemetry":
-                raise ClusterError(problem)
-            print(f"({problem}: asking the GPU tool in each pod)", file=sys.stderr, flush=True)
-        if not gpu_report(api, namespace, pods, sys.stdout.buffer):
-            running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
-            raise ClusterError(f"{args.workload} has no running pod with GPUs"
-                               + (f" ({running} running without GPU limits)" if running else ""))
+        _show(api, args, admin_url, workload, namespace)
         if not args.watch:
             return 0
         time.sleep(args.watch)  # the refresh period the user asked for
+
+
+def _show(api: Api, args: argparse.Namespace, admin_url: str | None, workload: JsonObj, namespace: str) -> None:
+    """One refresh: kaiwo-ray telemetry when it has the workload's GPUs, else the vendor tool in each pod."""
+    from kaiwo_ray.cli.admin_link import AdminUnavailable
+    from kaiwo_ray.cli.errors import ClusterError
+    from kaiwo_ray.cli.workloads import pods_of
+
+    if admin_url is not None:
+        try:
+            if telemetry_report(api, admin_url, workload, sys.stdout.buffer):
+                return
+            problem = f"kaiwo-ray telemetry has no GPU samples for the pods of {args.workload}"
+        except AdminUnavailable as err:
+            problem = str(err)
+        if args.source == "telemetry":
+            raise ClusterError(problem)
+        print(f"({problem}: asking the GPU tool in each pod)", file=sys.stderr, flush=True)
+    pods = pods_of(api, workload)
+    if not gpu_report(api, namespace, pods, sys.stdout.buffer):
+        running = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
+        raise ClusterError(f"{args.workload} has no running pod with GPUs"
+                           + (f" ({running} running without GPU limits)" if running else ""))
