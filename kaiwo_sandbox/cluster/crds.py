@@ -61,6 +61,75 @@ _RAYJOB_STATUS: JsonObj = _loose({"failed": _int(0), "succeeded": _int(0)})
 _RAYSERVICE_SPEC: JsonObj = _loose({"rayClusterConfig": _RAYCLUSTER_SPEC, "serveService": _loose({"spec": _TCP_PORTS})})
 
 
+def _string(default: str) -> JsonObj:
+    return {"type": "string", "default": default}
+
+
+# The `default:` markers the core types put in a PodTemplateSpec embedded in a CRD (controller-gen
+# copies them from k8s.io/api): every container list's ports, env/envFrom references, probes, and the
+# volume sources that declare one.
+_NAMED_REF: JsonObj = _loose({"name": _string("")})
+_PROBE: JsonObj = _loose({"grpc": _loose({"service": _string("")})})
+_CONTAINER: JsonObj = _loose({
+    "ports": _list_of(_loose({"protocol": _string("TCP")})),
+    "env": _list_of(_loose({"valueFrom": _loose({
+        "configMapKeyRef": _NAMED_REF, "secretKeyRef": _NAMED_REF,
+        "fileKeyRef": _loose({"optional": {"type": "boolean", "default": False}})})})),
+    "envFrom": _list_of(_loose({"configMapRef": _NAMED_REF, "secretRef": _NAMED_REF})),
+    "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+})
+_VOLUME: JsonObj = _loose({
+    "azureDisk": _loose({"fsType": _string("ext4"), "readOnly": {"type": "boolean", "default": False}}),
+    "cephfs": _loose({"secretRef": _NAMED_REF}),
+    "cinder": _loose({"secretRef": _NAMED_REF}),
+    "configMap": _NAMED_REF,
+    "csi": _loose({"nodePublishSecretRef": _NAMED_REF}),
+    "flexVolume": _loose({"secretRef": _NAMED_REF}),
+    "iscsi": _loose({"iscsiInterface": _string("default"), "secretRef": _NAMED_REF}),
+    "projected": _loose({"sources": _list_of(_loose({"configMap": _NAMED_REF, "secret": _NAMED_REF}))}),
+    "rbd": _loose({"keyring": _string("/etc/ceph/keyring"), "pool": _string("rbd"), "secretRef": _NAMED_REF,
+                   "user": _string("admin")}),
+    "scaleIO": _loose({"fsType": _string("xfs"), "secretRef": _NAMED_REF,
+                       "storageMode": _string("ThinProvisioned")}),
+    "storageos": _loose({"secretRef": _NAMED_REF}),
+})
+_POD_TEMPLATE: JsonObj = _loose({"spec": _loose({
+    "containers": _list_of(_CONTAINER), "initContainers": _list_of(_CONTAINER),
+    "ephemeralContainers": _list_of(_CONTAINER), "imagePullSecrets": _list_of(_NAMED_REF),
+    "volumes": _list_of(_VOLUME),
+})})
+
+# The `default:` markers of Kueue's CRDs (config/components/crd/bases/kueue.x-k8s.io_*.yaml), the same
+# in every release from v0.16 (v1beta2 stored) to v0.19.2 for both served versions, except where noted.
+# Kueue's mutating webhooks add no field defaults (ClusterQueue/ResourceFlavor: a finalizer, not
+# simulated; Workload: drops minCount without PartialAdmission). ResourceFlavor, WorkloadPriorityClass
+# and Topology declare none. `namespaceSelector` has no default (null selects no namespace).
+_FAIR_SHARING: JsonObj = _loose({"weight": {"x-kubernetes-int-or-string": True, "default": 1}})
+_CLUSTER_QUEUE_SPEC: JsonObj = _loose({
+    "fairSharing": _FAIR_SHARING,
+    "flavorFungibility": {**_loose({"whenCanBorrow": _string("MayStopSearch"),
+                                    "whenCanPreempt": _string("TryNextFlavor")}), "default": {}},
+    "preemption": {**_loose({
+        "borrowWithinCohort": {**_loose({"policy": _string("Never")}), "default": {}},
+        "reclaimWithinCohort": _string("Never"),
+        "withinClusterQueue": _string("Never"),
+    }), "default": {}},
+    "queueingStrategy": _string("BestEffortFIFO"),
+    "stopPolicy": _string("None"),
+})
+_LOCAL_QUEUE_SPEC: JsonObj = _loose({"fairSharing": _FAIR_SHARING, "stopPolicy": _string("None")})
+_WORKLOAD_SPEC: JsonObj = _loose({
+    "active": {"type": "boolean", "default": True},
+    "podSets": _list_of(_loose({"count": _int(1), "name": _string("main"), "template": _POD_TEMPLATE})),
+})
+# v1beta1 only: the priority's source, replaced by `priorityClassRef` in v1beta2.
+_WORKLOAD_SPEC_V1BETA1: JsonObj = _loose({**_WORKLOAD_SPEC["properties"],
+                                          "priorityClassSource": _string("")})
+_WORKLOAD_STATUS: JsonObj = _loose({
+    "admission": _loose({"podSetAssignments": _list_of(_loose({"name": _string("main")}))}),
+})
+
+
 def _column(name: str, path: str, kind: str = "string", priority: int = 0, description: str = "") -> JsonObj:
     column: JsonObj = {"name": name, "type": kind, "jsonPath": path}
     if priority:
@@ -73,9 +142,11 @@ def _column(name: str, path: str, kind: str = "string", priority: int = 0, descr
 def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, bool]],
         columns: Iterable[JsonObj] = (), scope: str = "Namespaced", short_names: Sequence[str] = (),
         categories: Sequence[str] = (), per_version_columns: dict[str, list[JsonObj]] | None = None,
-        deprecated: Sequence[str] = (), spec: JsonObj | None = None, status: JsonObj | None = None) -> JsonObj:
+        deprecated: Sequence[str] = (), spec: JsonObj | None = None, status: JsonObj | None = None,
+        per_version_spec: dict[str, JsonObj] | None = None) -> JsonObj:
     """A CRD with a loose schema and a status subresource. `versions`: (name, is_storage); `spec` and
-    `status`: schemas for those (loose ones declaring the upstream defaults)."""
+    `status`: schemas for those (loose ones declaring the upstream defaults), `per_version_spec` where
+    a version's differs."""
     names: JsonObj = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
     if short_names:
         names["shortNames"] = list(short_names)
@@ -86,7 +157,7 @@ def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, boo
     for name, storage in versions:
         version: JsonObj = {
             "name": name, "served": True, "storage": storage,
-            "schema": {"openAPIV3Schema": _schema(spec, status)},
+            "schema": {"openAPIV3Schema": _schema((per_version_spec or {}).get(name, spec), status)},
             "subresources": {"status": {}},
         }
         version_columns = (per_version_columns or {}).get(name, default_columns)
@@ -180,9 +251,9 @@ def kueue_crds() -> list[JsonObj]:
     ]
     return [
         crd(group, "ClusterQueue", "clusterqueues", versions=both, scope="Cluster", short_names=("cq",),
-            columns=cq_columns, per_version_columns={"v1beta1": cq_v1beta1}, deprecated=("v1beta1",)),
+            spec=_CLUSTER_QUEUE_SPEC, columns=cq_columns, per_version_columns={"v1beta1": cq_v1beta1}, deprecated=("v1beta1",)),
         crd(group, "LocalQueue", "localqueues", versions=both, short_names=("queue", "queues", "lq"),
-            columns=lq_columns, deprecated=("v1beta1",)),
+            spec=_LOCAL_QUEUE_SPEC, columns=lq_columns, deprecated=("v1beta1",)),
         crd(group, "ResourceFlavor", "resourceflavors", versions=both, scope="Cluster", short_names=("flavor",
             "flavors", "rf"), deprecated=("v1beta1",)),
         crd(group, "WorkloadPriorityClass", "workloadpriorityclasses", versions=both, scope="Cluster",
@@ -190,7 +261,8 @@ def kueue_crds() -> list[JsonObj]:
                                                    description="Value of workloadPriorityClass's Priority"),
                                            _AGE], deprecated=("v1beta1",)),
         crd(group, "Workload", "workloads", versions=both, short_names=("wl", "kwl"), columns=workload_columns,
-            deprecated=("v1beta1",)),
+            deprecated=("v1beta1",), spec=_WORKLOAD_SPEC, status=_WORKLOAD_STATUS,
+            per_version_spec={"v1beta1": _WORKLOAD_SPEC_V1BETA1}),
         crd(group, "Topology", "topologies", versions=[("v1beta1", True)], scope="Cluster"),
     ]
 
