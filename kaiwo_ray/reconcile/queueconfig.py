@@ -400,7 +400,7 @@ def normalise_cluster_queue_spec(spec: Mapping[str, Any]) -> JsonObj:
             "reclaimWithinCohort": preemption.get("reclaimWithinCohort") or "Never",
             "withinClusterQueue": preemption.get("withinClusterQueue") or "Never",
             # Kueue's CRD defaults an absent borrowWithinCohort to {policy: Never}: the same thing.
-            "borrowWithinCohort": None if _inert_borrow(borrow) else {
+            "borrowWithinCohort": None if borrow is None or _inert_borrow(borrow) else {
                 "policy": borrow.get("policy") or "Never",
                 "maxPriorityThreshold": borrow.get("maxPriorityThreshold"),
             },
@@ -411,7 +411,7 @@ def normalise_cluster_queue_spec(spec: Mapping[str, Any]) -> JsonObj:
     }
 
 
-def _inert_borrow(borrow: Any) -> bool:
+def _inert_borrow(borrow: Mapping[str, Any]) -> bool:
     return not borrow or ((borrow.get("policy") or "Never") == "Never" and borrow.get("maxPriorityThreshold") is None)
 
 
