@@ -43,41 +43,19 @@ def _list_of(item: JsonObj) -> JsonObj:
     return {"type": "array", "items": item}
 
 
-# The `default:` markers of KubeRay v1.4.2's CRDs (ray-operator/config/crd/bases/ray.io_*.yaml), the
-# version the reference cluster runs; outside them the schema stays loose.
-_TCP_PORTS: JsonObj = _loose({"ports": _list_of(_loose({"protocol": {"type": "string", "default": "TCP"}}))})
-_RAYCLUSTER_SPEC: JsonObj = _loose({
-    "headGroupSpec": _loose({"headService": _loose({"spec": _TCP_PORTS})}),
-    "workerGroupSpecs": _list_of(_loose({"maxReplicas": _int(2147483647), "minReplicas": _int(0),
-                                         "numOfHosts": _int(1), "replicas": _int(0)})),
-})
-_RAYJOB_SPEC: JsonObj = _loose({
-    "backoffLimit": _int(0),
-    "submissionMode": {"type": "string", "default": "K8sJobMode"},
-    "ttlSecondsAfterFinished": _int(0),
-    "rayClusterSpec": _RAYCLUSTER_SPEC,
-})
-_RAYJOB_STATUS: JsonObj = _loose({"failed": _int(0), "succeeded": _int(0)})
-_RAYSERVICE_SPEC: JsonObj = _loose({"rayClusterConfig": _RAYCLUSTER_SPEC, "serveService": _loose({"spec": _TCP_PORTS})})
-
-
 def _string(default: str) -> JsonObj:
     return {"type": "string", "default": default}
 
 
 # The `default:` markers the core types put in a PodTemplateSpec embedded in a CRD (controller-gen
 # copies them from k8s.io/api): every container list's ports, env/envFrom references, probes, and the
-# volume sources that declare one.
+# volume sources that declare one. `file_key_ref`: the k8s.io/api the CRD was built with has
+# `env[].valueFrom.fileKeyRef` (1.34+; Kueue >= 0.16 yes, KubeRay 1.4.2 no).
 _NAMED_REF: JsonObj = _loose({"name": _string("")})
 _PROBE: JsonObj = _loose({"grpc": _loose({"service": _string("")})})
-_CONTAINER: JsonObj = _loose({
-    "ports": _list_of(_loose({"protocol": _string("TCP")})),
-    "env": _list_of(_loose({"valueFrom": _loose({
-        "configMapKeyRef": _NAMED_REF, "secretKeyRef": _NAMED_REF,
-        "fileKeyRef": _loose({"optional": {"type": "boolean", "default": False}})})})),
-    "envFrom": _list_of(_loose({"configMapRef": _NAMED_REF, "secretRef": _NAMED_REF})),
-    "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
-})
+_VALUE_FROM: JsonObj = _loose({"configMapKeyRef": _NAMED_REF, "secretKeyRef": _NAMED_REF})
+_ENV: JsonObj = _list_of(_loose({"valueFrom": _VALUE_FROM}))
+_ENV_FROM: JsonObj = _list_of(_loose({"configMapRef": _NAMED_REF, "secretRef": _NAMED_REF}))
 _VOLUME: JsonObj = _loose({
     "azureDisk": _loose({"fsType": _string("ext4"), "readOnly": {"type": "boolean", "default": False}}),
     "cephfs": _loose({"secretRef": _NAMED_REF}),
@@ -93,11 +71,48 @@ _VOLUME: JsonObj = _loose({
                        "storageMode": _string("ThinProvisioned")}),
     "storageos": _loose({"secretRef": _NAMED_REF}),
 })
-_POD_TEMPLATE: JsonObj = _loose({"spec": _loose({
-    "containers": _list_of(_CONTAINER), "initContainers": _list_of(_CONTAINER),
-    "ephemeralContainers": _list_of(_CONTAINER), "imagePullSecrets": _list_of(_NAMED_REF),
-    "volumes": _list_of(_VOLUME),
-})})
+
+
+def _pod_template(*, file_key_ref: bool) -> JsonObj:
+    value_from = _VALUE_FROM
+    if file_key_ref:
+        value_from = _loose({**_VALUE_FROM["properties"],
+                             "fileKeyRef": _loose({"optional": {"type": "boolean", "default": False}})})
+    container = _loose({
+        "ports": _list_of(_loose({"protocol": _string("TCP")})),
+        "env": _list_of(_loose({"valueFrom": value_from})), "envFrom": _ENV_FROM,
+        "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+    })
+    return _loose({"spec": _loose({
+        "containers": _list_of(container), "initContainers": _list_of(container),
+        "ephemeralContainers": _list_of(container), "imagePullSecrets": _list_of(_NAMED_REF),
+        "volumes": _list_of(_VOLUME),
+    })})
+
+
+# The `default:` markers of KubeRay v1.4.2's CRDs (ray-operator/config/crd/bases/ray.io_*.yaml), the
+# version the reference cluster runs; outside them the schema stays loose.
+_TCP_PORTS: JsonObj = _loose({"ports": _list_of(_loose({"protocol": {"type": "string", "default": "TCP"}}))})
+_RAY_POD_TEMPLATE = _pod_template(file_key_ref=False)
+_REDIS_CREDENTIAL: JsonObj = _loose({"valueFrom": _VALUE_FROM})
+_RAYCLUSTER_SPEC: JsonObj = _loose({
+    "autoscalerOptions": _loose({"env": _ENV, "envFrom": _ENV_FROM}),
+    "gcsFaultToleranceOptions": _loose({"redisPassword": _REDIS_CREDENTIAL, "redisUsername": _REDIS_CREDENTIAL}),
+    "headGroupSpec": _loose({"headService": _loose({"spec": _TCP_PORTS}), "template": _RAY_POD_TEMPLATE}),
+    "workerGroupSpecs": _list_of(_loose({"maxReplicas": _int(2147483647), "minReplicas": _int(0),
+                                         "numOfHosts": _int(1), "replicas": _int(0),
+                                         "template": _RAY_POD_TEMPLATE})),
+})
+_RAYJOB_SPEC: JsonObj = _loose({
+    "backoffLimit": _int(0),
+    "submissionMode": {"type": "string", "default": "K8sJobMode"},
+    "ttlSecondsAfterFinished": _int(0),
+    "rayClusterSpec": _RAYCLUSTER_SPEC,
+    "submitterPodTemplate": _RAY_POD_TEMPLATE,
+})
+_RAYJOB_STATUS: JsonObj = _loose({"failed": _int(0), "succeeded": _int(0)})
+_RAYSERVICE_SPEC: JsonObj = _loose({"rayClusterConfig": _RAYCLUSTER_SPEC, "serveService": _loose({"spec": _TCP_PORTS})})
+
 
 # The `default:` markers of Kueue's CRDs (config/components/crd/bases/kueue.x-k8s.io_*.yaml), the same
 # in every release from v0.16 (v1beta2 stored) to v0.19.2 for both served versions, except where noted.
@@ -120,7 +135,8 @@ _CLUSTER_QUEUE_SPEC: JsonObj = _loose({
 _LOCAL_QUEUE_SPEC: JsonObj = _loose({"fairSharing": _FAIR_SHARING, "stopPolicy": _string("None")})
 _WORKLOAD_SPEC: JsonObj = _loose({
     "active": {"type": "boolean", "default": True},
-    "podSets": _list_of(_loose({"count": _int(1), "name": _string("main"), "template": _POD_TEMPLATE})),
+    "podSets": _list_of(_loose({"count": _int(1), "name": _string("main"),
+                                "template": _pod_template(file_key_ref=True)})),
 })
 # v1beta1 only: the priority's source, replaced by `priorityClassRef` in v1beta2.
 _WORKLOAD_SPEC_V1BETA1: JsonObj = _loose({**_WORKLOAD_SPEC["properties"],
