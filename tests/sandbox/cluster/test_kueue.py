@@ -378,3 +378,40 @@ def test_the_workload_kueue_creates_carries_the_defaults(world: tuple[Clients, K
     assert wl["spec"]["active"] is True
     cq = kueue.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "cq")["spec"]
     assert cq["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
+
+
+def test_the_resource_in_use_finalizer_holds_a_used_queue_and_flavor(world: tuple[Clients, Kueue],
+                                                                      wait_for: WaitFor) -> None:
+    """Kueue's webhooks add `kueue.x-k8s.io/resource-in-use` to ClusterQueues and ResourceFlavors; a
+    deleted one stays Terminating while a Workload reserves quota in it (the queue) or a ClusterQueue
+    names it (the flavor), and goes once that ends."""
+    clients, kueue = world
+    kueue.cluster_queue("cq", 8)
+    kueue.local_queue("team", "cq")
+    finalizer = "kueue.x-k8s.io/resource-in-use"
+
+    def get(plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj: dict[str, Any] = kueue.custom.get_cluster_custom_object(*KUEUE, plural, name)
+        except kubernetes.client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return obj
+
+    assert (get("clusterqueues", "cq") or {})["metadata"]["finalizers"] == [finalizer]
+    assert (get("resourceflavors", "mi300x") or {})["metadata"]["finalizers"] == [finalizer]
+    clients.batch.create_namespaced_job("default", gpu_job("train", 1, seconds=3600))
+    wait_for(lambda: is_true(kueue.workload_of("train"), "Admitted"), timeout=30, message="admitted")
+
+    kueue.custom.delete_cluster_custom_object(*KUEUE, "resourceflavors", "mi300x")
+    kueue.custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", "cq")
+    # Kueue has seen the deletion (it reports the queue Terminating) and still holds both.
+    wait_for(lambda: (condition(get("clusterqueues", "cq"), "Active") or {}).get("reason") == "Terminating",
+             timeout=30, message="the queue reported Terminating")
+    assert is_true(kueue.workload_of("train"), "Admitted")
+    assert (get("clusterqueues", "cq") or {})["metadata"].get("deletionTimestamp")
+    assert (get("resourceflavors", "mi300x") or {})["metadata"].get("deletionTimestamp")
+    clients.batch.delete_namespaced_job("train", "default", propagation_policy="Background")
+    wait_for(lambda: get("clusterqueues", "cq") is None, timeout=30, message="queue gone once unused")
+    wait_for(lambda: get("resourceflavors", "mi300x") is None, timeout=30, message="flavor gone with its queue")
