@@ -25,7 +25,7 @@ from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
-from kaiwo_ray.reconcile.drift import needs_write, update_body
+from kaiwo_ray.reconcile.drift import drifted, needs_write, update_body
 from kaiwo_ray.render import (
     RenderError,
     effective_queue,
@@ -458,6 +458,8 @@ def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
         live = world.children.get((obj["kind"], obj["metadata"]["name"]))
         if obj["kind"] == "LocalQueue":
             live = None  # only created when absent
+        if not drifted(obj, live):
+            continue  # the common case, a no-op resync: nothing to write, nothing to report
         body, not_propagated = update_body(obj, live)
         if needs_write(body, live):
             plan.apply.append(body)
