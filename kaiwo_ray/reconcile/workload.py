@@ -31,9 +31,10 @@ from kaiwo_ray.render import (
     effective_queue,
     has_downloads,
     main_kind,
-    render_main,
-    render_storage,
+    main_of,
+    prepare,
     resource_config,
+    storage_of,
     workload_gpu_check,
 )
 
@@ -270,7 +271,9 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
     conditions.append(schedulable)
 
     numbers = resource_config(workload, world.config, world.nodes)
-    storage_children = render_storage(workload, world.config, world.nodes, numbers=numbers)
+    # One render context (validation included) for the storage and the main object of this decision.
+    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers)
+    storage_children = storage_of(render_ctx)
     conflict = _name_conflict(world, plan, storage_children)
     if conflict is not None:
         return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
@@ -336,7 +339,7 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                 else:
                     _ensure(world, plan, [lq])
             if main_allowed:
-                main_body = render_main(workload, world.config, world.nodes, numbers=numbers)
+                main_body = main_of(render_ctx)
                 conflict = _name_conflict(world, plan, [main_body])
                 if conflict is not None:
                     return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
