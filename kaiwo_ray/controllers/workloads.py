@@ -23,6 +23,7 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
@@ -143,6 +144,12 @@ def _parsed_spec(obj: JsonObj, model: type[Any]) -> Any:
     return parsed
 
 
+def _singleton(cache: ObjectCache) -> list[JsonObj]:
+    """The cluster-scoped object `kaiwo` of a cache, or nothing: a lookup, not a copy of the cache."""
+    obj = cache.get(None, "kaiwo")
+    return [obj] if obj is not None else []
+
+
 def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
     """KaiwoConfig `kaiwo`, read live from the cache; defaults when absent or invalid (never fail).
     The returned model is shared between callers: treat it as read-only."""
@@ -194,13 +201,19 @@ class WorkloadController(Controller):
         # an event of such an object (deleted, renamed away, handed to us) retries the CR at once.
         self._blocked: dict[tuple[str, str, str], Key] = {}
         self._blocked_of: dict[Key, list[tuple[str, str, str]]] = {}
+        self._missing: dict[str, str] = {}
+        self._missing_for: Any = None
 
     @property
     def _missing_apis(self) -> dict[str, str]:
-        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install."""
+        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install
+        (worked out once per discovery: every reconcile reads it)."""
         if self.apis is None:
             return {}
-        return {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
+        if self._missing_for is not self.apis:
+            self._missing = {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
+            self._missing_for = self.apis
+        return self._missing
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
@@ -357,8 +370,8 @@ class WorkloadController(Controller):
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
         uid = meta.get("uid") or ""
-        config = load_config(self.caches[R.KAIWOCONFIGS])
-        queue_config = load_queue_config(self.caches[R.KAIWOQUEUECONFIGS])
+        config = load_config(_singleton(self.caches[R.KAIWOCONFIGS]))
+        queue_config = load_queue_config(_singleton(self.caches[R.KAIWOQUEUECONFIGS]))
         children: dict[tuple[str, str], JsonObj] = {}
         for res in _CHILD_RESOURCES[self.kind]:
             for child in self.caches[res].owned_by(uid):
