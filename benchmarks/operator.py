@@ -139,8 +139,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     gc.callbacks.append(on_gc)
 
-    # Event-loop stalls (a callback that ran > 50 ms): where the loop's thread was, sampled by a
-    # watchdog thread every 10 ms, by its innermost frame in kaiwo_ray (or the innermost at all).
+    # BENCH_STALLS=1: event-loop stalls (a callback that ran > 50 ms): where the loop's thread was,
+    # sampled by a watchdog thread every 10 ms, by its innermost frame in kaiwo_ray (or the innermost).
     beat = [time.monotonic()]
     stalls: Counter[str] = Counter()
     stall_ms: list[float] = []
@@ -166,7 +166,9 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 seen_beat = beat[0]
                 stall_ms.append(lag * 1000)
 
-    threading.Thread(target=watchdog, daemon=True).start()
+    sampling = bool(os.environ.get("BENCH_STALLS"))  # off by default: the sampler takes the GIL 100 times a second
+    if sampling:
+        threading.Thread(target=watchdog, daemon=True).start()
 
     async def heartbeat() -> None:
         while True:
@@ -175,7 +177,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        background = {asyncio.create_task(heartbeat())}
+        background = {asyncio.create_task(heartbeat())} if sampling else set()
 
         async def recv() -> Any:
             return await loop.run_in_executor(None, conn.recv)
@@ -235,6 +237,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             elif command == "health":
                 report = controller.health()
                 report["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+                pool = getattr(controller.client, "_lean", None)
+                report["connections_opened"] = getattr(pool, "opened", None)
                 report["gc_pauses"] = {gen: tuple(row) for gen, row in sorted(gc_pauses.items())}
                 report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
                 conn.send(report)
@@ -539,20 +543,23 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
             out(f"  (the operator's garbage-collector pauses from its start to the resync drained: "
                 f"{_gc_pauses(health['gc_pauses'])})")
             second.ask("gc-reset")
+            out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
             sandbox.gc_pauses()
             result.lat20 = _latency(loader, seen, "l20", 20, scale.seconds20)
             result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
             second.ask("drain")
             health = second.ask("health")
-            out(f"  (after the latency runs: {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
+            out(f"  (after the latency runs: {health['connections_opened']} API connections opened since the start, "
+                f"{health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
                 f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, sandbox RSS "
                 f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency runs: "
                 f"{_gc_pauses(health['gc_pauses'])})")
             out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
                 f"{_gc_pauses(sandbox.gc_pauses())})")
-            count, longest, where = health["stalls"]
-            out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} ms; "
-                f"sampled where: {where})")
+            if os.environ.get("BENCH_STALLS"):
+                count, longest, where = health["stalls"]
+                out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} ms; "
+                    f"sampled where: {where})")
         floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
         out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
         out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
