@@ -44,3 +44,41 @@ def test_no_collection_while_the_caches_fill_and_what_they_hold_is_frozen_after(
         assert gc.isenabled() and not collections, collections
         assert gc.get_freeze_count() >= 200000
     """)
+
+
+def test_the_sweeper_collects_cyclic_garbage_frozen_before_its_cycle_closed_once_the_queues_are_quiet() -> None:
+    run("""
+        import asyncio, gc, weakref
+        from kaiwo_ray.gc_tuning import SWEEPS, ensure_sweeper, forget_busy_check, tune_for_long_lived_caches
+        tune_for_long_lived_caches(freeze_after=1)
+
+        class Node:
+            pass
+
+        holder = Node()
+        holder.child = Node()
+        gc.collect(1)  # both survive gen-1: frozen
+        holder.child.back = holder  # the cycle closes after the freeze
+        alive = weakref.ref(holder)
+        del holder
+        gc.collect()
+        assert alive() is not None, "frozen cyclic garbage: a normal collection never finds it"
+
+        async def main():
+            busy = [True]
+            check = lambda: busy[0]
+            ensure_sweeper(check, every=0.01, quiet_wait=30)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 0.3
+            while loop.time() < deadline:  # due, but the queue is busy: it waits
+                await asyncio.sleep(0.01)
+            assert SWEEPS.sweeps == 0, "swept while a controller was busy"
+            busy[0] = False
+            deadline = loop.time() + 20
+            while SWEEPS.sweeps == 0 and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            forget_busy_check(check)
+
+        asyncio.run(main())
+        assert SWEEPS.sweeps >= 1 and alive() is None, SWEEPS
+    """)

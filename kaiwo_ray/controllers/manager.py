@@ -20,7 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_ray.controllers.base import Controller
-from kaiwo_ray.gc_tuning import filling_caches, tune_for_long_lived_caches
+from kaiwo_ray.gc_tuning import (
+    SWEEP_SECONDS,
+    SWEEPS,
+    ensure_sweeper,
+    filling_caches,
+    forget_busy_check,
+    tune_for_long_lived_caches,
+)
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings, incarnation_identity
 
@@ -69,6 +76,7 @@ class HostSettings:
     workers: int = 4
     coalesce_seconds: float = 0.05  # see Controller.coalesce_seconds; 0 reacts to every child event
     tune_gc: bool = False  # the process is the operator: see kaiwo_ray.gc_tuning (actors, `up`, `dev`)
+    gc_sweep_seconds: float = SWEEP_SECONDS  # with tune_gc: between full collections of frozen objects
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     # Extra keyword arguments for a controller's factory, by controller name (feature settings).
     controller_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -91,6 +99,7 @@ class ControllerHost:
         self.elector: LeaseElector | None = None
         self._lease_client: KubeClient | None = None
         self._election: asyncio.Task[None] | None = None
+        self._busy: Callable[[], bool] | None = None
 
     async def start(self) -> None:
         self.client = await make_client(self.settings)
@@ -113,6 +122,10 @@ class ControllerHost:
             tune_for_long_lived_caches(freeze_after=1)
         with filling_caches() if self.settings.tune_gc else nullcontext():
             await self.controller.start()
+        if self.settings.tune_gc:
+            queue = self.controller.queue
+            self._busy = lambda: len(queue) > 0 or queue.in_flight > 0
+            ensure_sweeper(self._busy, every=self.settings.gc_sweep_seconds)
         if self.controller.apis is not None:
             from kaiwo_ray.kube.discovery import missing_line
 
@@ -135,6 +148,9 @@ class ControllerHost:
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Finish in-flight reconciles, give the lease back, close the connection pool."""
+        if self._busy is not None:
+            forget_busy_check(self._busy)
+            self._busy = None
         if self.controller is not None:
             await self.controller.stop(grace_seconds=grace_seconds)
         if self._election is not None:
@@ -165,6 +181,9 @@ class ControllerHost:
         if self.elector is not None:
             report["lease_identity"] = self.elector.identity
         report["writes"] = getattr(self.controller, "writes", None)
+        if self._busy is not None:
+            report["gc_sweeps"] = {"sweeps": SWEEPS.sweeps, "collected": SWEEPS.collected,
+                                   "last_pause_seconds": round(SWEEPS.last_pause_seconds, 4)}
         return report
 
 
