@@ -102,8 +102,9 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 user, since = args
                 conn.send([(r.verb, r.resource, r.subresource, r.namespace, r.name) for r in records(user)
                            if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
-            elif command == "failed_writes":  # user -> {code: count} of writes answered >= 400
-                conn.send(dict(Counter(r.code for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
+            elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
+                conn.send(dict(Counter(f"{r.code} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                                       for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
             elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
@@ -215,8 +216,9 @@ class SandboxProcess:
     def writes(self, user: str, since: float = 0.0) -> list[tuple[str, str, str, str, str]]:
         return list(self.ask("writes", user, since))
 
-    def failed_writes(self, user: str) -> dict[int, int]:
-        """Status code -> writes by `user` the server answered with that error (injected faults included)."""
+    def failed_writes(self, user: str) -> dict[str, int]:
+        """"code verb resource[/subresource]" -> writes by `user` the server answered with that error
+        (injected faults included)."""
         return dict(self.ask("failed_writes", user))
 
     def set_faults(self, rules: list[dict[str, Any]]) -> None:

@@ -388,7 +388,8 @@ class Plan:
         while t < window:
             kills.append(t)
             t += rng.uniform(30, 60) * pace
-        return cls(window, cuts, kills, failover=window * 0.35, restart=window * 0.65)
+        # the restart comes last but for the final cut, while the last KaiwoJobs are being made
+        return cls(window, cuts, kills, failover=window * 0.35, restart=window * 0.88)
 
 
 @dataclass(slots=True)
@@ -408,13 +409,14 @@ class Log:
 
 
 def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[Instance],
-               rng: random.Random, stop: threading.Event) -> dict[str, Any]:
-    """Drive the discrete faults on schedule until the window ends; returns what was done."""
+               rng: random.Random, stop: threading.Event, done: dict[str, Any]) -> None:
+    """Drive the discrete faults on schedule until the window ends; `done` says what was done (the
+    failover's duration lands there once the standby leads)."""
     events: list[tuple[float, str]] = sorted(
         [(t, "cut") for t in plan.cuts] + [(t, "kill") for t in plan.kills]
         + [(plan.failover, "failover"), (plan.restart, "restart")])
-    done: dict[str, Any] = {"cuts": 0, "streams_cut": 0, "expired_cuts": 0, "kills": 0, "failover_s": float("nan"),
-                            "restart_s": float("nan")}
+    done.update({"cuts": 0, "streams_cut": 0, "expired_cuts": 0, "kills": 0, "failover_s": float("nan"),
+                 "restart_s": float("nan")})
     for at, what in events:
         if stop.wait(max(0.0, at - log.now())):  # the schedule, not synchronisation
             break
@@ -443,10 +445,13 @@ def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[In
             standby = next(i for i in live if i is not leader)
 
             def took_over(standby: Instance = standby, crashed_at: float = crashed_at) -> None:
-                while not stop.is_set():
+                """Seconds until the standby leads the KaiwoJob controller (recorded even after the window)."""
+                while time.monotonic() - crashed_at < 300:
                     with suppress(Exception):
-                        if all(standby.leads(name) for name in CONTROLLERS):
+                        if standby.leads("kaiwojob"):
                             done["failover_s"] = time.monotonic() - crashed_at
+                            log.lines.append(f"  t={log.now():5.1f} s  instance {standby.label} leads the KaiwoJob "
+                                             "controller")
                             return
                     time.sleep(0.25)  # polling the standby's health
 
@@ -454,7 +459,6 @@ def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[In
         elif what == "restart":
             done["restart_s"] = sandbox.restart()
             log.fault(f"sandbox restarted from --state in {done['restart_s']:.1f} s")
-    return done
 
 
 # -- one run --------------------------------------------------------------------------------------
@@ -468,7 +472,7 @@ class Result:
     foreign: list[str]
     converged_after_s: float  # from the last fault (chaos) or the last create (baseline)
     writes: int
-    failed_writes: dict[int, int]
+    failed_writes: dict[str, int]
     rss_peaks: dict[str, float]
     faults: dict[str, Any]
     fault_hits: dict[int, int]
@@ -520,12 +524,12 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
                 log.fault("fault rules on: 5% 500, 2% 429 (Retry-After 1), 10% 409 on updates")
 
                 def faulting() -> None:
-                    faults.update(run_faults(plan, log, sandbox, instances, rng, stop))
+                    run_faults(plan, log, sandbox, instances, rng, stop, faults)
 
-                fault_thread = threading.Thread(target=faulting, name="faults", daemon=True)
+                fault_thread = threading.Thread(target=faulting, name="faults", daemon=True)  # scheduled faults
                 fault_thread.start()
-            # services first, then the KaiwoJobs paced over the window (all at once without faults)
-            spread = window * 0.9 if chaos else 0.0
+            # services first, then the KaiwoJobs paced up to the sandbox restart (all at once without faults)
+            spread = plan.restart if chaos else 0.0
             load_deadline = time.monotonic() + window + 300
             for w in services:
                 cluster.create(w.obj, load_deadline)
@@ -573,7 +577,7 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
         operator_objects = {(resource, namespace, name) for _verb, resource, _sub, namespace, name in writes}
         foreign_now = [obj for prefix, plural, kind in CHILD_KINDS for obj in cluster.items(prefix, plural, kind)]
         foreign = foreign_modified(before, foreign_now, operator_objects)
-        failed: dict[int, int] = {}
+        failed: dict[str, int] = {}
         for user in op_users:
             for code, count in sandbox.failed_writes(user).items():
                 failed[code] = failed.get(code, 0) + count
@@ -600,7 +604,7 @@ def figures(soak: Result, baseline: Result | None) -> dict[str, Any]:
         "actor_peak_rss_mb": soak.rss_peaks,
         "faults": soak.faults,
         "fault_hits": {str(k): v for k, v in soak.fault_hits.items()},
-        "failed_writes": {str(k): v for k, v in soak.failed_writes.items()},
+        "failed_writes": soak.failed_writes,
         "crs": soak.crs,
     }
     return found
@@ -613,13 +617,13 @@ def report(soak: Result, baseline: Result | None) -> bool:
             f"duplicates {duplicate_count(baseline.verdict)}, orphans {len(baseline.verdict.orphans)}, foreign "
             f"modified {len(baseline.foreign)} ({baseline.wall_s:.0f} s)")
     out(f"soak timeline ({soak.crs} CRs):")
-    for line in soak.log:
+    for line in sorted(soak.log, key=lambda line: float(line.split("=", 1)[1].split(" s", 1)[0])):
         out(line)
     f = soak.faults
     out(f"faults: {f.get('cuts', 0)} watch cuts ({f.get('streams_cut', 0)} streams; {f.get('expired_cuts', 0)} followed "
         f"by 410), {f.get('kills', 0)} actor kills, failover took {f.get('failover_s', float('nan')):.1f} s, sandbox "
         f"restart {f.get('restart_s', float('nan')):.1f} s; requests hit by code {dict(sorted(soak.fault_hits.items()))}; "
-        f"operator writes refused by code {dict(sorted(soak.failed_writes.items()))}")
+        f"operator writes refused: {dict(sorted(soak.failed_writes.items()))}")
     for title, lines in (("not final", soak.verdict.unfinished), ("duplicate", soak.verdict.duplicates),
                          ("orphan", soak.verdict.orphans), ("foreign modified", soak.foreign)):
         for line in lines[:20]:
