@@ -390,10 +390,11 @@ def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.05) 
 # -- load ----------------------------------------------------------------------------------------
 
 
-def kaiwojob(name: str, namespace: str, entrypoint: str = "sleep 600") -> dict[str, Any]:
+def kaiwojob(name: str, namespace: str, entrypoint: str = "sleep 600", **spec: Any) -> dict[str, Any]:
+    """A KaiwoJob; `spec` adds fields (storage=..., ...)."""
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "KaiwoJob",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"user": "bench@example.com", "image": "busybox", "entrypoint": entrypoint}}
+            "spec": {"user": "bench@example.com", "image": "busybox", "entrypoint": entrypoint, **spec}}
 
 
 class Loader:

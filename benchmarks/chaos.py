@@ -66,12 +66,18 @@ from _common import (
     SandboxProcess,
     api_client,
     k8s,
+    kaiwojob,
     machine_load,
     sandbox_process,
     setup_cluster_objects,
 )
 
-TIME_FACTOR = 0.05  # a `sleep 20` pod runs 1 s
+TIME_FACTOR = 0.05
+RUN = "sleep 20"  # a KaiwoJob's entrypoint: its pod runs 1 s at that time factor
+# Small pods, so that Kueue's quota and the nodes' pod slots (110 a node) bound a run's throughput
+# rather than the default 2 CPU / 16 Gi each (16 at a time on the CPU node): the soak measures the
+# operator's recovery, not the queue's backlog.
+SMALL = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "100m", "memory": "128Mi"}}
 NAMESPACES = ("chaos-0", "chaos-1")
 OPERATORS = ("op-a", "op-b")  # one token (audit user) per instance
 CONTROLLERS = ["kaiwojob", "kaiwoservice"]
@@ -95,17 +101,11 @@ def out(line: str) -> None:
 # -- the workloads and the look-alikes ----------------------------------------------------------
 
 
-def kaiwojob(name: str, namespace: str, **spec: Any) -> JsonObj:
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "KaiwoJob", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"user": "chaos@example.com", "image": "busybox:1.36", "entrypoint": "sleep 20", **spec}}
-
-
 def kaiwoservice(name: str, namespace: str) -> JsonObj:
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "KaiwoService",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"user": "chaos@example.com", "image": "nginx:1.27", "entrypoint": "sleep infinity",
-                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
-                                   "limits": {"cpu": "200m", "memory": "128Mi"}}}}
+            "spec": {"user": "bench@example.com", "image": "nginx:1.27", "entrypoint": "sleep infinity",
+                     "resources": SMALL}}
 
 
 def _suspended_job(name: str, namespace: str, labels: dict[str, str] | None = None) -> JsonObj:
@@ -157,14 +157,14 @@ def workloads(jobs: int) -> tuple[list[Workload], list[Workload]]:
                 for i in range(max(1, jobs // 20))]
     services.append(Workload(kaiwoservice("clash-svc", first),
                              Wanted("KaiwoService", first, "clash-svc", "CONFLICT", (("Deployment", 1),))))
-    plain = [Workload(kaiwojob(f"kj-{i}", ns := NAMESPACES[i % len(NAMESPACES)]),
+    plain = [Workload(kaiwojob(f"kj-{i}", ns := NAMESPACES[i % len(NAMESPACES)], RUN, resources=SMALL),
                       Wanted("KaiwoJob", ns, f"kj-{i}", "COMPLETE", (("Job", 1),))) for i in range(jobs)]
     clashes = [
-        Workload(kaiwojob("clash-job", first), Wanted("KaiwoJob", first, "clash-job", "CONFLICT", (("Job", 1),))),
-        Workload(kaiwojob("clash-label", first), Wanted("KaiwoJob", first, "clash-label", "CONFLICT", (("Job", 1),))),
-        Workload(kaiwojob("clash-data", first, storage=DATA_STORAGE),
+        Workload(kaiwojob("clash-job", first, RUN, resources=SMALL), Wanted("KaiwoJob", first, "clash-job", "CONFLICT", (("Job", 1),))),
+        Workload(kaiwojob("clash-label", first, RUN, resources=SMALL), Wanted("KaiwoJob", first, "clash-label", "CONFLICT", (("Job", 1),))),
+        Workload(kaiwojob("clash-data", first, RUN, resources=SMALL, storage=DATA_STORAGE),
                  Wanted("KaiwoJob", first, "clash-data", "CONFLICT", (("Job", 1), ("PersistentVolumeClaim", 1)))),
-        Workload(kaiwojob("clash-dl", first, storage=HF_STORAGE),
+        Workload(kaiwojob("clash-dl", first, RUN, resources=SMALL, storage=HF_STORAGE),
                  Wanted("KaiwoJob", first, "clash-dl", "CONFLICT",
                         (("Job", 2), ("PersistentVolumeClaim", 1), ("ConfigMap", 1)))),
     ]
@@ -557,6 +557,7 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
             verdict = Verdict([], [], [])
             converged_at: float | None = None
             deadline = time.monotonic() + converge_timeout
+            next_progress = time.monotonic() + 15
             while time.monotonic() < deadline:
                 try:
                     verdict = judge(wanted, cluster.snapshot())
@@ -566,6 +567,10 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
                 if verdict.converged:
                     converged_at = log.now()
                     break
+                if time.monotonic() >= next_progress:  # a long run says where it stands
+                    next_progress = time.monotonic() + 15
+                    out(f"  ({label} t={log.now():.0f} s: {len(verdict.unfinished)} CRs not final, "
+                        f"{len(verdict.duplicates)} duplicates, {len(verdict.orphans)} orphans)")
                 time.sleep(0.5 if crs <= 1000 else 2.0)  # polling the cluster
             if converged_at is not None:
                 log.lines.append(f"  t={converged_at:5.1f} s  converged")
