@@ -564,6 +564,7 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
                     verdict = judge(wanted, cluster.snapshot())
                 except Exception as err:  # the observer's own read failed (a loaded box): read again
                     log.lines.append(f"  t={log.now():5.1f} s  observer read failed: {err}")
+                    time.sleep(1.0)  # polling the cluster
                     continue
                 if verdict.converged:
                     converged_at = log.now()
