@@ -94,9 +94,14 @@ def controller_owner(obj: JsonObj) -> tuple[str, str] | None:
     return None
 
 
+def unfinished(wanted: list[Wanted], workloads: dict[tuple[str, str, str], JsonObj]) -> list[str]:
+    """The workloads not at their final phase, each with the phase it is in."""
+    return [w.label() + f" (phase {phase(workloads.get(w.key)) or 'none'}, wanted {w.final})"
+            for w in wanted if not reached(w, workloads.get(w.key))]
+
+
 def judge(wanted: list[Wanted], snapshot: Snapshot) -> Verdict:
-    unfinished = [w.label() + f" (phase {phase(snapshot.workloads.get(w.key)) or 'none'}, wanted {w.final})"
-                  for w in wanted if not reached(w, snapshot.workloads.get(w.key))]
+    not_final = unfinished(wanted, snapshot.workloads)
     by_uid = {str(obj["metadata"]["uid"]): w for w in wanted
               if (obj := snapshot.workloads.get(w.key)) is not None}
     live_uids = {str(obj["metadata"]["uid"]) for obj in snapshot.workloads.values()}
@@ -117,7 +122,7 @@ def judge(wanted: list[Wanted], snapshot: Snapshot) -> Verdict:
         allowed = dict(w.children).get(kind, 0) if w is not None else 0
         if count > allowed:
             duplicates.append(f"{count - allowed} extra {kind} of {w.label() if w else uid} ({count}, at most {allowed})")
-    return Verdict(unfinished, duplicates, orphans)
+    return Verdict(not_final, duplicates, orphans)
 
 
 def duplicate_count(verdict: Verdict) -> int:
