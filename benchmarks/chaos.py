@@ -5,7 +5,8 @@ competing for the Leases - and faults run:
 
 - every operator request: 5% answered 500, 2% 429 with Retry-After: 1, 10% of updates/patches 409;
 - every watch stream cut every 10 s; one cut in three is followed by a 410 on each resumed watch;
-- a controller actor killed (SIGKILL-like `ray.kill`; Ray restarts it) every 30-60 s, drawn;
+- a controller actor killed (`ray.kill`; Ray restarts it) every 30-60 s, drawn (KaiwoJob's first, then
+  in turn), of an instance drawn among the live ones;
 - one leader failover: every actor of the instance leading the KaiwoJob controller killed for good,
   the second instance takes over once the Leases expire;
 - one sandbox restart from `--state` (same URL and tokens; every resourceVersion the operator holds
@@ -435,7 +436,7 @@ def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[In
             log.fault(f"cut {cut} watch streams{' + 410 on each resumed watch' if expire else ''}")
         elif what == "kill":
             instance = rng.choice(live)
-            name = rng.choice(CONTROLLERS)
+            name = CONTROLLERS[done["kills"] % len(CONTROLLERS)]  # the busy KaiwoJob controller first
             instance.kill_actor(name)
             done["kills"] += 1
             log.fault(f"killed actor {name} of instance {instance.label} (Ray restarts it)")
