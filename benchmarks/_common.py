@@ -10,6 +10,7 @@ processes on the same machine.
 from __future__ import annotations
 
 import asyncio
+import gc
 import multiprocessing
 import os
 import tempfile
@@ -63,6 +64,22 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
+    # the collector's pauses in the sandbox's process: [count, total ms, longest ms] by generation
+    gc_pauses: dict[int, list[float]] = {}
+    gc_began = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_began[0] = time.perf_counter()
+            return
+        row = gc_pauses.setdefault(info["generation"], [0, 0.0, 0.0])
+        took = (time.perf_counter() - gc_began[0]) * 1000
+        row[0] += 1
+        row[1] += took
+        row[2] = max(row[2], took)
+
+    gc.callbacks.append(on_gc)
+
     async def main() -> None:
         admin = Path(workdir) / "admin.kubeconfig"
         # the node-pool labels the KaiwoQueueConfig controller would have put on the nodes
@@ -71,7 +88,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                                extra_crds=list(all_crds()), state_dir=Path(workdir) / "state" if state else None)
         sandbox = Sandbox(config)
         await sandbox.start()
-        tune_for_long_lived_caches()  # as `kaiwo-ray sandbox` runs it
+        tune_for_long_lived_caches(freeze_after=0)  # as `kaiwo-ray sandbox` runs it
         paths = {"admin": str(admin)}
         tokens: dict[str, str] = {}
         for user in users:
@@ -105,6 +122,9 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
             elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
                 conn.send(dict(Counter(f"{r.code} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
+            elif command == "gc_pauses":  # since the last ask, then reset
+                conn.send({gen: tuple(row) for gen, row in sorted(gc_pauses.items())})
+                gc_pauses.clear()
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
             elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
@@ -212,6 +232,11 @@ class SandboxProcess:
 
     def cpu_s(self) -> float:
         return float(self.ask("cpu_s"))
+
+    def gc_pauses(self) -> dict[int, tuple[float, float, float]]:
+        """The collector's pauses in the sandbox since the last call: (count, total ms, longest ms) by
+        generation."""
+        return dict(self.ask("gc_pauses"))
 
     def writes(self, user: str, since: float = 0.0) -> list[tuple[str, str, str, str, str]]:
         return list(self.ask("writes", user, since))

@@ -139,14 +139,59 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     gc.callbacks.append(on_gc)
 
+    # BENCH_STALLS=1: event-loop stalls (a callback that ran > 50 ms): where the loop's thread was,
+    # sampled by a watchdog thread every 10 ms, by its innermost frame in kaiwo_ray (or the innermost).
+    beat = [time.monotonic()]
+    stalls: Counter[str] = Counter()
+    stall_ms: list[float] = []
+    loop_thread = threading.get_ident()
+
+    def watchdog() -> None:
+        seen_beat = 0.0
+        while True:
+            time.sleep(0.01)
+            lag = time.monotonic() - beat[0]
+            if lag < 0.05:
+                continue
+            frame = sys._current_frames().get(loop_thread)
+            where, inner = "", ""
+            while frame is not None:
+                name = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_code.co_name}:{frame.f_lineno}"
+                inner = inner or name
+                if "kaiwo_ray" in frame.f_code.co_filename and not where:
+                    where = name
+                frame = frame.f_back
+            stalls[f"{where} <- {inner}"] += 1
+            if beat[0] != seen_beat:
+                seen_beat = beat[0]
+                stall_ms.append(lag * 1000)
+
+    sampling = bool(os.environ.get("BENCH_STALLS"))  # off by default: the sampler takes the GIL 100 times a second
+    if sampling:
+        threading.Thread(target=watchdog, daemon=True).start()
+
+    async def heartbeat() -> None:
+        while True:
+            beat[0] = time.monotonic()
+            await asyncio.sleep(0.005)
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
+        background = {asyncio.create_task(heartbeat())} if sampling else set()
 
         async def recv() -> Any:
             return await loop.run_in_executor(None, conn.recv)
 
         conn.send("imported")
         await recv()  # "start"
+        # BENCH_PROFILE=path: a cProfile of the start and first drain, to path.<pid> (diagnosis only)
+        profile_to = os.environ.get("BENCH_PROFILE")
+        profiler = None
+        if profile_to:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         began_wall, began = time.time(), time.monotonic()
         settings = HostSettings(kubeconfig=kubeconfig, lease=False, tune_gc=True)  # as `kaiwo-ray up` runs it
         if workers is not None:
@@ -176,7 +221,12 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
         while True:
             command, *_args = await recv()
             if command == "drain":
-                conn.send({"drained_s": await drained() - began, "reconciles": controller.stats.reconciles,
+                drained_s = await drained() - began
+                if profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(f"{profile_to}.{os.getpid()}")
+                    profiler = None
+                conn.send({"drained_s": drained_s, "reconciles": controller.stats.reconciles,
                            "errors": controller.stats.errors, "retries": controller.stats.retries,
                            "results": dict(controller.stats.results)})
             elif command == "resync":
@@ -187,9 +237,19 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             elif command == "health":
                 report = controller.health()
                 report["rss_mb"] = psutil.Process().memory_info().rss / 2**20
+                pool = getattr(controller.client, "_lean", None)
+                report["connections_opened"] = getattr(pool, "opened", None)
                 report["gc_pauses"] = {gen: tuple(row) for gen, row in sorted(gc_pauses.items())}
+                report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
                 conn.send(report)
+            elif command == "gc-reset":
+                gc_pauses.clear()
+                stalls.clear()
+                stall_ms.clear()
+                conn.send("reset")
             elif command == "stop":
+                for task in background:
+                    task.cancel()
                 await operator.stop()
                 conn.send("stopped")
                 return
@@ -480,21 +540,37 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
             cached = {k: v for k, v in health["cached"].items() if v}
             out(f"kaiwojob_controller_rss_{crs}_crs: {result.rss_mb:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB; "
                 f"whole operator process, cached: {cached}){verdict}")
+            out(f"  (the operator's garbage-collector pauses from its start to the resync drained: "
+                f"{_gc_pauses(health['gc_pauses'])})")
+            second.ask("gc-reset")
+            out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
+            sandbox.gc_pauses()
             result.lat20 = _latency(loader, seen, "l20", 20, scale.seconds20)
             result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
             second.ask("drain")
             health = second.ask("health")
-            pauses = ", ".join(f"gen {gen}: {int(n)} x, {total:.0f} ms in all, longest {longest:.0f} ms"
-                               for gen, (n, total, longest) in health["gc_pauses"].items())
-            out(f"  (after the latency runs: {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
+            out(f"  (after the latency runs: {health['connections_opened']} API connections opened since the start, "
+                f"{health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
                 f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, sandbox RSS "
-                f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses since its start: {pauses or 'none'})")
+                f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency runs: "
+                f"{_gc_pauses(health['gc_pauses'])})")
+            out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
+                f"{_gc_pauses(sandbox.gc_pauses())})")
+            if os.environ.get("BENCH_STALLS"):
+                count, longest, where = health["stalls"]
+                out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} ms; "
+                    f"sampled where: {where})")
         floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
         out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
         out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
         out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
         out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
     return result
+
+
+def _gc_pauses(pauses: dict[int, tuple[float, float, float]]) -> str:
+    return ", ".join(f"gen {gen}: {int(n)} x, {total:.0f} ms in all, longest {longest:.0f} ms"
+                     for gen, (n, total, longest) in pauses.items()) or "none"
 
 
 def _settled_writes(sandbox: SandboxProcess, user: str, since: float, expected: int) -> tuple[Counter[str], float]:
@@ -543,9 +619,12 @@ def bench_peer(scale: Scale, peer: Peer) -> Result:
             out(f"{peer.key}_writes_per_cr: {sum(writes.values()) / crs:.2f} writes "
                 f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))}; "
                 f"{_check_writes(peer, writes, crs)}; all landed {settled - handle.began_wall:.1f} s after start)")
+            sandbox.gc_pauses()
             result.lat20 = _latency(loader, seen, "l20", 20, scale.seconds20)
             result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
             result.rss_mb = handle.ask("health")["rss_mb"]
+            out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
+                f"{_gc_pauses(sandbox.gc_pauses())})")
         for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
             out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 50, None, ""))
             out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 99, None, ""))

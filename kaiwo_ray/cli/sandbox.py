@@ -94,8 +94,9 @@ async def _serve(sandbox: object) -> None:
             loop.add_signal_handler(signum, stop.set)
     await sandbox.start()
     # The store holds every object for the process's lifetime: spare it the collector's pauses
-    # (a real apiserver's Go GC does not stop the world for 100 ms either).
-    tune_for_long_lived_caches()
+    # (a real apiserver's Go GC does not stop the world for 100 ms either); what it stores as it runs
+    # is frozen once it survived a collection (kaiwo_ray.gc_tuning).
+    tune_for_long_lived_caches(freeze_after=0)
     kubeconfig = sandbox.config.kubeconfig_path
     print(f"Kubernetes API sandbox listening on {sandbox.url} (authorization: {sandbox.config.authorization})",
           flush=True)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_ray.kube.cache import ObjectCache
+from kaiwo_ray.kube.cache import ObjectCache, Transform
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import RETRYABLE, Forbidden, KubeError, NotFound
@@ -71,6 +71,8 @@ class Watch:
     # milliseconds on a fast cluster); reconciling the owner once per burst instead of once per event
     # saves a status write per short-lived intermediate state. See `Controller.coalesce_seconds`.
     coalesce: bool = False
+    # What of each object the cache keeps (see `ObjectCache.transform`): None keeps it whole.
+    transform: Transform | None = None
 
 
 class StartupError(RuntimeError):
@@ -150,7 +152,7 @@ class Controller:
         not serve (KubeRay or AppWrapper not installed) is not watched: its cache stays empty."""
         apis = await self.detect_apis()
         for watch in self.watches():
-            cache = ObjectCache(label_keys=watch.index_labels)
+            cache = ObjectCache(label_keys=watch.index_labels, transform=watch.transform)
             self.caches[watch.resource] = cache
             served = apis.served(watch.resource)
             if served is None:

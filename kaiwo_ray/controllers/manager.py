@@ -15,11 +15,12 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_ray.controllers.base import Controller
-from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
+from kaiwo_ray.gc_tuning import filling_caches, tune_for_long_lived_caches
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings, incarnation_identity
 
@@ -108,14 +109,15 @@ class ControllerHost:
             self._lease_client = await make_client(self.settings)
             self.elector = LeaseElector(self._lease_client, incarnation_identity(self.settings.identity), lease)
             self.client.write_guard = self.elector.may_write
-        await self.controller.start()
+        if self.settings.tune_gc:  # before the caches fill: see kaiwo_ray.gc_tuning
+            tune_for_long_lived_caches(freeze_after=1)
+        with filling_caches() if self.settings.tune_gc else nullcontext():
+            await self.controller.start()
         if self.controller.apis is not None:
             from kaiwo_ray.kube.discovery import missing_line
 
             for dep in self.controller.apis.missing():
                 log.warning("%s: %s", self.name, missing_line(dep))
-        if self.settings.tune_gc:
-            tune_for_long_lived_caches()
         if self.elector is not None:
             controller = self.controller
 

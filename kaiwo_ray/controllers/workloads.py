@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,7 @@ from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
@@ -49,10 +51,54 @@ NAME_LABEL = "kaiwo.silogen.ai/name"
 # caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.
 CHILD_SELECTOR = RUN_ID_LABEL
 
+TYPE_LABEL = "kaiwo.silogen.ai/type"
+# A KaiwoService's only Jobs are its download Jobs (`type=downloader`); selecting on the run-id alone,
+# its controller cached every KaiwoJob's main Job too (10,000 of them at 10,000 KaiwoJobs).
+_CHILD_SELECTORS: dict[tuple[str, str], str] = {
+    ("KaiwoService", "jobs"): f"{CHILD_SELECTOR},{TYPE_LABEL}=downloader",
+}
+
 _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
     "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
     "KaiwoService": (R.DEPLOYMENTS, R.APPWRAPPERS, R.JOBS, R.PVCS, R.CONFIGMAPS),
 }
+
+# What this controller reads of a Kueue Workload: its identity, the job-uid label it is indexed by,
+# the ownerReferences that map its events to a CR (`_workload_keys`) and the Admitted condition
+# (`phases.kueue_admitted`). Kueue Workloads are watched cluster-wide (nothing selects ours), and
+# each carries its Job's whole pod template: 10,000 of them were about a third of the actor's RSS.
+_WORKLOAD_META = ("name", "namespace", "uid", "resourceVersion", "generation", "labels", "ownerReferences",
+                  "deletionTimestamp")
+
+
+def kueue_workload_fields(obj: JsonObj) -> JsonObj:
+    """A Kueue Workload cut down to what `WorkloadController` reads (the informer's transform)."""
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    kept: JsonObj = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+                     "metadata": {k: meta[k] for k in _WORKLOAD_META if k in meta}}
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    if conditions:
+        kept["status"] = {"conditions": conditions}
+    return kept
+
+
+def without_pod_template(obj: JsonObj) -> JsonObj:
+    """A Job less its pod template (the informer's transform for Jobs). The template cannot change after
+    creation (`drift.FROZEN_PATHS`), so deciding whether a Job drifted never reads it, and nothing else
+    here does; a pass that will update a Job reads it whole first (`_whole_children`). 10,000 Jobs'
+    templates were about 80 MB of the KaiwoJob actor."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or "template" not in spec:
+        return obj
+    kept = dict(obj)
+    kept["spec"] = {k: v for k, v in spec.items() if k != "template"}
+    return kept
+
+
+# Child kinds cached trimmed, and how: an update to one is planned from the object read whole.
+_TRIMMED_CHILDREN: dict[Resource, Callable[[JsonObj], JsonObj]] = {R.JOBS: without_pod_template}
+
 
 def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
@@ -96,6 +142,12 @@ def _parsed_spec(obj: JsonObj, model: type[Any]) -> Any:
             _PARSED.pop(next(iter(_PARSED)))
         _PARSED[key] = parsed
     return parsed
+
+
+def _singleton(cache: ObjectCache) -> list[JsonObj]:
+    """The cluster-scoped object `kaiwo` of a cache, or nothing: a lookup, not a copy of the cache."""
+    obj = cache.get(None, "kaiwo")
+    return [obj] if obj is not None else []
 
 
 def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
@@ -149,21 +201,30 @@ class WorkloadController(Controller):
         # an event of such an object (deleted, renamed away, handed to us) retries the CR at once.
         self._blocked: dict[tuple[str, str, str], Key] = {}
         self._blocked_of: dict[Key, list[tuple[str, str, str]]] = {}
+        self._missing: dict[str, str] = {}
+        self._missing_for: Any = None
 
     @property
     def _missing_apis(self) -> dict[str, str]:
-        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install."""
+        """Optional APIs the cluster lacks (discovery at start), with the line saying what to install
+        (worked out once per discovery: every reconcile reads it)."""
         if self.apis is None:
             return {}
-        return {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
+        if self._missing_for is not self.apis:
+            self._missing = {dep.api: missing_line(dep) for dep in self.apis.missing() if dep.api != KUEUE.api}
+            self._missing_for = self.apis
+        return self._missing
 
     def watches(self) -> list[Watch]:
         owner = controller_owner_key(self.kind)
         watches = [Watch(self.primary, self._primary_keys)]
-        watches += [Watch(res, self._child_keys(owner, res.kind), label_selector=CHILD_SELECTOR, coalesce=True)
+        watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True,
+                          label_selector=_CHILD_SELECTORS.get((self.kind, res.plural), CHILD_SELECTOR),
+                          transform=_TRIMMED_CHILDREN.get(res))
                     for res in _CHILD_RESOURCES[self.kind]]
         watches += [
-            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True),
+            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True,
+                  transform=kueue_workload_fields),
             Watch(self.other, self._other_keys),
             Watch(R.KAIWOCONFIGS, self._everything),
             Watch(R.KAIWOQUEUECONFIGS, self._everything),
@@ -309,8 +370,8 @@ class WorkloadController(Controller):
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
         uid = meta.get("uid") or ""
-        config = load_config(self.caches[R.KAIWOCONFIGS])
-        queue_config = load_queue_config(self.caches[R.KAIWOQUEUECONFIGS])
+        config = load_config(_singleton(self.caches[R.KAIWOCONFIGS]))
+        queue_config = load_queue_config(_singleton(self.caches[R.KAIWOQUEUECONFIGS]))
         children: dict[tuple[str, str], JsonObj] = {}
         for res in _CHILD_RESOURCES[self.kind]:
             for child in self.caches[res].owned_by(uid):
@@ -398,6 +459,11 @@ class WorkloadController(Controller):
         obj.setdefault("apiVersion", self.primary.api_version)
         world = self.world(obj, datetime.now(UTC))
         plan = decide(world)
+        trimmed = [body for body in plan.apply if _resource_of(body) in _TRIMMED_CHILDREN
+                   and (body["kind"], body["metadata"]["name"]) not in plan.creates]
+        if trimmed:  # an update pins frozen fields to their live values: decide again on whole objects
+            world = await self._whole_children(world, trimmed)
+            plan = decide(world)
         self._note_conflicts(key, plan.conflicts)
         try:
             await self.execute(obj, plan)
@@ -416,6 +482,23 @@ class WorkloadController(Controller):
             await self.execute(obj, child_rejected(world, rejected.kind, rejected.name, err.code, err.message))
             raise err from None
         return plan.requeue_after
+
+    async def _whole_children(self, world: World, bodies: list[JsonObj]) -> World:
+        """`world` with the children that `bodies` update read whole from the API server (their caches
+        keep them trimmed); one gone meanwhile is left out, so the next decision creates it again."""
+        children = dict(world.children)
+        for body in bodies:
+            meta = body["metadata"]
+            key = (body["kind"], meta["name"])
+            try:
+                live = await self.client.get(_resource_of(body), meta["name"], meta.get("namespace"))
+            except NotFound:
+                children.pop(key, None)
+                continue
+            live.setdefault("kind", body["kind"])
+            live.setdefault("apiVersion", body["apiVersion"])
+            children[key] = live
+        return replace(world, children=children)
 
     async def execute(self, obj: JsonObj, plan: Plan) -> None:
         meta = obj["metadata"]

@@ -7,11 +7,15 @@ makes a no-op resync cost zero API calls. Objects are stored as received (plain 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 JsonObj = dict[str, Any]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
+Transform = Callable[[JsonObj], JsonObj]
+"""What of each object a cache keeps (client-go's SetTransform): a controller that reads a few fields
+of a large kind caches those only. It must keep `metadata.name`, `namespace` and `resourceVersion`,
+and whatever the cache indexes (labels, ownerReferences, `status.status`)."""
 
 
 def object_key(obj: JsonObj) -> ObjectKey:
@@ -20,7 +24,10 @@ def object_key(obj: JsonObj) -> ObjectKey:
 
 
 class ObjectCache:
-    def __init__(self, *, label_keys: Iterable[str] = ()) -> None:
+    def __init__(self, *, label_keys: Iterable[str] = (), transform: Transform | None = None) -> None:
+        # Applied by whoever stores: the informer as objects arrive (a list page by page), and
+        # `upsert_if_newer` to a write's answer.
+        self.transform = transform
         self._objects: dict[ObjectKey, JsonObj] = {}
         self._by_owner: dict[str, set[ObjectKey]] = {}
         self._label_keys = tuple(label_keys)
@@ -35,6 +42,10 @@ class ObjectCache:
 
     def __iter__(self) -> Iterator[JsonObj]:
         return iter(list(self._objects.values()))
+
+    def kept(self, obj: JsonObj) -> JsonObj:
+        """`obj` as this cache stores it (its transform applied)."""
+        return obj if self.transform is None else self.transform(obj)
 
     def get(self, namespace: str | None, name: str) -> JsonObj | None:
         return self._objects.get((namespace or "", name))
@@ -71,7 +82,7 @@ class ObjectCache:
         current = self._objects.get(object_key(obj))
         if current is not None and _newer_or_same(current, obj):
             return False
-        self.upsert(obj)
+        self.upsert(self.kept(obj))
         return True
 
     def remove(self, obj: JsonObj) -> JsonObj | None:

@@ -368,14 +368,18 @@ class KubeClient:
         return result
 
     async def list_all(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
-                       page_size: int = 500) -> tuple[builtins.list[JsonObj], str]:
-        """Every item, following continue tokens; returns (items, resourceVersion of the list)."""
+                       page_size: int = 500, each: Callable[[JsonObj], JsonObj] | None = None,
+                       ) -> tuple[builtins.list[JsonObj], str]:
+        """Every item, following continue tokens; returns (items, resourceVersion of the list).
+        `each` maps every item as its page arrives (a page's full objects are garbage before the next
+        one is read: mapped at the end, all of them were alive at once)."""
         items: builtins.list[JsonObj] = []
         token: str | None = None
         while True:
             page = await self.list(res, namespace, label_selector=label_selector, limit=page_size,
                                    continue_token=token)
-            items.extend(page.get("items") or [])
+            got = page.get("items") or []
+            items.extend(got if each is None else map(each, got))
             meta = page.get("metadata") or {}
             token = meta.get("continue") or None
             if not token:

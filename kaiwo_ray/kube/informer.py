@@ -73,16 +73,18 @@ class Informer:
 
     async def _relist(self) -> str:
         items, rv = await self.client.list_all(self.resource, self.namespace, label_selector=self.label_selector,
-                                               page_size=self.settings.page_size)
-        for item in items:  # list items carry no kind/apiVersion; restore them for consumers
-            item.setdefault("kind", self.resource.kind)
-            item.setdefault("apiVersion", self.resource.api_version)
+                                               page_size=self.settings.page_size, each=self._listed)
         self.relists += 1
         for kind, obj, old in self.cache.replace_all(items, rv):
             self._emit(kind, obj, old)
         self.healthy = True
         self.synced.set()
         return rv
+
+    def _listed(self, item: JsonObj) -> JsonObj:
+        item.setdefault("kind", self.resource.kind)  # list items carry no kind/apiVersion; restore them
+        item.setdefault("apiVersion", self.resource.api_version)
+        return self.cache.kept(item)  # as each page arrives: see KubeClient.list_all
 
     def _backoff(self, delay: float) -> float:
         """`delay` with full jitter over its upper half, so informers cut together do not return together."""
@@ -148,6 +150,8 @@ class Informer:
                 rv = new_rv
                 self.cache.resource_version = rv
                 continue
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                obj = self.cache.kept(obj)
             if kind == "DELETED":
                 old = self.cache.remove(obj)
                 self._emit("DELETED", obj, old)

@@ -167,8 +167,14 @@ class WorkQueue(Generic[K]):
             if self._shutting_down:
                 raise asyncio.CancelledError("work queue shut down")
             self._ready.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), timeout=wait)
+            # Awaited in this task (asyncio.timeout), not through wait_for, which ran the wait in a
+            # task of its own: one more task and two more loop passes for every key handed out.
+            if wait is None:
+                await self._ready.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._ready.wait()
 
     def done(self, key: K) -> None:
         """The reconcile of `key` finished; re-queue it if it was added meanwhile."""

@@ -399,7 +399,8 @@ def normalise_cluster_queue_spec(spec: Mapping[str, Any]) -> JsonObj:
         "preemption": {
             "reclaimWithinCohort": preemption.get("reclaimWithinCohort") or "Never",
             "withinClusterQueue": preemption.get("withinClusterQueue") or "Never",
-            "borrowWithinCohort": None if not borrow else {
+            # Kueue's CRD defaults an absent borrowWithinCohort to {policy: Never}: the same thing.
+            "borrowWithinCohort": None if borrow is None or _inert_borrow(borrow) else {
                 "policy": borrow.get("policy") or "Never",
                 "maxPriorityThreshold": borrow.get("maxPriorityThreshold"),
             },
@@ -408,6 +409,10 @@ def normalise_cluster_queue_spec(spec: Mapping[str, Any]) -> JsonObj:
         "fairSharingWeight": _quantity_key(fair.get("weight", "1")),
         "resourceGroups": [_normalise_group(group) for group in spec.get("resourceGroups") or ()],
     }
+
+
+def _inert_borrow(borrow: Mapping[str, Any]) -> bool:
+    return not borrow or ((borrow.get("policy") or "Never") == "Never" and borrow.get("maxPriorityThreshold") is None)
 
 
 def _normalise_group(group: Mapping[str, Any]) -> JsonObj:

@@ -25,15 +25,16 @@ from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
-from kaiwo_ray.reconcile.drift import needs_write, update_body
+from kaiwo_ray.reconcile.drift import drifted, needs_write, update_body
 from kaiwo_ray.render import (
     RenderError,
     effective_queue,
     has_downloads,
     main_kind,
-    render_main,
-    render_storage,
+    main_of,
+    prepare,
     resource_config,
+    storage_of,
     workload_gpu_check,
 )
 
@@ -270,7 +271,9 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
     conditions.append(schedulable)
 
     numbers = resource_config(workload, world.config, world.nodes)
-    storage_children = render_storage(workload, world.config, world.nodes, numbers=numbers)
+    # One render context (validation included) for the storage and the main object of this decision.
+    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers)
+    storage_children = storage_of(render_ctx)
     conflict = _name_conflict(world, plan, storage_children)
     if conflict is not None:
         return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
@@ -336,7 +339,7 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                 else:
                     _ensure(world, plan, [lq])
             if main_allowed:
-                main_body = render_main(workload, world.config, world.nodes, numbers=numbers)
+                main_body = main_of(render_ctx)
                 conflict = _name_conflict(world, plan, [main_body])
                 if conflict is not None:
                     return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
@@ -458,6 +461,8 @@ def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
         live = world.children.get((obj["kind"], obj["metadata"]["name"]))
         if obj["kind"] == "LocalQueue":
             live = None  # only created when absent
+        if not drifted(obj, live):
+            continue  # the common case, a no-op resync: nothing to write, nothing to report
         body, not_propagated = update_body(obj, live)
         if needs_write(body, live):
             plan.apply.append(body)

@@ -24,7 +24,15 @@ from kaiwo_ray.render.gpus import (
 )
 from kaiwo_ray.render.names import name_with_postfix, sanitize_rfc1123
 from kaiwo_ray.render.storage import has_downloads
-from kaiwo_ray.render.workload import main_kind, render_all, render_main, render_storage
+from kaiwo_ray.render.workload import (
+    main_kind,
+    main_of,
+    prepare,
+    render_all,
+    render_main,
+    render_storage,
+    storage_of,
+)
 
 __all__ = [
     "GpuCheck",
@@ -38,11 +46,14 @@ __all__ = [
     "gpu_stats",
     "has_downloads",
     "main_kind",
+    "main_of",
     "name_with_postfix",
+    "prepare",
     "render_all",
     "render_main",
     "render_storage",
     "resource_config",
     "sanitize_rfc1123",
+    "storage_of",
     "workload_gpu_check",
 ]

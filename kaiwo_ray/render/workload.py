@@ -83,6 +83,16 @@ def render_all(
     return [*_render_storage(ctx), _main(ctx)]
 
 
+def storage_of(ctx: RenderContext) -> list[JsonObj]:
+    """`render_storage` from a context made once (`prepare`) for several renders of one decision."""
+    return _render_storage(ctx)
+
+
+def main_of(ctx: RenderContext) -> JsonObj:
+    """`render_main` from a context made once (`prepare`) for several renders of one decision."""
+    return _main(ctx)
+
+
 def _main(ctx: RenderContext) -> JsonObj:
     workload = ctx.workload
     if isinstance(workload, KaiwoJob):

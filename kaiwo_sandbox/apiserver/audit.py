@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from kaiwo_sandbox.contracts import JsonObj
 
@@ -22,6 +22,8 @@ class AuditRecord:
     namespace: str
     name: str
     code: int
+    # Audit annotations admission gave the request (e.g. `pod-security.kubernetes.io/audit-violations`).
+    annotations: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> JsonObj:
         return asdict(self)

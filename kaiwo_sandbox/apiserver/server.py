@@ -55,6 +55,8 @@ RETURNS_DELETED_OBJECT = frozenset({
 # The apiserver's MaxRequestBodyBytes (3 MiB: twice etcd's 1.5 MiB request limit, for JSON's overhead
 # over protobuf); a larger body is refused before it is decoded.
 MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+# Request storage: the audit annotations admission gave the request.
+AUDIT_ANNOTATIONS: web.RequestKey[dict[str, str]] = web.RequestKey("audit_annotations", dict)
 # Events queued for one watch whose client stopped reading, before the server closes it (bounds memory).
 # A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
 # socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
@@ -263,11 +265,12 @@ class ApiServer:
             return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
             if not streaming:
-                self._audit(user, verb, api_path, code)
+                self._audit(user, verb, api_path, code, request.get(AUDIT_ANNOTATIONS))
 
-    def _audit(self, user: str, verb: str, path: ApiPath, code: int) -> None:
+    def _audit(self, user: str, verb: str, path: ApiPath, code: int,
+               annotations: dict[str, str] | None = None) -> None:
         self.audit.record(AuditRecord(time.time(), user, verb, path.group, path.resource, path.subresource,
-                                      path.namespace, path.name, code))
+                                      path.namespace, path.name, code, annotations or {}))
 
     def _public(self, path: str) -> web.Response:
         if path.startswith("/version"):
@@ -362,8 +365,13 @@ class ApiServer:
         """A write under its fieldValidation. The body is read first (aiohttp caches it) so that
         nothing inside the scope awaits I/O: the store's per-request mode can't leak to another."""
         await request.read()
-        with self.store.field_validation(validation) as unknown:
-            response = await self._dispatch(request, info, path, verb, user)
+        with self.store.field_validation(validation) as unknown, self.store.admission_notes() as notes:
+            try:
+                response = await self._dispatch(request, info, path, verb, user)
+            finally:  # a refused write is audited with what admission said about it too
+                request[AUDIT_ANNOTATIONS] = dict(notes.annotations)
+        for warning in notes.warnings:
+            response.headers.add("Warning", warning_header(warning))
         for field in unknown:
             response.headers.add("Warning", f'299 - "unknown field \\"{field}\\""')
         return response
@@ -596,6 +604,11 @@ class ApiServer:
 
     def mint_token(self, user: str, groups: Sequence[str] = ()) -> str:
         return self.access.authn.mint(user, list(groups))
+
+
+def warning_header(text: str) -> str:
+    """A `Warning` header value as the apiserver writes one: code 299, agent "-", the text quoted."""
+    return '299 - "' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 _CUT = object()

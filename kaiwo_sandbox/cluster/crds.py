@@ -43,22 +43,107 @@ def _list_of(item: JsonObj) -> JsonObj:
     return {"type": "array", "items": item}
 
 
+def _string(default: str) -> JsonObj:
+    return {"type": "string", "default": default}
+
+
+# The `default:` markers the core types put in a PodTemplateSpec embedded in a CRD (controller-gen
+# copies them from k8s.io/api): every container list's ports, env/envFrom references, probes, and the
+# volume sources that declare one. `file_key_ref`: the k8s.io/api the CRD was built with has
+# `env[].valueFrom.fileKeyRef` (1.34+; Kueue >= 0.16 yes, KubeRay 1.4.2 no).
+_NAMED_REF: JsonObj = _loose({"name": _string("")})
+_PROBE: JsonObj = _loose({"grpc": _loose({"service": _string("")})})
+_VALUE_FROM: JsonObj = _loose({"configMapKeyRef": _NAMED_REF, "secretKeyRef": _NAMED_REF})
+_ENV: JsonObj = _list_of(_loose({"valueFrom": _VALUE_FROM}))
+_ENV_FROM: JsonObj = _list_of(_loose({"configMapRef": _NAMED_REF, "secretRef": _NAMED_REF}))
+_VOLUME: JsonObj = _loose({
+    "azureDisk": _loose({"fsType": _string("ext4"), "readOnly": {"type": "boolean", "default": False}}),
+    "cephfs": _loose({"secretRef": _NAMED_REF}),
+    "cinder": _loose({"secretRef": _NAMED_REF}),
+    "configMap": _NAMED_REF,
+    "csi": _loose({"nodePublishSecretRef": _NAMED_REF}),
+    "flexVolume": _loose({"secretRef": _NAMED_REF}),
+    "iscsi": _loose({"iscsiInterface": _string("default"), "secretRef": _NAMED_REF}),
+    "projected": _loose({"sources": _list_of(_loose({"configMap": _NAMED_REF, "secret": _NAMED_REF}))}),
+    "rbd": _loose({"keyring": _string("/etc/ceph/keyring"), "pool": _string("rbd"), "secretRef": _NAMED_REF,
+                   "user": _string("admin")}),
+    "scaleIO": _loose({"fsType": _string("xfs"), "secretRef": _NAMED_REF,
+                       "storageMode": _string("ThinProvisioned")}),
+    "storageos": _loose({"secretRef": _NAMED_REF}),
+})
+
+
+def _pod_template(*, file_key_ref: bool) -> JsonObj:
+    value_from = _VALUE_FROM
+    if file_key_ref:
+        value_from = _loose({**_VALUE_FROM["properties"],
+                             "fileKeyRef": _loose({"optional": {"type": "boolean", "default": False}})})
+    container = _loose({
+        "ports": _list_of(_loose({"protocol": _string("TCP")})),
+        "env": _list_of(_loose({"valueFrom": value_from})), "envFrom": _ENV_FROM,
+        "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+    })
+    return _loose({"spec": _loose({
+        "containers": _list_of(container), "initContainers": _list_of(container),
+        "ephemeralContainers": _list_of(container), "imagePullSecrets": _list_of(_NAMED_REF),
+        "volumes": _list_of(_VOLUME),
+    })})
+
+
 # The `default:` markers of KubeRay v1.4.2's CRDs (ray-operator/config/crd/bases/ray.io_*.yaml), the
 # version the reference cluster runs; outside them the schema stays loose.
 _TCP_PORTS: JsonObj = _loose({"ports": _list_of(_loose({"protocol": {"type": "string", "default": "TCP"}}))})
+_RAY_POD_TEMPLATE = _pod_template(file_key_ref=False)
+_REDIS_CREDENTIAL: JsonObj = _loose({"valueFrom": _VALUE_FROM})
 _RAYCLUSTER_SPEC: JsonObj = _loose({
-    "headGroupSpec": _loose({"headService": _loose({"spec": _TCP_PORTS})}),
+    "autoscalerOptions": _loose({"env": _ENV, "envFrom": _ENV_FROM}),
+    "gcsFaultToleranceOptions": _loose({"redisPassword": _REDIS_CREDENTIAL, "redisUsername": _REDIS_CREDENTIAL}),
+    "headGroupSpec": _loose({"headService": _loose({"spec": _TCP_PORTS}), "template": _RAY_POD_TEMPLATE}),
     "workerGroupSpecs": _list_of(_loose({"maxReplicas": _int(2147483647), "minReplicas": _int(0),
-                                         "numOfHosts": _int(1), "replicas": _int(0)})),
+                                         "numOfHosts": _int(1), "replicas": _int(0),
+                                         "template": _RAY_POD_TEMPLATE})),
 })
 _RAYJOB_SPEC: JsonObj = _loose({
     "backoffLimit": _int(0),
     "submissionMode": {"type": "string", "default": "K8sJobMode"},
     "ttlSecondsAfterFinished": _int(0),
     "rayClusterSpec": _RAYCLUSTER_SPEC,
+    "submitterPodTemplate": _RAY_POD_TEMPLATE,
 })
 _RAYJOB_STATUS: JsonObj = _loose({"failed": _int(0), "succeeded": _int(0)})
 _RAYSERVICE_SPEC: JsonObj = _loose({"rayClusterConfig": _RAYCLUSTER_SPEC, "serveService": _loose({"spec": _TCP_PORTS})})
+
+
+# The `default:` markers of Kueue's CRDs (config/components/crd/bases/kueue.x-k8s.io_*.yaml), the same
+# in every release from v0.16 (v1beta2 stored) to v0.19.2 for both served versions, except where noted.
+# Kueue's mutating webhooks add no field defaults (ClusterQueue/ResourceFlavor: a finalizer, not
+# simulated; Workload: drops minCount without PartialAdmission). ResourceFlavor, WorkloadPriorityClass
+# and Topology declare none. `namespaceSelector` has no default (null selects no namespace).
+_FAIR_SHARING: JsonObj = _loose({"weight": {"x-kubernetes-int-or-string": True, "default": 1}})
+_CLUSTER_QUEUE_SPEC: JsonObj = _loose({
+    "fairSharing": _FAIR_SHARING,
+    "flavorFungibility": {**_loose({"whenCanBorrow": _string("MayStopSearch"),
+                                    "whenCanPreempt": _string("TryNextFlavor")}), "default": {}},
+    "preemption": {**_loose({
+        "borrowWithinCohort": {**_loose({"policy": _string("Never")}), "default": {}},
+        "reclaimWithinCohort": _string("Never"),
+        "withinClusterQueue": _string("Never"),
+    }), "default": {}},
+    "queueingStrategy": _string("BestEffortFIFO"),
+    "stopPolicy": _string("None"),
+})
+_LOCAL_QUEUE_SPEC: JsonObj = _loose({"fairSharing": _FAIR_SHARING, "stopPolicy": _string("None")})
+_WORKLOAD_SPEC: JsonObj = _loose({
+    "active": {"type": "boolean", "default": True},
+    "podSets": _list_of(_loose({"count": _int(1), "name": _string("main"),
+                                "template": _pod_template(file_key_ref=True)})),
+})
+# v1beta1 only: the priority's source, replaced by `priorityClassRef` in v1beta2.
+_WORKLOAD_SPEC_V1BETA1: JsonObj = _loose({**_WORKLOAD_SPEC["properties"],
+                                          "priorityClassSource": _string("")})
+_WORKLOAD_STATUS: JsonObj = _loose({
+    "admission": _loose({"podSetAssignments": _list_of(_loose({"name": _string("main")}))}),
+})
 
 
 def _column(name: str, path: str, kind: str = "string", priority: int = 0, description: str = "") -> JsonObj:
@@ -73,9 +158,11 @@ def _column(name: str, path: str, kind: str = "string", priority: int = 0, descr
 def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, bool]],
         columns: Iterable[JsonObj] = (), scope: str = "Namespaced", short_names: Sequence[str] = (),
         categories: Sequence[str] = (), per_version_columns: dict[str, list[JsonObj]] | None = None,
-        deprecated: Sequence[str] = (), spec: JsonObj | None = None, status: JsonObj | None = None) -> JsonObj:
+        deprecated: Sequence[str] = (), spec: JsonObj | None = None, status: JsonObj | None = None,
+        per_version_spec: dict[str, JsonObj] | None = None) -> JsonObj:
     """A CRD with a loose schema and a status subresource. `versions`: (name, is_storage); `spec` and
-    `status`: schemas for those (loose ones declaring the upstream defaults)."""
+    `status`: schemas for those (loose ones declaring the upstream defaults), `per_version_spec` where
+    a version's differs."""
     names: JsonObj = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
     if short_names:
         names["shortNames"] = list(short_names)
@@ -86,7 +173,7 @@ def crd(group: str, kind: str, plural: str, *, versions: Sequence[tuple[str, boo
     for name, storage in versions:
         version: JsonObj = {
             "name": name, "served": True, "storage": storage,
-            "schema": {"openAPIV3Schema": _schema(spec, status)},
+            "schema": {"openAPIV3Schema": _schema((per_version_spec or {}).get(name, spec), status)},
             "subresources": {"status": {}},
         }
         version_columns = (per_version_columns or {}).get(name, default_columns)
@@ -180,9 +267,9 @@ def kueue_crds() -> list[JsonObj]:
     ]
     return [
         crd(group, "ClusterQueue", "clusterqueues", versions=both, scope="Cluster", short_names=("cq",),
-            columns=cq_columns, per_version_columns={"v1beta1": cq_v1beta1}, deprecated=("v1beta1",)),
+            spec=_CLUSTER_QUEUE_SPEC, columns=cq_columns, per_version_columns={"v1beta1": cq_v1beta1}, deprecated=("v1beta1",)),
         crd(group, "LocalQueue", "localqueues", versions=both, short_names=("queue", "queues", "lq"),
-            columns=lq_columns, deprecated=("v1beta1",)),
+            spec=_LOCAL_QUEUE_SPEC, columns=lq_columns, deprecated=("v1beta1",)),
         crd(group, "ResourceFlavor", "resourceflavors", versions=both, scope="Cluster", short_names=("flavor",
             "flavors", "rf"), deprecated=("v1beta1",)),
         crd(group, "WorkloadPriorityClass", "workloadpriorityclasses", versions=both, scope="Cluster",
@@ -190,7 +277,8 @@ def kueue_crds() -> list[JsonObj]:
                                                    description="Value of workloadPriorityClass's Priority"),
                                            _AGE], deprecated=("v1beta1",)),
         crd(group, "Workload", "workloads", versions=both, short_names=("wl", "kwl"), columns=workload_columns,
-            deprecated=("v1beta1",)),
+            deprecated=("v1beta1",), spec=_WORKLOAD_SPEC, status=_WORKLOAD_STATUS,
+            per_version_spec={"v1beta1": _WORKLOAD_SPEC_V1BETA1}),
         crd(group, "Topology", "topologies", versions=[("v1beta1", True)], scope="Cluster"),
     ]
 

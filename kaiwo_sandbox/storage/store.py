@@ -12,11 +12,13 @@ lets history, watch events and HTTP serialisation share snapshots without copyin
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import secrets
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -88,6 +90,14 @@ def _strip_volatile(obj: JsonObj) -> JsonObj:
 RESTORE_GAP = 100_000
 
 
+@dataclass(slots=True)
+class AdmissionNotes:
+    """What admission plugins said about one write besides yes or no."""
+
+    warnings: list[str] = dataclasses.field(default_factory=list)  # each becomes a `Warning: 299` header
+    annotations: dict[str, str] = dataclasses.field(default_factory=dict)  # for the audit record
+
+
 class ObjectStore:
     """In-memory apiserver storage with real semantics. Not thread-safe: run it on one event loop."""
 
@@ -104,6 +114,7 @@ class ObjectStore:
         self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
         self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
         self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
+        self._notes: AdmissionNotes | None = None  # what admission said about the HTTP write in progress
         self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ identity
@@ -305,6 +316,24 @@ class ObjectStore:
         finally:
             self._field_validation = previous
 
+    @contextmanager
+    def admission_notes(self) -> Iterator[AdmissionNotes]:
+        """Scope one HTTP write: the warnings (`Warning` headers) and audit annotations admission plugins
+        give it are collected in the yielded notes; outside a scope (the store's own and the simulated
+        controllers' writes) they are dropped, as nobody would read them."""
+        previous, self._notes = self._notes, AdmissionNotes()
+        try:
+            yield self._notes
+        finally:
+            self._notes = previous
+
+    def _note(self, review: pod_security.Review) -> None:
+        if self._notes is not None:
+            self._notes.warnings.extend(review.warnings)
+            self._notes.annotations.update(review.annotations)
+        if review.denial is not None:
+            raise review.denial
+
     # ------------------------------------------------------------------ writes: create
     def create(self, gvr: GVR, obj: JsonObj, *, namespace: str | None = None, dry_run: bool = False,
                field_manager: str | None = None, user: str = SYSTEM_USER) -> JsonObj:
@@ -341,8 +370,8 @@ class ObjectStore:
         if admit and self._hooks:
             self._admit("CREATE", gvr, obj, None, user)
         self._validate(info, obj, None)
-        if admit and (info.group, info.resource) == ("", "pods"):  # validating admission: PodSecurity
-            pod_security.admit_pod(obj, self.find_ref(NAMESPACES, None, ns))
+        if admit and info.namespaced:  # validating admission: PodSecurity
+            self._pod_security(info, obj, ns)
         meta = obj["metadata"]
         name = str(meta["name"])
         key = (ns, name)
@@ -469,6 +498,8 @@ class ObjectStore:
             if admit and self._hooks:
                 self._admit("UPDATE", gvr, new, old, user)
         self._validate(info, new, old)
+        if admit and subresource is None and info.namespaced and info.resource != "pods":
+            self._pod_security(info, new, key[0])  # workload templates (pod updates are not judged)
         if old_meta.get("deletionTimestamp"):
             added = set(new["metadata"].get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
             if added:
@@ -787,6 +818,14 @@ class ObjectStore:
     def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
         for hook in list(self._hooks):
             hook(operation, gvr, obj, None if old is None else clone(old), user)
+
+    def _pod_security(self, info: ResourceInfo, obj: JsonObj, namespace: str) -> None:
+        """The PodSecurity plugin: pods (enforce, audit, warn) and workload templates (audit, warn)."""
+        if info.group == "" and info.resource == "pods":
+            self._note(pod_security.review_pod(obj, self.find_ref(NAMESPACES, None, namespace)))
+        elif (info.group, info.resource) in pod_security.POD_TEMPLATE_PATHS:
+            self._note(pod_security.review_pod_controller(info.group, info.resource, obj,
+                                                          self.find_ref(NAMESPACES, None, namespace)))
 
     def _validate(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         pipeline.validate(info, obj, old)

@@ -154,3 +154,42 @@ def test_child_caches_hold_only_what_carries_our_label(operator_env: OperatorSan
 
     assert caches[R.PVCS].get(namespace, "cached-data") is not None  # ours, labelled: cached
     assert all(caches[R.CONFIGMAPS].get(namespace, f"unrelated-{n}") is None for n in range(5))
+
+
+def test_caches_keep_what_the_controllers_read(operator_env: OperatorSandbox) -> None:
+    """Jobs are cached without their pod template, Kueue Workloads (watched cluster-wide) without their
+    pod sets, and the KaiwoService controller caches download Jobs only (a KaiwoJob's main Job carries
+    the same run-id label, and was cached by both). Admission is still read (the KaiwoJob runs), and an
+    update of a Job is still made from the whole object: a label added to the KaiwoJob reaches its Job,
+    whose template stays as it was."""
+    from kaiwo_ray.kube import resources as R
+
+    target = client_for(operator_env)
+    namespace = target.namespace("own-trim")
+    target.kube.create(kaiwo_job("trimmed", namespace, entrypoint="sleep 3600"))
+    wait_phase(target, "KaiwoJob", "trimmed", namespace, "RUNNING")
+    jobs: Any = operator_env.controller("kaiwojob")
+    services: Any = operator_env.controller("kaiwoservice")
+    cached = jobs.caches[R.JOBS].get(namespace, "trimmed")
+    assert cached is not None and "template" not in cached["spec"], sorted(cached["spec"])
+    assert services.caches[R.JOBS].get(namespace, "trimmed") is None
+    workloads = [w for w in jobs.caches[R.WORKLOADS] if w["metadata"]["namespace"] == namespace]
+    assert workloads, "Kueue made no Workload for the Job"
+    for workload in workloads:
+        assert "spec" not in workload, sorted(workload)
+        assert workload["metadata"]["labels"].get("kueue.x-k8s.io/job-uid")
+        assert any(c["type"] == "Admitted" for c in workload["status"]["conditions"])
+
+    before = target.kube.get("batch/v1", "Job", "trimmed", namespace)
+    assert before is not None
+    target.kube.patch(KAIWO_API, "KaiwoJob", "trimmed", {"metadata": {"labels": {"team": "blue"}}}, namespace)
+
+    def labelled() -> JsonObj | None:
+        job = target.kube.get("batch/v1", "Job", "trimmed", namespace) or {}
+        return job if (job.get("metadata", {}).get("labels") or {}).get("team") == "blue" else None
+
+    after = wait_for(labelled, target.timeout, "the new label on the Job")
+    assert after["spec"]["template"] == before["spec"]["template"]
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    target.kube.delete(KAIWO_API, "KaiwoJob", "trimmed", namespace)
+    wait_gone(target, "KaiwoJob", "trimmed", namespace)

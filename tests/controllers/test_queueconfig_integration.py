@@ -316,7 +316,7 @@ def test_example_b_namespaced_local_queues(env_factory: Callable[..., Env]) -> N
     cq = env.get(CQ, "fizz")
     lq = env.get(LQ, "fizz", "namespace2")
     assert cq is not None and lq is not None
-    assert lq["spec"] == {"clusterQueue": "fizz"}
+    assert lq["spec"] == {"clusterQueue": "fizz", "stopPolicy": "None"}  # + Kueue's CRD default
     assert _owned_by(lq, cq["metadata"]["uid"])
     assert lq["metadata"]["labels"] == MANAGED
 

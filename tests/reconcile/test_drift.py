@@ -62,3 +62,30 @@ def test_deployment_spec_changes_propagate_but_selector_is_pinned() -> None:
     assert body["spec"]["replicas"] == 3
     assert body["spec"]["selector"] == {"matchLabels": {"app": "d"}}
     assert frozen == ["spec.selector"]
+
+
+def test_drifted_agrees_with_needs_write_of_the_update_body() -> None:
+    """`drifted` is the shortcut the reconciler takes before building an update body: on every case
+    (frozen fields changed or not, other fields changed or not, a live object or none) it answers
+    what `needs_write(update_body(...))` answers."""
+    from kaiwo_ray.reconcile.drift import drifted
+
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "labels": {"a": "1"}},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"a": "1"}}}, "status": {"ready": 1}}
+    moved = copy.deepcopy(deployment)
+    moved["spec"]["selector"] = {"matchLabels": {"a": "2"}}
+    scaled = copy.deepcopy(deployment)
+    scaled["spec"]["replicas"] = 3
+    cases = [(job(), None), (job(), job()), (job(image="new"), job(image="old")),
+             (job(suspend=True), job(suspend=False)), (job(labels={"a": "2"}), job()),
+             (job(image="new", labels={"a": "2"}), job(image="old", suspend=False)),
+             (deployment, copy.deepcopy(deployment)), (moved, deployment), (scaled, deployment),
+             ({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}},
+              {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "w"}})]
+    answers = []
+    for desired, live in cases:
+        before = copy.deepcopy(desired)
+        answers.append(drifted(desired, live))
+        assert answers[-1] == needs_write(update_body(desired, live)[0], live), (desired, live)
+        assert desired == before, "drifted must not change what it is given"
+    assert answers == [True, False, False, False, True, True, False, False, True, True]

@@ -13,6 +13,7 @@ from collections.abc import Hashable, Iterable
 from kaiwo_sandbox.cluster.base import Controller
 from kaiwo_sandbox.cluster.conditions import set_condition
 from kaiwo_sandbox.cluster.events import record_event
+from kaiwo_sandbox.cluster.kuberay import appwrapper_webhook
 from kaiwo_sandbox.cluster.kueue.jobs import APPWRAPPER_LABEL, parse_path
 from kaiwo_sandbox.cluster.pods import controller_of, owner_reference
 from kaiwo_sandbox.contracts import (
@@ -25,6 +26,7 @@ from kaiwo_sandbox.contracts import (
     RAYCLUSTERS,
     RAYJOBS,
     RAYSERVICES,
+    SERVICEACCOUNTS,
     SERVICES,
     ApiError,
     JsonObj,
@@ -126,6 +128,27 @@ def component_failed(obj: JsonObj) -> bool:
 class AppWrapperController(Controller):
     name = "appwrapper"
     watches = (APPWRAPPERS, PODS, *WATCHED_COMPONENTS)
+
+    def admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
+        """AppWrapper's webhooks: the creator's labels on CREATE; immutability on UPDATE."""
+        if (gvr.group, gvr.resource) != (APPWRAPPERS.group, APPWRAPPERS.resource):
+            return
+        if operation == "CREATE":
+            appwrapper_webhook.default_on_create(obj, user, self._user_uid(user))
+        elif old is not None:
+            problems = appwrapper_webhook.update_problems(old, obj)
+            if problems:
+                raise appwrapper_webhook.denied(problems)
+
+    def _user_uid(self, user: str) -> str:
+        """The uid the authenticator reports: a service account's own uid, none for other users."""
+        parts = user.split(":")
+        if len(parts) != 4 or parts[:2] != ["system", "serviceaccount"]:
+            return ""
+        try:
+            return str(_meta(self.store.get(SERVICEACCOUNTS, parts[2], parts[3])).get("uid", ""))
+        except ApiError:
+            return ""
 
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         meta = _meta(event.object)

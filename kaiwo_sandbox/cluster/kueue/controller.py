@@ -81,6 +81,12 @@ from kaiwo_sandbox.contracts import (
 log = logging.getLogger(__name__)
 
 ADMISSION_COMPONENT = "kueue-admission"
+KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
+# Kueue's webhooks put it on every new ClusterQueue and ResourceFlavor; its controllers remove it
+# once the object is being deleted and nothing uses it (no Workload reserving quota in the
+# ClusterQueue; no ClusterQueue naming the flavor).
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+FINALIZE: Hashable = ("finalize",)
 STATUS_INTERVAL = 0.05  # real seconds between queue status writes (coalesces bursts)
 
 
@@ -98,9 +104,16 @@ class KueueController(Controller):
         self._waiting_priority: dict[str, set[tuple[str, str, str]]] = {}
         self._last_status: dict[tuple[str, str, str], QueueStatus] = {}
         self._last_status_write = -1.0
+        self._terminating: set[tuple[str, str]] = set()  # (resource, name) waiting to lose the finalizer
 
     # ------------------------------------------------------------------ webhook
     def admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
+        if operation == "CREATE" and gvr.group == CLUSTERQUEUES.group and \
+                gvr.resource in (CLUSTERQUEUES.resource, RESOURCEFLAVORS.resource):
+            finalizers = obj.setdefault("metadata", {}).setdefault("finalizers", [])
+            if RESOURCE_IN_USE_FINALIZER not in finalizers:
+                finalizers.append(RESOURCE_IN_USE_FINALIZER)
+            return
         if operation != "CREATE" or gvr.resource not in FRAMEWORKS:
             return
         if gvr.resource == RAYJOBS.resource and gvr.group == RAYJOBS.group:
@@ -115,9 +128,12 @@ class KueueController(Controller):
     # ------------------------------------------------------------------ cache feed
     def keys_for(self, event: WatchEvent) -> Iterable[Hashable]:
         resource = event.gvr.resource
+        if resource in (CLUSTERQUEUES.resource, RESOURCEFLAVORS.resource) and event.gvr.group == CLUSTERQUEUES.group:
+            self._track_finalizer(resource, event)
         keys = self.cache.feed(event)
         if keys is not None:
-            return keys
+            # Quota released or queues changed: a terminating ClusterQueue or flavor may be free now.
+            return [*keys, FINALIZE] if self._terminating else keys
         if resource in FRAMEWORKS and event.gvr.group == FRAMEWORKS[resource].gvr.group:
             return self._on_job(event)
         if resource == WORKLOADPRIORITYCLASSES.resource:
@@ -156,9 +172,49 @@ class KueueController(Controller):
             return None
         if key == STATUS:
             return self._write_statuses()
+        if key == FINALIZE:
+            return self._release_unused()
         if key[0] == "job":
             return self._reconcile_job(str(key[1]), str(key[2]), str(key[3]))
         return None
+
+    # ------------------------------------------------------------------ resource-in-use finalizer
+    def _track_finalizer(self, resource: str, event: WatchEvent) -> None:
+        meta = event.object.get("metadata") or {}
+        key = (resource, str(meta.get("name", "")))
+        if event.type != "DELETED" and meta.get("deletionTimestamp") and \
+                RESOURCE_IN_USE_FINALIZER in (meta.get("finalizers") or ()):
+            self._terminating.add(key)
+        else:
+            self._terminating.discard(key)
+
+    def _release_unused(self) -> float | None:
+        """Drop the finalizer of each terminating ClusterQueue no Workload reserves quota in, and of
+        each terminating flavor no ClusterQueue names (terminating ones included, as Kueue's cache).
+        A conflicting write is retried shortly."""
+        retry: float | None = None
+        named = {flavor for obj in self.cache.cq_objs.values()
+                 for group in (obj.get("spec") or {}).get("resourceGroups") or ()
+                 for flavor in (f.get("name") for f in group.get("flavors") or ())}
+        for resource, name in sorted(self._terminating):
+            in_use = bool(self.cache.reserved.get(name)) if resource == CLUSTERQUEUES.resource else name in named
+            if in_use:
+                continue
+            gvr = CLUSTERQUEUES if resource == CLUSTERQUEUES.resource else RESOURCEFLAVORS
+            try:
+                live = self.store.get(gvr, None, name)
+                finalizers = [f for f in live["metadata"].get("finalizers") or () if f != RESOURCE_IN_USE_FINALIZER]
+                self.store.patch(gvr, None, name, {"metadata": {
+                    "finalizers": finalizers, "resourceVersion": live["metadata"].get("resourceVersion")}},
+                    "merge", user=KUEUE_USER)
+            except ApiError as err:
+                if err.code == 409:
+                    retry = 0.05
+                    continue
+                if err.code != 404:
+                    raise
+            self._terminating.discard((resource, name))
+        return retry
 
     # ------------------------------------------------------------------ scheduling
     def _schedule(self) -> None:

@@ -35,6 +35,17 @@ DEFAULT_BACKOFF_LIMIT = 6
 ORPHAN_KEY = "orphan-pod"  # work-key tag: (ORPHAN_KEY, namespace, pod name)
 POD_BACKOFF_SECONDS = 10.0  # first retry after a failure; doubles per failure...
 POD_BACKOFF_MAX_SECONDS = 360.0  # ...up to six minutes, like the real controller
+# A refused pod create fails the sync; the real controller's work queue retries the Job after its API
+# back-off (DefaultJobApiBackOff 1 s, doubling per consecutive failure, MaxJobApiBackOff 1 min) and
+# forgets the count after a sync that succeeds.
+API_BACKOFF_SECONDS = 1.0
+API_BACKOFF_MAX_SECONDS = 60.0
+
+
+def api_backoff(failures: int) -> float:
+    """Simulated seconds before the retry that follows `failures` consecutive failed syncs (>= 1)."""
+    exponent: int = min(max(failures - 1, 0), 32)
+    return min(API_BACKOFF_SECONDS * float(1 << exponent), API_BACKOFF_MAX_SECONDS)
 BACKOFF_MESSAGE = "Job has reached the specified backoff limit"
 DEADLINE_MESSAGE = "Job was active longer than specified deadline"
 COMPLETIONS_MESSAGE = "Reached expected number of succeeded pods"
@@ -111,6 +122,8 @@ class JobController(Controller):
         self._last_failure: dict[str, tuple[int, float]] = {}  # job uid -> (failed count, monotonic)
         self._finished: dict[str, float] = {}  # job uid -> monotonic time it finished
         self._started: dict[str, float] = {}  # job uid -> monotonic time it (re)started, for deadlines
+        # job uid -> (consecutive syncs whose pod create was refused, monotonic time creates resume)
+        self._create_failures: dict[str, tuple[int, float]] = {}
         self._pods = OwnerIndex("Job")
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
@@ -157,9 +170,11 @@ class JobController(Controller):
         self._release_orphans(namespace, name, uid)
         pods = self._pods.pods(uid)
         if meta.get("deletionTimestamp"):
+            self._create_failures.pop(uid, None)
             self._flush(job, pods, count=False)
             return None
         if condition_true(job, "Complete") or condition_true(job, "Failed"):
+            self._create_failures.pop(uid, None)
             self._flush(job, pods, count=False)
             return self._ttl(job)
         job = self._flush(job, pods, count=True)
@@ -415,6 +430,7 @@ class JobController(Controller):
             return active[: wanted], None
         missing = wanted - len(active)
         if missing <= 0:
+            self._create_failures.pop(uid, None)  # a sync with nothing refused: the queue forgets
             return active, None
         last = self._last_failure.get(uid)
         if last is not None and failed > 0:
@@ -422,11 +438,20 @@ class JobController(Controller):
             remaining = backoff - self._sim_since(last[1])
             if remaining > 0:
                 return active, remaining * self._tf()
+        refused = self._create_failures.get(uid)
+        if refused is not None and refused[1] > self.clock.monotonic():
+            return active, refused[1] - self.clock.monotonic()  # still backing off: no create before then
         created = list(active)
         for slot in range(missing):
             fresh = self._create_pod(job, todo[slot] if indexed and slot < len(todo) else None)
-            if fresh is not None:
-                created.append(fresh)
+            if fresh is None:
+                # The first batch of the real controller's slow start is one pod: a refusal ends the sync.
+                failures = (refused[0] if refused is not None else 0) + 1
+                delay = api_backoff(failures) * self._tf()
+                self._create_failures[uid] = (failures, self.clock.monotonic() + delay)
+                return created, delay
+            created.append(fresh)
+        self._create_failures.pop(uid, None)
         return created, None
 
     # -- writes --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Pod Security admission (the built-in `PodSecurity` plugin), enforce mode, as a pure function.
+"""Pod Security admission (the built-in `PodSecurity` plugin), as pure functions.
 
 A namespace labelled `pod-security.kubernetes.io/enforce: baseline|restricted` refuses pods that
 break the Pod Security Standard of that level with 403 Forbidden and the real plugin's message:
@@ -6,28 +6,54 @@ break the Pod Security Standard of that level with 403 Forbidden and the real pl
     pods "x" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false
     (container "c" must set securityContext.allowPrivilegeEscalation=false), ...
 
+`pod-security.kubernetes.io/warn` adds a warning (`would violate PodSecurity "restricted:latest": ...`,
+a `Warning` header) and `.../audit` the audit annotation `pod-security.kubernetes.io/audit-violations`
+with the same text; both also judge the pod template of the workload resources (Deployment,
+ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController, PodTemplate) on create and
+update, which enforce never refuses (only their pods are refused). A pod the enforce level refuses
+gets no warning (the plugin adds none to a rejected request); a judged pod carries the audit
+annotation `pod-security.kubernetes.io/enforce-policy`.
+
 Checks, reasons, details and their order follow k8s.io/pod-security-admission/policy at its latest
 policy version: baseline checks first, then (restricted) the restricted ones, each restricted check
 replacing the baseline check it overlaps (capabilities, hostPath/volume types, seccomp). An
-unparseable level fails closed to `restricted`, an unparseable `enforce-version` reads as `latest`.
+unparseable level fails closed to `restricted`, an unparseable version reads as `latest`.
 
-Not simulated (docs/sandbox.md): the `warn` and `audit` modes (Warning headers, audit annotations),
-checks of workload resources' templates, pod updates (only creation is checked), exemptions, per-version
-differences of older policy versions, and the deprecated AppArmor/seccomp annotations.
+Not simulated (docs/sandbox.md): pod updates (only creation is checked), exemptions, per-version
+differences of older policy versions, the deprecated AppArmor/seccomp annotations, and the warnings a
+namespace label change gives about existing pods.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
 
 LABEL_PREFIX = "pod-security.kubernetes.io/"
-ENFORCE_LABEL = LABEL_PREFIX + "enforce"
+ENFORCE, AUDIT, WARN = "enforce", "audit", "warn"
+ENFORCE_LABEL = LABEL_PREFIX + ENFORCE
 ENFORCE_VERSION_LABEL = LABEL_PREFIX + "enforce-version"
+WARN_LABEL = LABEL_PREFIX + WARN
+AUDIT_LABEL = LABEL_PREFIX + AUDIT
+# Audit annotations (the plugin's keys under its prefix).
+ENFORCE_POLICY_ANNOTATION = LABEL_PREFIX + "enforce-policy"
+AUDIT_VIOLATIONS_ANNOTATION = LABEL_PREFIX + "audit-violations"
+# The workload resources whose pod template the plugin judges (warn and audit only), by (group,
+# resource): the path to the template.
+POD_TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "podtemplates"): ("template",),
+    ("", "replicationcontrollers"): ("spec", "template"),
+    ("apps", "replicasets"): ("spec", "template"),
+    ("apps", "deployments"): ("spec", "template"),
+    ("apps", "statefulsets"): ("spec", "template"),
+    ("apps", "daemonsets"): ("spec", "template"),
+    ("batch", "jobs"): ("spec", "template"),
+    ("batch", "cronjobs"): ("spec", "jobTemplate", "spec", "template"),
+}
 PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
 LATEST = "latest"
@@ -71,18 +97,23 @@ class Policy:
         return f"{self.level}:{self.version}"
 
 
-def enforced_policy(namespace_labels: dict[str, Any] | None) -> Policy:
-    """What a namespace's labels enforce: `privileged:latest` when unlabelled."""
+def mode_policy(namespace_labels: dict[str, Any] | None, mode: str) -> Policy:
+    """A namespace's policy for one mode (enforce, audit, warn): `privileged:latest` when unlabelled."""
     labels = namespace_labels or {}
-    level = labels.get(ENFORCE_LABEL)
+    level = labels.get(LABEL_PREFIX + mode)
     if level is None:
         level = PRIVILEGED
     elif level not in LEVELS:
         level = RESTRICTED  # the real plugin fails closed on a level it cannot parse
-    version = labels.get(ENFORCE_VERSION_LABEL)
+    version = labels.get(f"{LABEL_PREFIX}{mode}-version")
     if not isinstance(version, str) or not (version == LATEST or _VERSION.match(version)):
         version = LATEST
     return Policy(str(level), version)
+
+
+def enforced_policy(namespace_labels: dict[str, Any] | None) -> Policy:
+    """What a namespace's labels enforce: `privileged:latest` when unlabelled."""
+    return mode_policy(namespace_labels, ENFORCE)
 
 
 def check_pod(level: str, pod_spec: JsonObj) -> list[Violation]:
@@ -98,17 +129,86 @@ def violation_summary(violations: Sequence[Violation]) -> str:
     return ", ".join(f"{reason} ({detail})" if detail else reason for reason, detail in violations)
 
 
+@dataclass(slots=True)
+class Review:
+    """The plugin's answer to one request: a refusal (enforce, pods only), warnings for the client,
+    annotations for the audit log."""
+
+    denial: ApiError | None = None
+    warnings: list[str] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+def _labels(namespace: JsonObj | None) -> dict[str, Any] | None:
+    labels = ((namespace or {}).get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else None
+
+
+def _review(pod_spec: JsonObj, labels: dict[str, Any] | None, *, enforce: bool, name: str) -> Review:
+    """EvaluatePod: enforce (when asked), then audit, then warn unless the request is refused."""
+    review = Review()
+    results: dict[Policy, list[Violation]] = {}
+
+    def judged(policy: Policy) -> list[Violation]:
+        if policy not in results:
+            results[policy] = check_pod(policy.level, pod_spec)
+        return results[policy]
+
+    if enforce:
+        policy = mode_policy(labels, ENFORCE)
+        review.annotations[ENFORCE_POLICY_ANNOTATION] = str(policy)
+        violations = judged(policy)
+        if violations:
+            review.denial = ApiError(
+                403, "Forbidden",
+                f'pods "{name}" is forbidden: violates PodSecurity "{policy}": {violation_summary(violations)}',
+                {"name": name, "kind": "pods"})
+    audit = mode_policy(labels, AUDIT)
+    if violations := judged(audit):
+        review.annotations[AUDIT_VIOLATIONS_ANNOTATION] = (
+            f'would violate PodSecurity "{audit}": {violation_summary(violations)}')
+    if review.denial is None:
+        warn = mode_policy(labels, WARN)
+        if violations := judged(warn):
+            review.warnings.append(f'would violate PodSecurity "{warn}": {violation_summary(violations)}')
+    return review
+
+
+def _fully_privileged(labels: dict[str, Any] | None, modes: Sequence[str]) -> bool:
+    return all(mode_policy(labels, mode).level == PRIVILEGED for mode in modes)
+
+
+def review_pod(pod: JsonObj, namespace: JsonObj | None) -> Review:
+    """All three modes on a pod being created in `namespace`."""
+    labels = _labels(namespace)
+    if _fully_privileged(labels, (ENFORCE, AUDIT, WARN)):
+        return Review()
+    spec = pod.get("spec")
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    return _review(spec if isinstance(spec, dict) else {}, labels, enforce=True, name=name)
+
+
+def review_pod_controller(group: str, resource: str, obj: JsonObj, namespace: JsonObj | None) -> Review:
+    """Audit and warn on the pod template of a workload resource being created or updated (never a
+    refusal: enforce judges only the pods); nothing for other resources."""
+    path = POD_TEMPLATE_PATHS.get((group, resource))
+    labels = _labels(namespace)
+    if path is None or _fully_privileged(labels, (AUDIT, WARN)):
+        return Review()
+    template: Any = obj
+    for step in path:
+        template = template.get(step) if isinstance(template, dict) else None
+    spec = template.get("spec") if isinstance(template, dict) else None
+    if not isinstance(spec, dict):
+        return Review()  # no pod template (e.g. a CronJob without one): nothing to judge
+    return _review(spec, labels, enforce=False, name="")
+
+
 def admit_pod(pod: JsonObj, namespace: JsonObj | None) -> None:
     """Enforce mode on a pod being created in `namespace`: 403 Forbidden listing every violation."""
-    policy = enforced_policy(((namespace or {}).get("metadata") or {}).get("labels"))
-    spec = pod.get("spec")
-    violations = check_pod(policy.level, spec if isinstance(spec, dict) else {})
-    if not violations:
-        return
-    name = str((pod.get("metadata") or {}).get("name") or "")
-    raise ApiError(403, "Forbidden",
-                   f'pods "{name}" is forbidden: violates PodSecurity "{policy}": {violation_summary(violations)}',
-                   {"name": name, "kind": "pods"})
+    denial = review_pod(pod, namespace).denial
+    if denial is not None:
+        raise denial
 
 
 # ---------------------------------------------------------------- helpers (the plugin's wording)

@@ -4,6 +4,7 @@ a wrapped Job, and re-suspension deleting the components."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 RAY = ("ray.io", "v1")
 CONTROLLERS = ("volume-binder", "scheduler", "kubelet", "job-controller", "kuberay", "appwrapper", "kueue")
 WaitFor = Callable[..., Any]
+USER, USER_ID = "workload.codeflare.dev/user", "workload.codeflare.dev/userid"
 
 
 def pod_template(gpus: int = 0, command: list[str] | None = None) -> dict[str, Any]:
@@ -179,3 +181,37 @@ def test_component_the_apiserver_refuses_fails_the_appwrapper(world: World, wait
     unhealthy = condition(aw, "Unhealthy")
     assert (unhealthy["status"], unhealthy["reason"]) == ("True", "CreateFailed")
     assert unhealthy["message"].startswith("error creating components: ")
+
+
+def test_the_webhooks_label_the_creator_and_keep_components_immutable(
+        sandbox_factory: Callable[..., RunningSandbox]) -> None:
+    """AppWrapper's CRD declares no defaults; its mutating webhook labels a new AppWrapper with the
+    creator's (sanitised) name and uid, and its validating webhook refuses changing those labels or the
+    components (403 "attempt to change immutable field"), as v1.1-v1.2.1 do."""
+    sandbox = sandbox_factory(cluster=("appwrapper",))
+    world = World(sandbox)
+    account = world.core.create_namespaced_service_account("default", {"metadata": {"name": "submitter"}})
+    token = world.core.create_namespaced_service_account_token("submitter", "default", {"spec": {}}).status.token
+    as_account = kubernetes.client.CustomObjectsApi(sandbox.api_client(token))
+    body = wrapped_rayservice("svc")
+    body["metadata"]["labels"][USER] = "someone-else"  # the webhook's value wins
+    as_account.create_namespaced_custom_object(*AW, "default", "appwrappers", body)
+    labels = world.appwrapper("svc")["metadata"]["labels"]
+    assert labels[USER] == "system_serviceaccount_default_submitter"
+    assert labels[USER_ID] == account.metadata.uid
+    assert labels["kueue.x-k8s.io/queue-name"] == "team"
+
+    world.custom.patch_namespaced_custom_object(*AW, "default", "appwrappers", "svc",
+                                                {"metadata": {"labels": {"team": "a"}}})  # other labels: fine
+    immutable = "Forbidden: attempt to change immutable field"
+    for patch, detail in (({"metadata": {"labels": {USER: "me"}}}, f"metadata.labels[{USER}]: {immutable}"),
+                          ({"spec": {"components": [{"template": {"kind": "Job"}}]}},  # podSets dropped too
+                           f"[spec.components[0].template.raw: {immutable}, spec.components[0].podsets: {immutable}]")):
+        with pytest.raises(kubernetes.client.ApiException) as refused:
+            world.custom.patch_namespaced_custom_object(*AW, "default", "appwrappers", "svc", patch)
+        assert refused.value.status == 403
+        assert json.loads(refused.value.body)["message"] == (
+            f'admission webhook "vappwrapper.kb.io" denied the request: {detail}')
+    world.custom.create_namespaced_custom_object(*AW, "default", "appwrappers", wrapped_rayservice("admin"))
+    assert world.appwrapper("admin")["metadata"]["labels"][USER] == "kaiwo-admin"
+    assert world.appwrapper("admin")["metadata"]["labels"][USER_ID] == ""

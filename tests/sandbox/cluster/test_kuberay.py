@@ -316,6 +316,9 @@ def test_kuberay_crds_apply_their_upstream_defaults(ray_factory: Callable[..., R
     for key in ("replicas", "minReplicas", "maxReplicas"):
         del group[key]
     spec["rayClusterSpec"]["headGroupSpec"]["headService"] = {"spec": {"ports": [{"name": "x", "port": 1}]}}
+    head_container = spec["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head_container["ports"] = [{"name": "gcs", "containerPort": 6379}]
+    head_container["envFrom"] = [{"secretRef": {}}]
     ray.create("rayjobs", {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "defaults"}, "spec": spec})
     stored = ray.get("rayjobs", "defaults")
     assert stored is not None
@@ -328,6 +331,10 @@ def test_kuberay_crds_apply_their_upstream_defaults(ray_factory: Callable[..., R
     assert stored_group["template"] == group["template"]  # the loose rest is kept as it was
     head_ports = stored["spec"]["rayClusterSpec"]["headGroupSpec"]["headService"]["spec"]["ports"]
     assert head_ports == [{"name": "x", "port": 1, "protocol": "TCP"}]
+    # The core types' defaults inside the embedded pod templates (container ports, references).
+    stored_head = stored["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert stored_head["ports"] == [{"name": "gcs", "containerPort": 6379, "protocol": "TCP"}]
+    assert stored_head["envFrom"] == [{"secretRef": {"name": ""}}]
     # A value the user gave is kept; RayClusters and RayServices default their worker groups too.
     ray.create("rayjobs", rayjob("mine", submissionMode="HTTPMode", backoffLimit=3))
     mine = ray.get("rayjobs", "mine") or {}

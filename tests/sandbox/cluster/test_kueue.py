@@ -328,3 +328,90 @@ def test_deactivating_an_admitted_workload_evicts_it(world: tuple[Clients, Kueue
     clients.batch.create_namespaced_job("default", gpu_job("next", 8, seconds=5000))
     wait_for(lambda: not job_suspended(clients, "next"), message="the freed quota is used")
     assert job_suspended(clients, "paused"), "a deactivated Workload is not admitted again"
+
+
+def test_kueue_crds_apply_their_upstream_defaults(sandbox_factory: Callable[..., RunningSandbox],
+                                                  clients_factory: Callable[[RunningSandbox], Clients]) -> None:
+    """Kueue's CRDs (v0.16-v0.19.2, config/components/crd/bases) declare defaults; what the sandbox
+    stores carries them, as a real API server's structural defaulting does, and a value given is kept."""
+    kueue = Kueue(clients_factory(sandbox_factory(cluster=())))  # the API server alone: what the schemas do
+    custom = kueue.custom
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "bare"},
+        "spec": {"resourceGroups": [], "fairSharing": {}}})
+    spec = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "bare")["spec"]
+    assert spec["queueingStrategy"] == "BestEffortFIFO"
+    assert spec["stopPolicy"] == "None"
+    assert spec["flavorFungibility"] == {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"}
+    assert spec["preemption"] == {"borrowWithinCohort": {"policy": "Never"}, "reclaimWithinCohort": "Never",
+                                  "withinClusterQueue": "Never"}
+    assert spec["fairSharing"] == {"weight": 1}
+    assert "namespaceSelector" not in spec  # no default: null selects no namespace
+    kueue.cluster_queue("given", 8, queueingStrategy="StrictFIFO", preemption={"withinClusterQueue": "LowerPriority"})
+    given = custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "given")["spec"]
+    assert given["queueingStrategy"] == "StrictFIFO"
+    assert given["preemption"]["withinClusterQueue"] == "LowerPriority"
+    assert given["preemption"]["reclaimWithinCohort"] == "Never"
+    assert given["namespaceSelector"] == {}
+
+    kueue.local_queue("team", "given")
+    lq = custom.get_namespaced_custom_object(*KUEUE, "default", "localqueues", "team")["spec"]
+    assert lq == {"clusterQueue": "given", "stopPolicy": "None"}
+
+    template = {"spec": {"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80}]}]}}
+    custom.create_namespaced_custom_object(*KUEUE, "default", "workloads", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "wl"},
+        "spec": {"queueName": "team", "podSets": [{"template": template}]}})
+    wl = custom.get_namespaced_custom_object(*KUEUE, "default", "workloads", "wl")["spec"]
+    assert wl["active"] is True
+    assert (wl["podSets"][0]["name"], wl["podSets"][0]["count"]) == ("main", 1)
+    assert wl["podSets"][0]["template"]["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    assert "priorityClassSource" not in wl  # a v1beta1-only field
+
+
+def test_the_workload_kueue_creates_carries_the_defaults(world: tuple[Clients, Kueue], wait_for: WaitFor) -> None:
+    clients, kueue = world
+    kueue.cluster_queue("cq", 8)
+    kueue.local_queue("team", "cq")
+    clients.batch.create_namespaced_job("default", gpu_job("train", 1))
+    wl = wait_for(lambda: kueue.workload_of("train"), timeout=30, message="the Job's Workload")
+    assert wl["spec"]["active"] is True
+    cq = kueue.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "cq")["spec"]
+    assert cq["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
+
+
+def test_the_resource_in_use_finalizer_holds_a_used_queue_and_flavor(world: tuple[Clients, Kueue],
+                                                                      wait_for: WaitFor) -> None:
+    """Kueue's webhooks add `kueue.x-k8s.io/resource-in-use` to ClusterQueues and ResourceFlavors; a
+    deleted one stays Terminating while a Workload reserves quota in it (the queue) or a ClusterQueue
+    names it (the flavor), and goes once that ends."""
+    clients, kueue = world
+    kueue.cluster_queue("cq", 8)
+    kueue.local_queue("team", "cq")
+    finalizer = "kueue.x-k8s.io/resource-in-use"
+
+    def get(plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            obj: dict[str, Any] = kueue.custom.get_cluster_custom_object(*KUEUE, plural, name)
+        except kubernetes.client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        return obj
+
+    assert (get("clusterqueues", "cq") or {})["metadata"]["finalizers"] == [finalizer]
+    assert (get("resourceflavors", "mi300x") or {})["metadata"]["finalizers"] == [finalizer]
+    clients.batch.create_namespaced_job("default", gpu_job("train", 1, seconds=3600))
+    wait_for(lambda: is_true(kueue.workload_of("train"), "Admitted"), timeout=30, message="admitted")
+
+    kueue.custom.delete_cluster_custom_object(*KUEUE, "resourceflavors", "mi300x")
+    kueue.custom.delete_cluster_custom_object(*KUEUE, "clusterqueues", "cq")
+    # Kueue has seen the deletion (it reports the queue Terminating) and still holds both.
+    wait_for(lambda: (condition(get("clusterqueues", "cq"), "Active") or {}).get("reason") == "Terminating",
+             timeout=30, message="the queue reported Terminating")
+    assert is_true(kueue.workload_of("train"), "Admitted")
+    assert (get("clusterqueues", "cq") or {})["metadata"].get("deletionTimestamp")
+    assert (get("resourceflavors", "mi300x") or {})["metadata"].get("deletionTimestamp")
+    clients.batch.delete_namespaced_job("train", "default", propagation_policy="Background")
+    wait_for(lambda: get("clusterqueues", "cq") is None, timeout=30, message="queue gone once unused")
+    wait_for(lambda: get("resourceflavors", "mi300x") is None, timeout=30, message="flavor gone with its queue")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kaiwo_sandbox.cluster.workloads.jobs import api_backoff
 from kaiwo_sandbox.contracts import JsonObj
 
 WORKLOADS = ["volume-binder", "scheduler", "kubelet", "job-controller"]
@@ -76,3 +77,35 @@ def test_a_deployments_refused_pods_are_retried_after_a_pause_not_in_a_hot_loop(
     sb.call(unsubscribe)
     assert writes.count("replicasets") <= 30, f"{writes.count('replicasets')} ReplicaSet writes in 1 s"
     assert c.core.list_namespaced_pod("locked").items == []
+
+
+def test_a_refused_job_pod_is_retried_with_the_api_back_off_and_created_once_allowed(
+        sandbox_factory: Any, clients_factory: Any) -> None:
+    """The real Job controller's work queue retries a sync whose pod create was refused after 1 s,
+    2 s, 4 s ... (at most 1 min), a FailedCreate each time; once the namespace allows the pod, the
+    next retry creates it. On a manual clock: the retry times are exact."""
+    sb = sandbox_factory(cluster=WORKLOADS, manual_clock=True, time_factor=1.0)
+    c = clients_factory(sb)
+    c.core.create_namespace({"metadata": {"name": "locked",
+                                          "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    c.batch.create_namespaced_job("locked", job("bare", hardened=False))
+
+    def failed_creates() -> int:
+        return sum(1 for e in c.events("locked", "bare") if e.reason == "FailedCreate")
+
+    sb.advance(0)
+    assert failed_creates() == 1
+    for wait, expected in ((0.9, 1), (0.1, 2), (1.9, 2), (0.1, 3), (3.9, 3), (0.1, 4)):
+        sb.advance(wait)
+        assert failed_creates() == expected, (wait, expected)
+    c.core.patch_namespace("locked", {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    sb.advance(7.9)  # the namespace is not watched: nothing happens before the next retry (8 s)
+    assert c.core.list_namespaced_pod("locked").items == []
+    sb.advance(0.1)
+    assert [p.metadata.labels["job-name"] for p in c.core.list_namespaced_pod("locked").items] == ["bare"]
+    assert any(e.reason == "SuccessfulCreate" for e in c.events("locked", "bare"))
+    assert failed_creates() == 4
+
+
+def test_the_job_api_back_off_doubles_up_to_a_minute() -> None:
+    assert [api_backoff(n) for n in (1, 2, 3, 6, 7, 8, 10_000)] == [1, 2, 4, 32, 60, 60, 60]

@@ -14,6 +14,8 @@ from kaiwo_sandbox.semantics.builtin.pod_security import (
     admit_pod,
     check_pod,
     enforced_policy,
+    review_pod,
+    review_pod_controller,
     violation_summary,
 )
 
@@ -131,3 +133,21 @@ def test_admit_pod_refuses_with_403_and_the_real_message() -> None:
     admit_pod(pod, namespace())  # unlabelled: privileged
     admit_pod(pod, None)  # cluster-scoped callers pass no namespace
     admit_pod({"metadata": {"name": "ok"}, "spec": hardened()}, namespace(**{ENFORCE_LABEL: "restricted"}))
+
+
+def test_warn_and_audit_judge_a_cronjobs_template_and_enforce_alone_never_does() -> None:
+    cronjob = {"spec": {"jobTemplate": {"spec": {"template": {"spec": bare("c", hostNetwork=True)}}}}}
+    review = review_pod_controller("batch", "cronjobs", cronjob, namespace(**{
+        "pod-security.kubernetes.io/warn": "baseline", "pod-security.kubernetes.io/warn-version": "v1.33",
+        "pod-security.kubernetes.io/audit": "nonsense"}))  # an unparseable level fails closed: restricted
+    assert review.denial is None
+    assert review.warnings == ['would violate PodSecurity "baseline:v1.33": host namespaces (hostNetwork=true)']
+    assert review.annotations["pod-security.kubernetes.io/audit-violations"].startswith(
+        'would violate PodSecurity "restricted:latest": host namespaces (hostNetwork=true), allowPrivilegeEscalation')
+    assert review_pod_controller("batch", "cronjobs", cronjob, namespace(**{ENFORCE_LABEL: "restricted"})) == \
+        review_pod_controller("batch", "cronjobs", cronjob, namespace())  # nothing: no refusal, no notes
+    assert review_pod_controller("", "configmaps", {"data": {}}, namespace(**{
+        "pod-security.kubernetes.io/warn": "restricted"})).warnings == []
+    refused = review_pod({"metadata": {"name": "p"}, "spec": bare("c")}, namespace(**{
+        ENFORCE_LABEL: "baseline", "pod-security.kubernetes.io/warn": "restricted"}))
+    assert refused.denial is None and len(refused.warnings) == 1  # baseline admits; restricted warns
