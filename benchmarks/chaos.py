@@ -416,6 +416,18 @@ class Log:
         self.lines.append(f"  t={self.last_fault:5.1f} s  {what}")
 
 
+def current_leader(instances: list[Instance], stop: threading.Event, patience: float) -> Instance | None:
+    """The instance leading the KaiwoJob controller, waiting up to `patience` seconds for one (a
+    killed actor's successor waits for its predecessor's Lease to expire)."""
+    deadline = time.monotonic() + patience
+    while not stop.is_set():
+        leader = next((i for i in instances if i.leads("kaiwojob")), None)
+        if leader is not None or time.monotonic() > deadline:
+            return leader
+        stop.wait(0.5)  # polling the actors' health
+    return None
+
+
 def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[Instance],
                rng: random.Random, stop: threading.Event, done: dict[str, Any]) -> None:
     """Drive the discrete faults on schedule until the window ends; `done` says what was done (the
@@ -443,9 +455,9 @@ def run_faults(plan: Plan, log: Log, sandbox: SandboxProcess, instances: list[In
             done["kills"] += 1
             log.fault(f"killed actor {name} of instance {instance.label} (Ray restarts it)")
         elif what == "failover":
-            leader = next((i for i in live if i.leads("kaiwojob")), None)
+            leader = current_leader(live, stop, patience=60.0)
             if leader is None or len(live) < 2:
-                log.fault("failover skipped: no instance leads the KaiwoJob controller right now")
+                log.fault("failover skipped: no instance led the KaiwoJob controller within 60 s")
                 continue
             leader.crash()
             crashed_at = time.monotonic()
