@@ -16,6 +16,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -52,13 +53,15 @@ def api_client(kubeconfig: Path) -> Any:
 
 
 def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], time_factor: float,
-                  users: list[str]) -> None:
+                  users: list[str], state: bool = False) -> None:
     import psutil
 
     from kaiwo_ray.api.config import KaiwoConfigSpec
     from kaiwo_ray.api.crd import all_crds
     from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.nodes import default_nodes, with_pool_labels
+    from kaiwo_sandbox.apiserver.audit import AuditRecord
+    from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
     # the collector's pauses in the sandbox's process: [count, total ms, longest ms] by generation
@@ -81,19 +84,28 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         admin = Path(workdir) / "admin.kubeconfig"
         # the node-pool labels the KaiwoQueueConfig controller would have put on the nodes
         nodes = with_pool_labels(default_nodes(), KaiwoConfigSpec())
-        sandbox = Sandbox(SandboxConfig(nodes=nodes, cluster=cluster, time_factor=time_factor,
-                                        kubeconfig_path=admin, extra_crds=list(all_crds())))
+        config = SandboxConfig(nodes=nodes, cluster=cluster, time_factor=time_factor, kubeconfig_path=admin,
+                               extra_crds=list(all_crds()), state_dir=Path(workdir) / "state" if state else None)
+        sandbox = Sandbox(config)
         await sandbox.start()
         tune_for_long_lived_caches(freeze_after=0)  # as `kaiwo-ray sandbox` runs it
         paths = {"admin": str(admin)}
+        tokens: dict[str, str] = {}
         for user in users:
             path = Path(workdir) / f"{user}.kubeconfig"
-            write_kubeconfig(path, sandbox.url, sandbox.mint_token(user),
-                             sandbox.cert.cert_pem if sandbox.cert else None)
+            tokens[user] = sandbox.mint_token(user)
+            write_kubeconfig(path, sandbox.url, tokens[user], sandbox.cert.cert_pem if sandbox.cert else None)
             paths[user] = str(path)
         conn.send(paths)
         process = psutil.Process()
         loop = asyncio.get_running_loop()
+        earlier: list[AuditRecord] = []  # the audit records of the incarnations before a restart
+        fault_rules: list[dict[str, Any]] = []  # applied again after a restart
+        earlier_hits: Counter[int] = Counter()  # requests the rules hit before a restart
+
+        def records(user: str) -> list[AuditRecord]:
+            return [r for r in earlier if r.user == user] + sandbox.audit.records(user=user)
+
         while True:
             command, *args = await loop.run_in_executor(None, conn.recv)
             if command == "stop":
@@ -105,9 +117,11 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(times.user + times.system)
             elif command == "writes":  # (user, since timestamp) -> [(verb, resource, subresource, ns, name)]
                 user, since = args
-                conn.send([(r.verb, r.resource, r.subresource, r.namespace, r.name)
-                           for r in sandbox.audit.records(user=user)
+                conn.send([(r.verb, r.resource, r.subresource, r.namespace, r.name) for r in records(user)
                            if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
+            elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
+                conn.send(dict(Counter(f"{r.code} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                                       for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
             elif command == "gc_pauses":  # since the last ask, then reset
                 conn.send({gen: tuple(row) for gen, row in sorted(gc_pauses.items())})
                 gc_pauses.clear()
@@ -117,6 +131,36 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(_seed(sandbox.store, args[0]))
             elif command == "seed_unrelated":  # (count, kinds) -> seconds it took
                 conn.send(_seed(sandbox.store, unrelated_objects(*args)))
+            elif command == "faults":  # [FaultInjector.add_json specs]: replace the rules (kept across restarts)
+                fault_rules = list(args[0])
+                for rule in sandbox.faults.rules():
+                    earlier_hits[rule.code] += rule.hits
+                sandbox.faults.clear()
+                conn.send([sandbox.faults.add_json(rule) for rule in fault_rules])
+            elif command == "fault_hits":  # code -> requests hit
+                hits = Counter(earlier_hits)
+                for rule in sandbox.faults.rules():
+                    hits[rule.code] += rule.hits
+                conn.send(dict(hits))
+            elif command == "cut_watches":  # (expire: bool) -> streams cut; expire: every resumed watch gets 410
+                cut = sandbox.faults.cut_watches()
+                if args[0]:
+                    sandbox.faults.expire_next(max(cut, 1))
+                conn.send(cut)
+            elif command == "restart":  # stop, then start from --state on the same port and tokens
+                began = time.perf_counter()
+                earlier.extend(sandbox.audit.records())
+                for rule in sandbox.faults.rules():
+                    earlier_hits[rule.code] += rule.hits
+                config.port = sandbox.port
+                await sandbox.stop()
+                sandbox = Sandbox(config)
+                await sandbox.start()
+                for user, token in tokens.items():
+                    sandbox.access.authn.add_static(token, UserInfo(user, (AUTHENTICATED,)))
+                for rule in fault_rules:
+                    sandbox.faults.add_json(rule)
+                conn.send(time.perf_counter() - began)
             else:
                 conn.send(None)
         await sandbox.stop()
@@ -197,6 +241,27 @@ class SandboxProcess:
     def writes(self, user: str, since: float = 0.0) -> list[tuple[str, str, str, str, str]]:
         return list(self.ask("writes", user, since))
 
+    def failed_writes(self, user: str) -> dict[str, int]:
+        """"code verb resource[/subresource]" -> writes by `user` the server answered with that error
+        (injected faults included)."""
+        return dict(self.ask("failed_writes", user))
+
+    def set_faults(self, rules: list[dict[str, Any]]) -> None:
+        """Replace the fault rules (FaultInjector.add_json specs, docs/sandbox.md); kept across `restart`."""
+        self.ask("faults", rules)
+
+    def fault_hits(self) -> dict[int, int]:
+        return dict(self.ask("fault_hits"))
+
+    def cut_watches(self, expire: bool = False) -> int:
+        """Close every open watch; `expire`: each resumed watch then gets 410 Gone. Returns streams cut."""
+        return int(self.ask("cut_watches", expire))
+
+    def restart(self) -> float:
+        """Stop the sandbox and start it again from its `--state` (needs `state=True`): clients keep
+        their URL and tokens, every resourceVersion they hold gets 410. Returns the seconds it took."""
+        return float(self.ask("restart"))
+
     def seed_unrelated(self, count: int, kinds: tuple[str, ...] = UNRELATED_KINDS, first: int = 0) -> float:
         """`count` unrelated objects (numbered from `first`) created in the sandbox's own process;
         returns the seconds it took."""
@@ -211,10 +276,12 @@ class SandboxProcess:
 
 @contextmanager
 def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1.0,
-                    users: tuple[str, ...] = ("kaiwo-ray", "loader")) -> Iterator[SandboxProcess]:
+                    users: tuple[str, ...] = ("kaiwo-ray", "loader"), state: bool = False) -> Iterator[SandboxProcess]:
+    """The sandbox in a child process; `state`: persisted in a temporary `--state` directory, so that
+    `SandboxProcess.restart()` restores it (same URL, same tokens) as a restarted `kaiwo-ray sandbox`."""
     with tempfile.TemporaryDirectory(prefix="kaiwo-opbench-") as tmp:
         parent, child = CONTEXT.Pipe()
-        process = CONTEXT.Process(target=_sandbox_main, args=(child, tmp, cluster, time_factor, list(users)),
+        process = CONTEXT.Process(target=_sandbox_main, args=(child, tmp, cluster, time_factor, list(users), state),
                                   daemon=True, name="sandbox")
         process.start()
         if not parent.poll(90):
@@ -348,10 +415,11 @@ def wait_for(check: Callable[[], bool], timeout: float, interval: float = 0.05) 
 # -- load ----------------------------------------------------------------------------------------
 
 
-def kaiwojob(name: str, namespace: str, entrypoint: str = "sleep 600") -> dict[str, Any]:
+def kaiwojob(name: str, namespace: str, entrypoint: str = "sleep 600", **spec: Any) -> dict[str, Any]:
+    """A KaiwoJob; `spec` adds fields (storage=..., ...)."""
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "KaiwoJob",
             "metadata": {"name": name, "namespace": namespace},
-            "spec": {"user": "bench@example.com", "image": "busybox", "entrypoint": entrypoint}}
+            "spec": {"user": "bench@example.com", "image": "busybox", "entrypoint": entrypoint, **spec}}
 
 
 class Loader:

@@ -948,6 +948,7 @@ class ObjectStore:
         """Restore a `dump` (before anything else is written). History starts empty: watches that
         resume from a resourceVersion older than the restart get 410, as after an etcd compaction."""
         objects = state.get("objects") or []
+        restored: list[tuple[ResourceInfo, JsonObj]] = []
         for obj in objects:
             api_version = str(obj.get("apiVersion", ""))
             group, _, version = api_version.rpartition("/")
@@ -960,6 +961,15 @@ class ObjectStore:
             self._commit(info, key, obj, self._bucket(info).get(key))
             if info.group == CRDS.group and info.resource == CRDS.resource:
                 self._register_crd(obj)
+            restored.append((info, obj))
+        # What a restarted kube-controller-manager does when its informers sync: the garbage collector
+        # and the namespace controller pick up, from the objects themselves, the deletions under way
+        # (foreground, orphan, Terminating namespaces) and the dependents whose owners are gone.
+        for info, obj in restored:
+            if obj["metadata"].get("ownerReferences"):
+                self.gc.check_owners(info, obj)
+            if obj["metadata"].get("deletionTimestamp"):
+                self.gc.deletion_started(info, obj)
         # The saved counter may lag what clients saw (a crash loses up to a second of writes): jump
         # past every version the previous run could have handed out, so none is ever reused for
         # other objects. A watch or list at any of them is then older than the history: 410, relist.

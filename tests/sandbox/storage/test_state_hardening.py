@@ -97,3 +97,36 @@ def test_a_watch_from_a_version_not_reached_yet_is_504_too_large(sandbox_factory
     events = list(sb.stream(f"/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={current + 50}"))
     assert len(events) == 1 and events[0]["object"]["code"] == 504
     assert events[0]["object"]["message"] == f"Too large resource version: {current + 50}, current: {current}"
+
+
+def test_a_foreground_deletion_under_way_at_a_restart_still_finishes(sandbox_factory: SandboxFactory,
+                                                                      tmp_path: Path, eventually: Any) -> None:
+    """As a restarted kube-controller-manager rebuilds its garbage collector's graph from the cluster:
+    an owner whose foreground deletion was waiting for a dependent when the sandbox stopped goes away
+    once that dependent does (found by benchmarks/chaos.py: a KaiwoJob deleted during the restart
+    waited forever on its Job's `foregroundDeletion` finalizer)."""
+    state = tmp_path / "state"
+    first = sandbox_factory(nodes=[], state_dir=state)
+    core = kubernetes.client.CoreV1Api(first.api_client())
+    owner = core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
+    core.create_namespaced_config_map("default", {"metadata": {
+        "name": "dependent", "finalizers": ["example.com/hold"],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid,
+                             "blockOwnerDeletion": True}]}})
+    core.delete_namespaced_config_map("owner", "default", propagation_policy="Foreground")
+    eventually(lambda: core.read_namespaced_config_map("dependent", "default").metadata.deletion_timestamp)
+    first.stop()
+
+    second = sandbox_factory(nodes=[], state_dir=state)
+    core = kubernetes.client.CoreV1Api(second.api_client())
+    assert core.read_namespaced_config_map("owner", "default").metadata.finalizers == ["foregroundDeletion"]
+    core.patch_namespaced_config_map("dependent", "default", {"metadata": {"finalizers": None}})
+
+    def owner_gone() -> bool:
+        try:
+            core.read_namespaced_config_map("owner", "default")
+        except kubernetes.client.ApiException as err:
+            return err.status == 404
+        return False
+
+    eventually(owner_gone)
