@@ -49,6 +49,37 @@ def api_client(kubeconfig: Path) -> Any:
     return k8s().config.new_client_from_config(config_file=str(kubeconfig))
 
 
+class GcPauses:
+    """The cyclic collector's pauses in this process, by generation: (count, total ms, longest ms)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, list[float]] = {}
+        self._began = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        row = self._rows.setdefault(info["generation"], [0, 0.0, 0.0])
+        took = (time.perf_counter() - self._began) * 1000
+        row[0] += 1
+        row[1] += took
+        row[2] = max(row[2], took)
+
+    def snapshot(self) -> dict[int, tuple[float, ...]]:
+        return {gen: tuple(row) for gen, row in sorted(self._rows.items())}
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+    def take(self) -> dict[int, tuple[float, ...]]:
+        """Since the last take (or clear), then reset."""
+        taken = self.snapshot()
+        self.clear()
+        return taken
+
+
 # -- the sandbox process --------------------------------------------------------------------------
 
 
@@ -64,21 +95,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
-    # the collector's pauses in the sandbox's process: [count, total ms, longest ms] by generation
-    gc_pauses: dict[int, list[float]] = {}
-    gc_began = [0.0]
-
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            gc_began[0] = time.perf_counter()
-            return
-        row = gc_pauses.setdefault(info["generation"], [0, 0.0, 0.0])
-        took = (time.perf_counter() - gc_began[0]) * 1000
-        row[0] += 1
-        row[1] += took
-        row[2] = max(row[2], took)
-
-    gc.callbacks.append(on_gc)
+    gc_pauses = GcPauses()  # the collector's pauses in the sandbox's process
 
     async def main() -> None:
         admin = Path(workdir) / "admin.kubeconfig"
@@ -123,8 +140,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(dict(Counter(f"{r.code} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
             elif command == "gc_pauses":  # since the last ask, then reset
-                conn.send({gen: tuple(row) for gen, row in sorted(gc_pauses.items())})
-                gc_pauses.clear()
+                conn.send(gc_pauses.take())
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
             elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
@@ -136,7 +152,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 for rule in sandbox.faults.rules():
                     earlier_hits[rule.code] += rule.hits
                 sandbox.faults.clear()
-                conn.send([sandbox.faults.add_json(rule) for rule in fault_rules])
+                conn.send([sandbox.faults.add_json(spec) for spec in fault_rules])
             elif command == "fault_hits":  # code -> requests hit
                 hits = Counter(earlier_hits)
                 for rule in sandbox.faults.rules():
@@ -158,8 +174,8 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 await sandbox.start()
                 for user, token in tokens.items():
                     sandbox.access.authn.add_static(token, UserInfo(user, (AUTHENTICATED,)))
-                for rule in fault_rules:
-                    sandbox.faults.add_json(rule)
+                for spec in fault_rules:
+                    sandbox.faults.add_json(spec)
                 conn.send(time.perf_counter() - began)
             else:
                 conn.send(None)

@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import importlib
 import json
 import logging
@@ -74,6 +73,7 @@ from typing import Any
 
 from _common import (
     CONTEXT,
+    GcPauses,
     Latency,
     Loader,
     SandboxProcess,
@@ -123,21 +123,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     logging.basicConfig(level=logging.WARNING)
 
-    # the collector's pauses in this process, by generation: (count, total ms, longest ms)
-    gc_pauses: dict[int, list[float]] = {}
-    gc_began = [0.0]
-
-    def on_gc(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            gc_began[0] = time.perf_counter()
-            return
-        row = gc_pauses.setdefault(info["generation"], [0, 0.0, 0.0])
-        took = (time.perf_counter() - gc_began[0]) * 1000
-        row[0] += 1
-        row[1] += took
-        row[2] = max(row[2], took)
-
-    gc.callbacks.append(on_gc)
+    gc_pauses = GcPauses()  # the collector's pauses in this process
 
     # BENCH_STALLS=1: event-loop stalls (a callback that ran > 50 ms): where the loop's thread was,
     # sampled by a watchdog thread every 10 ms, by its innermost frame in kaiwo_ray (or the innermost).
@@ -239,7 +225,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 report["rss_mb"] = psutil.Process().memory_info().rss / 2**20
                 pool = getattr(controller.client, "_lean", None)
                 report["connections_opened"] = getattr(pool, "opened", None)
-                report["gc_pauses"] = {gen: tuple(row) for gen, row in sorted(gc_pauses.items())}
+                report["gc_pauses"] = gc_pauses.snapshot()
                 report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
                 conn.send(report)
             elif command == "gc-reset":
