@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from pathlib import Path
 
 import orjson
@@ -84,8 +85,21 @@ def load_or_create_token(state_dir: Path, make: str) -> str:
     return make
 
 
+# A save is a whole snapshot taken on the event loop: with 10,000 KaiwoJobs and their Jobs, pods,
+# Workloads and Events one took ~0.5 s, and saving every second made it 57% of the sandbox's CPU
+# (the API server and the simulated cluster starved; seen in benchmarks/chaos.py --scale 10000).
+# The pause after a save therefore grows with what the save cost, so saving stays under a tenth of
+# the loop's time; `stop` still saves last, so only a crash loses the writes of the last pause.
+SAVE_SHARE = 0.1
+
+
+def pause_after_save(interval: float, took: float) -> float:
+    """Seconds to wait before the next save: `interval`, or longer when the last save was slow."""
+    return max(interval, took * (1 - SAVE_SHARE) / SAVE_SHARE)
+
+
 class Persister:
-    """Saves the store while it runs (debounced) and once more on `stop`."""
+    """Saves the store while it runs (debounced, at most a tenth of the time) and once more on `stop`."""
 
     def __init__(self, store: ObjectStore, state_dir: Path, interval: float = 1.0) -> None:
         self.store = store
@@ -102,10 +116,13 @@ class Persister:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sandbox-persist")
 
     async def _loop(self) -> None:
+        pause = self.interval
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(pause)
             if self._dirty:
+                started = time.perf_counter()
                 self.save()
+                pause = pause_after_save(self.interval, time.perf_counter() - started)
 
     def save(self) -> None:
         self._dirty = False

@@ -130,3 +130,41 @@ def test_a_foreground_deletion_under_way_at_a_restart_still_finishes(sandbox_fac
         return False
 
     eventually(owner_gone)
+
+
+def test_saving_a_large_store_takes_at_most_a_tenth_of_the_loop(tmp_path: Path) -> None:
+    """A snapshot that costs 50 ms is not taken every `interval` (1 ms here) but after pauses nine
+    times its cost: the API server and the simulated cluster keep the loop."""
+    import asyncio
+    import time
+
+    from kaiwo_sandbox.storage.persistence import Persister, pause_after_save
+
+    assert pause_after_save(1.0, 0.01) == 1.0
+    assert pause_after_save(1.0, 0.5) == pytest.approx(4.5)
+
+    class SlowStore:  # what a Persister uses of the store: its listeners and a costly dump
+        write_listeners: list = []
+
+        def __init__(self) -> None:
+            self.dumps = 0
+
+        def dump(self) -> dict:
+            self.dumps += 1
+            time.sleep(0.05)  # the cost of a snapshot, spent on the loop as the real one is
+            return {"items": []}
+
+    async def run() -> int:
+        store = SlowStore()
+        persister = Persister(store, tmp_path / "state", interval=0.001)  # type: ignore[arg-type]
+        persister.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 1.0
+        while loop.time() < deadline:  # a store written all the time
+            persister._mark()
+            await asyncio.sleep(0.005)
+        await persister.stop()
+        return store.dumps
+
+    dumps = asyncio.run(run())
+    assert 1 <= dumps <= 5, dumps  # every 1 ms it would be ~19 in the second
