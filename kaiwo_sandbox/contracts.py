@@ -169,7 +169,8 @@ PATCH_CONTENT_TYPES: dict[str, PatchType] = {
 
 AdmissionHook = Callable[[str, "GVR", JsonObj, JsonObj | None, str], None]
 """Mutating admission, as a webhook would do it: (operation "CREATE"|"UPDATE", gvr, candidate
-object, old object or None, user). Mutates the candidate in place or raises ApiError to reject.
+object, old object (the stored snapshot: read-only) or None, user). Mutates the candidate in place
+or raises ApiError to reject.
 Runs after decoding and defaulting, before validation, for writes to the main resource only
 (not subresources), never for the store's own bookkeeping writes (GC, finalizer removal)."""
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
-from kaiwo_sandbox.contracts import EVENTS, ApiError, JsonObj
+from kaiwo_sandbox.contracts import EVENTS, ApiError, JsonObj, rfc3339
 from kaiwo_sandbox.semantics.times import parse_time
 from kaiwo_sandbox.storage.store import ObjectStore
 
@@ -20,14 +21,22 @@ def _last_seen(event: JsonObj) -> str:
 
 
 def expire_events(store: ObjectStore, ttl_seconds: float) -> int:
-    """Delete core/v1 events last seen more than `ttl_seconds` ago; returns how many."""
+    """Delete core/v1 events last seen more than `ttl_seconds` ago; returns how many. Reads the stored
+    events in place: listing them (a copy of each, sorted) every minute held the API server for 1-2 s
+    at 30,000 events (the p99 of create -> child Job in benchmarks/operator.py --scale 10000)."""
     now = store.clock.now()
-    items, _ = store.list(EVENTS)
+    cutoff = now - timedelta(seconds=ttl_seconds)
+    cutoff_text = rfc3339(cutoff)[:19]  # YYYY-MM-DDTHH:MM:SS, comparable as text in UTC
     expired = 0
-    for event in items:
-        seen = parse_time(_last_seen(event))
-        if seen is None or (now - seen).total_seconds() <= ttl_seconds:
-            continue
+    for event in store.refs(EVENTS):
+        seen_text = _last_seen(event)
+        if len(seen_text) >= 20 and seen_text[10] == "T" and seen_text.endswith("Z"):
+            if seen_text[:19] >= cutoff_text:
+                continue  # the common case, without parsing: seen within the TTL (to the second)
+        else:
+            seen = parse_time(seen_text)
+            if seen is None or seen > cutoff:
+                continue
         meta = event["metadata"]
         with contextlib.suppress(ApiError):
             store.delete_ref(EVENTS, meta.get("namespace"), meta["name"], user=EXPIRY_USER)

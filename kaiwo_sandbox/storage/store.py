@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import secrets
 import uuid
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,6 +76,15 @@ def _key_string(key: ObjKey) -> str:
     return f"{key[0]}/{key[1]}"
 
 
+KeyOrder = list[str]  # a bucket's keys as "namespace/name", sorted (`ObjectStore.list` shadows `list` in the class)
+
+
+def _key_of(key_string: str) -> ObjKey:
+    """The inverse of `_key_string` (neither a namespace nor a name holds a "/")."""
+    namespace, _, name = key_string.partition("/")
+    return namespace, name
+
+
 def _strip_volatile(obj: JsonObj) -> JsonObj:
     """The object without what every write changes anyway (to detect no-op writes)."""
     meta = dict(obj.get("metadata") or {})
@@ -105,6 +115,7 @@ class ObjectStore:
         self.clock: Clock = clock or RealClock()
         self.registry = Registry()
         self._data: dict[StorageKey, dict[ObjKey, JsonObj]] = {}
+        self._order: dict[StorageKey, KeyOrder] = {}  # each bucket's keys in list order (`_key_order`)
         self._rv = 0
         self.history = History(history_limit)
         self._subscribers: list[Callable[[WatchEvent], None]] = []
@@ -179,6 +190,12 @@ class ObjectStore:
         except ApiError:
             return None
 
+    def refs(self, gvr: GVR) -> list[JsonObj]:
+        """Every stored object of `gvr`'s kind as stored (read-only, unordered, no copy): for the
+        store's own housekeeping, which would otherwise clone and sort tens of thousands of objects."""
+        info = self.primary(self.resolve(gvr))
+        return list(self._bucket(info).values())
+
     def list(self, gvr: GVR, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[list[JsonObj], str]:
         page = self.list_page(gvr, namespace, label_selector=label_selector, field_selector=field_selector)
@@ -212,23 +229,39 @@ class ObjectStore:
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
             raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: \"{resource_version_match}\"")
         bucket = self._snapshot(info, at_rv)
-        prefix = self._namespace_of(info, namespace) if namespace else None
-        keys = sorted(k for k in bucket if prefix is None or k[0] == prefix)
+        order = self._key_order(info, bucket)
+        low, high = 0, len(order)
+        if namespace:  # one namespace's keys are a contiguous run ("ns/" up to "ns0": "0" follows "/")
+            prefix = self._namespace_of(info, namespace)
+            low, high = bisect_left(order, f"{prefix}/"), bisect_left(order, f"{prefix}0")
         if start:
-            keys = [k for k in keys if _key_string(k) > start]
+            low = max(low, bisect_right(order, start))
         items: list[JsonObj] = []
         next_token: str | None = None
         remaining: int | None = None
-        for index, key in enumerate(keys):
-            obj = bucket[key]
+        for index in range(low, high):
+            obj = bucket[_key_of(order[index])]
             if selection.everything or selection.matches(obj):
                 if limit and len(items) >= limit:
-                    next_token = encode_continue(at_rv, _key_string(keys[index - 1]))
+                    next_token = encode_continue(at_rv, order[index - 1])
                     if selection.everything:
-                        remaining = len(keys) - index
+                        remaining = high - index
                     break
                 items.append(self.view(info, gvr.version, obj))
         return ListResult(items, str(at_rv), next_token, remaining)
+
+    def _key_order(self, info: ResourceInfo, bucket: dict[ObjKey, JsonObj]) -> KeyOrder:
+        """`bucket`'s keys as "namespace/name", sorted: etcd's key order, in which the apiserver lists
+        and pages. Kept for each live bucket as objects come and go (`_commit`, `_remove`), so that a
+        page is a bisect and a walk of its own length; sorting every key for every page made a
+        paginated list of 20,000 Jobs quadratic (1.2 s of the sandbox's CPU for one informer's list)."""
+        live = self._data.get(info.storage)
+        if bucket is not live:  # a snapshot rewound from history: its own order
+            return sorted(map(_key_string, bucket))
+        order = self._order.get(info.storage)
+        if order is None:
+            order = self._order[info.storage] = sorted(map(_key_string, bucket))
+        return order
 
     def _snapshot(self, info: ResourceInfo, at_rv: int) -> dict[ObjKey, JsonObj]:
         """The storage as it was at `at_rv`, rebuilt by undoing newer events from history."""
@@ -739,7 +772,10 @@ class ObjectStore:
                 orphan: bool = False) -> None:
         """Drop an object for good (resourceVersion already bumped on `final`) and let GC react."""
         bucket = self._bucket(info)
-        bucket.pop(key, None)
+        if bucket.pop(key, None) is not None and (order := self._order.get(info.storage)) is not None:
+            at = bisect_left(order, _key_string(key))
+            if at < len(order) and order[at] == _key_string(key):
+                del order[at]
         self.owners.removed((info.storage, key), final, old)
         self._emit("DELETED", info, final, old)
         if info.group == CRDS.group and info.resource == CRDS.resource:
@@ -817,7 +853,7 @@ class ObjectStore:
 
     def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
         for hook in list(self._hooks):
-            hook(operation, gvr, obj, None if old is None else clone(old), user)
+            hook(operation, gvr, obj, old, user)  # old is the stored snapshot: hooks only read it
 
     def _pod_security(self, info: ResourceInfo, obj: JsonObj, namespace: str) -> None:
         """The PodSecurity plugin: pods (enforce, audit, warn) and workload templates (audit, warn)."""
@@ -835,7 +871,10 @@ class ObjectStore:
         return pipeline.record_manager(info, gvr, old, new, manager, subresource, rfc3339(self.clock.now()))
 
     def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
-        self._bucket(info)[key] = obj
+        bucket = self._bucket(info)
+        if key not in bucket and (order := self._order.get(info.storage)) is not None:
+            insort(order, _key_string(key))
+        bucket[key] = obj
         self.owners.committed((info.storage, key), old, obj)
 
     def _after_commit(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
@@ -914,6 +953,7 @@ class ObjectStore:
             final["metadata"]["resourceVersion"] = str(self._rv)
             self._remove(info, key, final, obj)
         self._data.pop(info.storage, None)
+        self._order.pop(info.storage, None)
         self.registry.remove(info.group, info.resource)
 
     def install_crds(self, crds: Iterable[JsonObj]) -> int:

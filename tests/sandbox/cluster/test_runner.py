@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import cast
 
 import pytest
 
 from kaiwo_sandbox.cluster.base import (
     MAX_ERROR_BACKOFF,
+    SLICE_KEYS,
     ClusterSettings,
     Controller,
     ControllerRunner,
@@ -92,3 +94,48 @@ def test_a_lasting_refusal_is_warned_about_once_races_stay_quiet(caplog: pytest.
             runner.drain_once()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == ["flaky: ('ns', 'x') -> 400 cannot be handled as a Job"]
+
+
+class Counting(Controller):
+    """Records the keys it reconciles (in a log shared by several), each taking `cost` seconds."""
+
+    watches = ()
+
+    def __init__(self, name: str, log: list[tuple[str, Key]], cost: float = 0.0) -> None:
+        super().__init__(cast(Store, None), cast(Clock, None), ClusterSettings())
+        self.name = name
+        self.log = log
+        self.cost = cost
+
+    def reconcile(self, key: Key) -> float | None:
+        self.log.append((self.name, key))
+        if self.cost:
+            end = time.perf_counter() + self.cost
+            while time.perf_counter() < end:  # burning CPU as a slow reconcile does
+                pass
+        return None
+
+
+def test_a_slice_stops_at_its_budget_and_the_controllers_take_turns() -> None:
+    """A slice runs at most SLICE_KEYS of one controller before the next one's turn, stops once its
+    budget is spent (saying keys are left), and the next slice goes on where it stopped: a busy
+    controller neither holds the loop nor starves the others."""
+    log: list[tuple[str, Key]] = []
+    runner = RecordingRunner()
+    busy, quiet = Counting("busy", log, cost=0.001), Counting("quiet", log)
+    runner.add(busy)
+    runner.add(quiet)
+    for n in range(200):
+        runner.enqueue(busy, n)
+    runner.enqueue(quiet, "q")
+    began = time.perf_counter()
+    assert runner.drain_slice(0.005) is True
+    assert time.perf_counter() - began < 0.005 + SLICE_KEYS * 0.001 + 0.01
+    assert len(log) == SLICE_KEYS  # a batch costs more than the budget: the slice ends after it
+    slices = 1
+    while runner.drain_slice(0.005):
+        slices += 1
+    assert log[SLICE_KEYS] == ("quiet", "q")  # the next slice opened with the other controller
+    assert [k for name, k in log if name == "busy"] == list(range(200))
+    assert slices > 1
+    assert runner.drain_slice(0.005) is False

@@ -188,3 +188,45 @@ def test_freed_room_goes_to_the_higher_priority_pod_first(sandbox_factory: Any, 
     c.core.delete_namespaced_pod("blocker", "default")
     wait_for(lambda: node_of(c.core, "high") == "gpu", message="the higher-priority pod is placed")
     assert node_of(c.core, "low") is None
+
+
+def test_node_usage_follows_pods_through_status_changes_and_deletion(sandbox_factory: Any, clients_factory: Any,
+                                                                     make_node: Any, wait_for: Any) -> None:
+    """Usage is kept per node from pod events: a running pod's status updates do not charge it
+    twice, a second pod fills the rest, a third waits, and deleting the first makes room."""
+    sb = sandbox_factory(nodes=[make_node("gpu", gpus=8)], cluster=["scheduler", "kubelet"])
+    c = clients_factory(sb)
+    c.core.create_namespaced_pod("default", pod("a", gpus=4))
+    wait_for(lambda: c.core.read_namespaced_pod("a", "default").status.phase == "Running")
+    for n in range(3):  # more status writes on the bound pod
+        c.core.patch_namespaced_pod_status("a", "default", {"metadata": {"annotations": {"touch": str(n)}}})
+    c.core.create_namespaced_pod("default", pod("b", gpus=4))
+    wait_for(lambda: node_of(c.core, "b") == "gpu", message="the rest of the node goes to b")
+    c.core.create_namespaced_pod("default", pod("c", gpus=4))
+    condition = wait_for(lambda: scheduled_condition(c.core, "c"))
+    assert "1 Insufficient amd.com/gpu" in condition.message
+    c.core.delete_namespaced_pod("a", "default", grace_period_seconds=0)
+    wait_for(lambda: node_of(c.core, "c") == "gpu", message="c placed once a is gone")
+
+
+def test_pods_alike_share_a_verdict_only_until_a_placement_changes_the_nodes(
+        sandbox_factory: Any, clients_factory: Any, make_node: Any, wait_for: Any) -> None:
+    """One pass over four waiting pods in name order (they were all refused for want of a node;
+    the node's arrival tries them together): `a`, `c` and `d` are shaped alike and do not fit;
+    `b` takes the node's CPU between them, so `c`'s and `d`'s messages name the CPU too, as a walk
+    over the nodes for each would have found."""
+    sb = sandbox_factory(nodes=[], cluster=["scheduler"])
+    c = clients_factory(sb)
+    for name, gpus, cpu in (("a", 16, "1"), ("b", 0, "4"), ("c", 16, "1"), ("d", 16, "1")):
+        c.core.create_namespaced_pod("default", pod(name, gpus=gpus, cpu=cpu))
+    for name in "abcd":
+        wait_for(lambda name=name: scheduled_condition(c.core, name), message=f"{name} refused without nodes")
+    c.core.create_node(make_node("gpu", gpus=8, cpu="4"))
+    wait_for(lambda: node_of(c.core, "b") == "gpu", message="b placed once the node is there")
+    cpu_too = "0/1 nodes are available: 1 Insufficient amd.com/gpu, 1 Insufficient cpu. "
+
+    def messages() -> dict[str, str]:
+        return {name: scheduled_condition(c.core, name).message for name in "acd"}
+    wait_for(lambda: messages()["d"].startswith(cpu_too), message="d's verdict after b's placement")
+    assert messages()["a"].startswith("0/1 nodes are available: 1 Insufficient amd.com/gpu. ")
+    assert messages()["c"] == messages()["d"]

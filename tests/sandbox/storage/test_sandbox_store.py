@@ -187,3 +187,31 @@ def test_events_expire_after_their_ttl(store: ObjectStore) -> None:
     assert expire_events(store, ttl_seconds=3600) == 1
     assert deleted == ["old"]
     assert [e["metadata"]["name"] for e in store.list(EVENTS)[0]] == ["fresh"]
+
+
+def test_event_expiry_reads_each_time_format_and_never_expires_early(store: ObjectStore) -> None:
+    """Timestamps as clients write them: second precision, MicroTime (eventTime), an offset, or
+    unreadable (kept). One just inside the TTL stays, one just outside goes."""
+    from datetime import timedelta, timezone
+
+    from kaiwo_sandbox.contracts import EVENTS, rfc3339, rfc3339_micro
+    from kaiwo_sandbox.storage.event_ttl import expire_events
+
+    now = store.clock.now()
+    ages = {"just-inside": ("lastTimestamp", rfc3339(now - timedelta(seconds=3598))),
+            "just-outside": ("lastTimestamp", rfc3339(now - timedelta(seconds=3602))),
+            "micro-old": ("eventTime", rfc3339_micro(now - timedelta(seconds=3700))),
+            "micro-fresh": ("eventTime", rfc3339_micro(now - timedelta(seconds=10))),
+            "offset-old": ("lastTimestamp", (now - timedelta(hours=2)).astimezone(timezone(timedelta(hours=2)))
+                           .strftime("%Y-%m-%dT%H:%M:%S+02:00")),
+            "offset-fresh": ("lastTimestamp", (now - timedelta(seconds=30)).astimezone(timezone(timedelta(hours=-5)))
+                             .strftime("%Y-%m-%dT%H:%M:%S-05:00"))}
+    for name, (field, stamp) in ages.items():
+        event = {"metadata": {"name": name}, "involvedObject": {"kind": "Pod", "name": "p"},
+                 "reason": "R", "message": "m", "type": "Normal", field: stamp}
+        if field == "eventTime":  # a MicroTime event names who reported it and what it did
+            event.update(reportingComponent="tester", reportingInstance="tester-1", action="Testing")
+        store.create(EVENTS, event, namespace="default")
+    assert expire_events(store, ttl_seconds=3600) == 3
+    assert sorted(e["metadata"]["name"] for e in store.list(EVENTS)[0]) == ["just-inside", "micro-fresh",
+                                                                            "offset-fresh"]
