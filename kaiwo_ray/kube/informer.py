@@ -34,10 +34,16 @@ EventHandler = Callable[[str, JsonObj, JsonObj | None], None]
 
 @dataclass(slots=True)
 class InformerSettings:
-    watch_timeout_seconds: int = 300
-    # A stream silent for this long is taken for dead and reopened. Servers send a bookmark about
-    # once a minute on a quiet watch (the sandbox: `bookmark_interval`), so a live one is rarely cut.
-    watch_idle_seconds: float = 55.0
+    # Watches are asked to end after this long: the API server sends a bookmark 2 s before a watch's
+    # deadline (and once a minute besides), so a live stream is never silent for more than 53 s and
+    # resumes from a fresh resourceVersion. Left at client-go's 5-10 min, a quiet kind's stream
+    # would be silent for a whole bookmark minute, and an idle timeout under a minute cut it before
+    # its first bookmark: it resumed from its list's resourceVersion, got 410 and relisted, once a
+    # minute per quiet kind (at 16,000 KaiwoJobs in the sandbox those relists held its API for
+    # 1-4 s, the whole p99 of create -> child Job at 100 CR/s).
+    watch_timeout_seconds: int = 55
+    # A stream silent for this long is taken for dead (a half-open connection) and reopened.
+    watch_idle_seconds: float = 60.0
     page_size: int = 500
     backoff_initial: float = 0.1
     backoff_max: float = 30.0

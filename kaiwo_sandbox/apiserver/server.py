@@ -61,6 +61,7 @@ AUDIT_ANNOTATIONS: web.RequestKey[dict[str, str]] = web.RequestKey("audit_annota
 # A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
 # socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
 WATCH_BUFFER_LIMIT = 10_000
+PRE_DEADLINE_BOOKMARK_SECONDS = 2.0  # the watch cache sends a bookmark this long before a watch ends
 _INT64 = re.compile(r"[+-]?[0-9]+")
 
 
@@ -740,7 +741,14 @@ class WatchStream:
         deadline = loop.time() + timeout
         timers = [loop.call_at(deadline, self.wake.set)]
         interval = self.server.bookmark_interval
-        next_bookmark = loop.time() + interval
+
+        def bookmark_after(now: float) -> float:
+            # The watch cache's nextBookmarkTime: every bookmark period, and once right before the
+            # watch's deadline, so a client resumes from a fresh resourceVersion after the stream ends.
+            before_deadline = deadline - PRE_DEADLINE_BOOKMARK_SECONDS
+            return before_deadline if now < before_deadline < now + interval else now + interval
+
+        next_bookmark = bookmark_after(loop.time())
         if bookmarks:
             timers.append(loop.call_at(next_bookmark, self.wake.set))
         try:
@@ -771,7 +779,7 @@ class WatchStream:
                 now = loop.time()
                 if bookmarks and now >= next_bookmark and not stop:
                     frames.append(self.bookmark())
-                    next_bookmark = now + interval
+                    next_bookmark = bookmark_after(now)
                     timers.append(loop.call_at(next_bookmark, self.wake.set))
                 if frames:
                     self.writing = True

@@ -21,6 +21,7 @@ from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Invalid
 from kaiwo_ray.kube.informer import Informer, InformerSettings
 from kaiwo_ray.kube.workqueue import Backoff, WorkQueue
+from kaiwo_sandbox.apiserver.server import PRE_DEADLINE_BOOKMARK_SECONDS
 from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 NS = "default"
@@ -170,6 +171,44 @@ def test_a_half_open_watch_is_noticed_within_its_idle_timeout(sandbox: RunningSa
             proxy.close()
 
     asyncio.run(body())
+
+
+def test_the_default_watch_is_never_silent_for_its_idle_timeout() -> None:
+    """A watch ends (server-side) after `watch_timeout_seconds`, with a bookmark 2 s before; the API
+    server's other bookmarks come once a minute. So a live stream is silent at most timeout - 2 s,
+    which must stay under the idle timeout, itself at most a minute (half-open noticed within 60 s)."""
+    settings = InformerSettings()
+    assert settings.watch_timeout_seconds - PRE_DEADLINE_BOOKMARK_SECONDS < settings.watch_idle_seconds <= 60.0
+
+
+def test_a_quiet_watch_ends_on_a_bookmark_and_resumes_without_a_reconnect_or_a_relist() -> None:
+    """A quiet kind's watch, asked to end after 3 s with an idle timeout of 2.5 s, on a server whose
+    periodic bookmarks are a minute apart: it lives because of the bookmark the server sends 2 s
+    before the deadline, then resumes from it. Without that bookmark the stream is silent 3 s, is cut
+    as dead, and (its resourceVersion too old by then on a busy server) relists."""
+    with start_sandbox(nodes=[]) as sb:
+        async def body() -> None:
+            client = await KubeClient.from_kubeconfig(str(sb.kubeconfig_path))
+            informer = Informer(client, R.CONFIGMAPS, lambda *a: None, namespace="quiet",
+                                settings=InformerSettings(watch_timeout_seconds=3, watch_idle_seconds=2.5))
+            task = asyncio.create_task(informer.run())
+            try:
+                await asyncio.wait_for(informer.synced.wait(), 20)
+                listed_at = informer.cache.resource_version
+                await asyncio.to_thread(sb.http, "POST", "/api/v1/namespaces",
+                                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "busy"}})
+                end = time.monotonic() + 7.0  # two watch lifetimes and a bit
+                while time.monotonic() < end:
+                    await asyncio.sleep(0.1)  # letting the watch run: what is checked is what did not happen
+                assert informer.reconnects == 0
+                assert informer.relists == 1
+                assert int(informer.cache.resource_version) > int(listed_at)  # moved on by the bookmarks
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await client.close()
+
+        asyncio.run(body())
 
 
 def _host(sandbox: RunningSandbox, name: str) -> ControllerHost:

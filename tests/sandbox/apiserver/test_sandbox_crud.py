@@ -188,6 +188,38 @@ def test_list_pagination_is_a_consistent_snapshot(sandbox: RunningSandbox, core:
     assert second.metadata.resource_version == first.metadata.resource_version
 
 
+def test_lists_page_in_etcd_key_order_as_objects_come_and_go(core: Any) -> None:
+    """The apiserver lists in etcd's key order, "namespace/name" as text: "team-b" (a "-") sorts before
+    "team" + "/", and "team0" after it. A page is cut from the store's kept order, so creates and
+    deletes between lists must keep it exact (no item skipped or served twice)."""
+    for namespace in ("team", "team-b", "team0"):
+        core.create_namespace({"metadata": {"name": namespace}})
+        for name in ("b", "a-1", "a"):
+            core.create_namespaced_config_map(namespace, {"metadata": {"name": name, "labels": {"t": "1"}}})
+
+    def walk(namespace: str | None = None) -> list[str]:
+        names, token = [], None
+        while True:
+            if namespace is None:
+                page = core.list_config_map_for_all_namespaces(limit=2, label_selector="t=1", _continue=token)
+            else:
+                page = core.list_namespaced_config_map(namespace, limit=2, label_selector="t=1", _continue=token)
+            names += [f"{i.metadata.namespace}/{i.metadata.name}" for i in page.items]
+            token = page.metadata._continue
+            if not token:
+                return names
+
+    expected = sorted(f"{ns}/{n}" for ns in ("team", "team-b", "team0") for n in ("b", "a-1", "a"))
+    assert walk() == expected
+    assert expected[:3] == ["team-b/a", "team-b/a-1", "team-b/b"]
+    assert walk("team") == ["team/a", "team/a-1", "team/b"]
+    core.delete_namespaced_config_map("a-1", "team")
+    core.create_namespaced_config_map("team", {"metadata": {"name": "a-0", "labels": {"t": "1"}}})
+    core.create_namespaced_config_map("team", {"metadata": {"name": "c", "labels": {"t": "1"}}})
+    assert walk("team") == ["team/a", "team/a-0", "team/b", "team/c"]
+    assert walk() == sorted({*expected, "team/a-0", "team/c"} - {"team/a-1"})
+
+
 def test_expired_continue_token_is_410(sandbox: RunningSandbox, core: Any) -> None:
     for i in range(3):
         core.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{i}"}})
