@@ -27,7 +27,7 @@ _KERNEL = "5.15.0-139-generic"
 def default_nodes() -> list[JsonObj]:
     """The sandbox's nodes, in the order the API server lists them (by name). Fresh copies each call."""
     return [
-        _cpu_node("cpu-epyc-01", "10.0.3.11", uid_suffix="c1"),
+        cpu_node("cpu-epyc-01", "10.0.3.11", uid_suffix="c1"),
         _amd_mi300x_node("gpu-amd-mi300x-01", "10.0.1.11", block="block-a", rack="rack-a", uid_suffix="a1"),
         _amd_mi300x_node("gpu-amd-mi300x-02", "10.0.1.12", block="block-a", rack="rack-b", uid_suffix="a2"),
         _nvidia_h100_node("gpu-nvidia-h100-01", "10.0.2.11", uid_suffix="n1"),
@@ -157,7 +157,9 @@ def _nvidia_h100_node(name: str, ip: str, *, uid_suffix: str) -> JsonObj:
     )
 
 
-def _cpu_node(name: str, ip: str, *, uid_suffix: str) -> JsonObj:
+def cpu_node(name: str, ip: str, *, uid_suffix: str) -> JsonObj:
+    """One more CPU node shaped as the default cluster's (`uid_suffix`: two hex digits of its machine
+    id), for a cluster sized to a load (benchmarks/_common.sized_nodes)."""
     # A general-purpose node for CPU jobs and services: 1x EPYC 9354 (32 cores / 64 threads), 256 GiB.
     labels = {
         **_base_labels(name, "amd64", "epyc-9354-256g"),

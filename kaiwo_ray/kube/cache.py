@@ -36,12 +36,21 @@ class ObjectCache:
         # duration rules ask for every PENDING workload on every pass of a RUNNING one.
         self._by_phase: dict[str, set[ObjectKey]] = {}
         self.resource_version = ""
+        self._snapshot: tuple[JsonObj, ...] | None = None  # `snapshot()`, until the next change
 
     def __len__(self) -> int:
         return len(self._objects)
 
     def __iter__(self) -> Iterator[JsonObj]:
         return iter(list(self._objects.values()))
+
+    def snapshot(self) -> tuple[JsonObj, ...]:
+        """Every object, as one tuple that stays the same object until the cache changes: a caller
+        may key a memo on its identity (the nodes' GPU counts, read by every reconcile, are worked
+        out once per change of the nodes instead of once per reconcile)."""
+        if self._snapshot is None:
+            self._snapshot = tuple(self._objects.values())
+        return self._snapshot
 
     def kept(self, obj: JsonObj) -> JsonObj:
         """`obj` as this cache stores it (its transform applied)."""
@@ -72,6 +81,7 @@ class ObjectCache:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
+        self._snapshot = None
         self._objects[key] = obj
         self._index(key, obj)
         return old
@@ -90,6 +100,7 @@ class ObjectCache:
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key, old)
+            self._snapshot = None
         return old
 
     def replace_all(self, objs: list[JsonObj], resource_version: str) -> list[tuple[str, JsonObj, JsonObj | None]]:

@@ -64,12 +64,30 @@ def gpu_resource_key(vendor: str, default_key: str) -> str:
     return _KNOWN_GPU_KEYS.get(vendor.upper(), default_key)
 
 
+# The last answer per vendor for a tuple of nodes (kept with the tuple, so the identity check is
+# sound): a controller passes its node cache's `snapshot()`, the same tuple until a node changes, and
+# every reconcile asks twice; on a 1,000-node cluster a walk per ask would be most of a reconcile.
+_LAST_STATS: dict[str, tuple[tuple[Mapping[str, Any], ...], GpuStats]] = {}
+
+
 def gpu_stats(nodes: Sequence[Mapping[str, Any]], vendor: str) -> GpuStats:
     """Sum and minimum of GPUs per node over the nodes whose nodepool label starts with `vendor-`.
 
     Nodes with an unreadable label or allocatable are skipped rather than failing the workload, and
     nodes labelled with 0 GPUs do not count towards the minimum (upstream would divide by zero).
+    A tuple of nodes is taken as immutable, objects included (a cache replaces an object that
+    changes, it never edits one): the answer for the same tuple is remembered.
     """
+    last = _LAST_STATS.get(vendor)
+    if last is not None and last[0] is nodes:
+        return last[1]
+    stats = _count_gpus(nodes, vendor)
+    if isinstance(nodes, tuple):
+        _LAST_STATS[vendor] = (nodes, stats)
+    return stats
+
+
+def _count_gpus(nodes: Sequence[Mapping[str, Any]], vendor: str) -> GpuStats:
     total = total_allocatable = 0
     min_per_node = min_allocatable = NO_NODE
     allocatable_key = f"{vendor}.com/gpu"

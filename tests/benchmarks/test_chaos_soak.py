@@ -119,3 +119,28 @@ def test_the_chaos_soak_converges_with_nothing_lost_duplicated_orphaned_or_taken
     assert figures["foreign_objects_modified"] == 0, report
     assert math.isfinite(figures["seconds_last_fault_to_convergence"]), report
     assert done.returncode == 0, report + done.stderr[-3000:]
+
+
+def test_the_soak_sizes_its_cluster_for_the_services_it_keeps_running() -> None:
+    """A node holds 110 pods and the services' pods run for good: one CPU node per 110 of services +
+    100 job pods, each a distinct node (name, address, pod CIDR, machine) in the same node pool, so
+    Kueue's CPU quota grows with them."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        chaos = load("chaos")
+        common = load("_common")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    assert [chaos.cpu_nodes_for(s) for s in (1, 10, 11, 100, 500)] == [1, 1, 2, 2, 6]
+    from kaiwo_ray.api.config import KaiwoConfigSpec
+    from kaiwo_ray.nodes import default_nodes, with_pool_labels
+
+    nodes = with_pool_labels(common.sized_nodes(3), KaiwoConfigSpec())
+    assert len(nodes) == len(default_nodes()) + 2
+    cpu = [n for n in nodes if n["metadata"]["name"].startswith("cpu-epyc-")]
+    assert [n["metadata"]["name"] for n in cpu] == ["cpu-epyc-01", "cpu-epyc-02", "cpu-epyc-03"]
+    distinct = [(n["metadata"]["labels"]["kubernetes.io/hostname"], n["status"]["addresses"][0]["address"],
+                 n["spec"]["podCIDR"], n["status"]["nodeInfo"]["machineID"]) for n in nodes]
+    for column in zip(*distinct, strict=True):
+        assert len(set(column)) == len(nodes)
+    assert len({n["metadata"]["labels"]["kaiwo/nodepool"] for n in cpu}) == 1

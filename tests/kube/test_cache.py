@@ -67,3 +67,23 @@ def test_phase_index_follows_updates_and_removals() -> None:
     cache.upsert({"metadata": {"name": "a", "resourceVersion": "2"}, "status": {"status": "RUNNING"}})
     cache.remove({"metadata": {"name": "b"}})
     assert cache.in_phase("PENDING") == [] and [o["metadata"]["name"] for o in cache.in_phase("RUNNING")] == ["a"]
+
+
+def test_snapshot_is_one_tuple_until_the_cache_changes() -> None:
+    """Memos key on the snapshot's identity (the nodes' GPU counts): it must change with any change."""
+    cache = ObjectCache()
+    cache.upsert(obj("a", "1"))
+    first = cache.snapshot()
+    assert cache.snapshot() is first and [o["metadata"]["name"] for o in first] == ["a"]
+    cache.remove(obj("absent", "1"))  # nothing removed: nothing changed
+    assert cache.snapshot() is first
+    cache.upsert(obj("a", "2"))
+    second = cache.snapshot()
+    assert second is not first and second[0]["metadata"]["resourceVersion"] == "2"
+    cache.upsert(obj("b", "3"))
+    third = cache.snapshot()
+    assert len(third) == 2
+    cache.remove(obj("a", "4"))
+    assert [o["metadata"]["name"] for o in cache.snapshot()] == ["b"]
+    cache.replace_all([obj("c", "5")], "5")
+    assert [o["metadata"]["name"] for o in cache.snapshot()] == ["c"]

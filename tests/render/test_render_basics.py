@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from render_fixtures import gpu_nodes, job, main, node
 
+from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.render import (
     RenderError,
     compute_resource_config,
@@ -102,6 +103,24 @@ def test_gpu_stats_reads_nodepool_labels_and_allocatable_for_the_vendor_only() -
     ]
     assert gpu_stats(nodes, "amd") == GpuStats("amd", 12, 4, 11, 3)
     assert gpu_stats(nodes, "AMD") == GpuStats("AMD", 0, NO_NODE, 0, NO_NODE)
+
+
+def test_gpu_stats_of_a_cache_snapshot_follow_the_nodes() -> None:
+    """The answer is remembered for a tuple (a cache snapshot), never across a change of the nodes."""
+    cache = ObjectCache()
+    first = node("amd-mi300x-8gpu-115core-1843gi", {"amd.com/gpu": "8"}, name="n1")
+    cache.upsert(first)
+    assert gpu_stats(cache.snapshot(), "amd") == GpuStats("amd", 8, 8, 8, 8)
+    assert gpu_stats(cache.snapshot(), "nvidia") == GpuStats("nvidia", 0, NO_NODE, 0, NO_NODE)
+    second = node("amd-mi250-4gpu-64core-512gi", {"amd.com/gpu": "4"}, name="n2")
+    cache.upsert(second)
+    assert gpu_stats(cache.snapshot(), "amd") == GpuStats("amd", 12, 4, 12, 4)
+    cache.remove(first)
+    assert gpu_stats(cache.snapshot(), "amd") == GpuStats("amd", 4, 4, 4, 4)
+    nodes = [second]  # a list may be edited in place: never remembered
+    assert gpu_stats(nodes, "amd") == GpuStats("amd", 4, 4, 4, 4)
+    nodes.append(first)
+    assert gpu_stats(nodes, "amd") == GpuStats("amd", 12, 4, 12, 4)
 
 
 def _numbers(
