@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -83,14 +83,30 @@ class GcPauses:
 # -- the sandbox process --------------------------------------------------------------------------
 
 
+def sized_nodes(cpu_nodes: int = 1) -> list[dict[str, Any]]:
+    """The sandbox's default nodes with `cpu_nodes` CPU nodes in all: copies of the first, renamed,
+    each with its own address, pod CIDR and machine id. A node holds 110 pods, so a load that keeps
+    many pods running (services) needs more than the one CPU node the default cluster has."""
+    from kaiwo_ray.nodes import cpu_node, default_nodes
+
+    nodes = default_nodes()
+    for n in range(2, cpu_nodes + 1):
+        node = cpu_node(f"cpu-epyc-{n:02d}", f"10.0.4.{n}", uid_suffix=f"{n:02x}")
+        # the default pod CIDRs come from the address and repeat every 16 nodes: one range each
+        node["spec"] = {"podCIDR": f"10.245.{n}.0/24", "podCIDRs": [f"10.245.{n}.0/24"]}
+        node["status"]["nodeInfo"]["bootID"] = f"00000000-0000-4000-8000-{n:012d}"
+        nodes.append(node)
+    return nodes
+
+
 def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], time_factor: float,
-                  users: list[str], state: bool = False) -> None:
+                  users: list[str], state: bool = False, cpu_nodes: int = 1) -> None:
     import psutil
 
     from kaiwo_ray.api.config import KaiwoConfigSpec
     from kaiwo_ray.api.crd import all_crds
     from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
-    from kaiwo_ray.nodes import default_nodes, with_pool_labels
+    from kaiwo_ray.nodes import with_pool_labels
     from kaiwo_sandbox.apiserver.audit import AuditRecord
     from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
@@ -100,7 +116,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     async def main() -> None:
         admin = Path(workdir) / "admin.kubeconfig"
         # the node-pool labels the KaiwoQueueConfig controller would have put on the nodes
-        nodes = with_pool_labels(default_nodes(), KaiwoConfigSpec())
+        nodes = with_pool_labels(sized_nodes(cpu_nodes), KaiwoConfigSpec())
         config = SandboxConfig(nodes=nodes, cluster=cluster, time_factor=time_factor, kubeconfig_path=admin,
                                extra_crds=list(all_crds()), state_dir=Path(workdir) / "state" if state else None)
         sandbox = Sandbox(config)
@@ -292,12 +308,14 @@ class SandboxProcess:
 
 @contextmanager
 def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1.0,
-                    users: tuple[str, ...] = ("kaiwo-ray", "loader"), state: bool = False) -> Iterator[SandboxProcess]:
+                    users: tuple[str, ...] = ("kaiwo-ray", "loader"), state: bool = False,
+                    cpu_nodes: int = 1) -> Iterator[SandboxProcess]:
     """The sandbox in a child process; `state`: persisted in a temporary `--state` directory, so that
-    `SandboxProcess.restart()` restores it (same URL, same tokens) as a restarted `kaiwo-ray sandbox`."""
+    `SandboxProcess.restart()` restores it (same URL, same tokens) as a restarted `kaiwo-ray sandbox`.
+    `cpu_nodes`: how many CPU nodes the cluster has (`sized_nodes`)."""
     with tempfile.TemporaryDirectory(prefix="kaiwo-opbench-") as tmp:
         parent, child = CONTEXT.Pipe()
-        process = CONTEXT.Process(target=_sandbox_main, args=(child, tmp, cluster, time_factor, list(users), state),
+        process = CONTEXT.Process(target=_sandbox_main, args=(child, tmp, cluster, time_factor, list(users), state, cpu_nodes),
                                   daemon=True, name="sandbox")
         process.start()
         if not parent.poll(90):
@@ -487,13 +505,13 @@ class Loader:
         return sent
 
 
-def setup_cluster_objects(kubeconfig: Path, namespaces: list[str]) -> None:
+def setup_cluster_objects(kubeconfig: Path, namespaces: list[str], cpu_nodes: int = 1) -> None:
     """Namespaces, plus the Kueue objects of the default queue config for the sandbox's nodes and a
     LocalQueue `kaiwo` in each namespace: what a KaiwoJob's Job needs (the KaiwoQueueConfig
     controller is not what is measured, so its output is created directly)."""
     from kaiwo_ray.api.config import KaiwoConfigSpec
     from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
-    from kaiwo_ray.nodes import default_nodes, with_pool_labels
+    from kaiwo_ray.nodes import with_pool_labels
     from kaiwo_ray.render.nodepools import default_queue_config
     from kaiwo_ray.render.queue import render_queue_config
 
@@ -504,7 +522,7 @@ def setup_cluster_objects(kubeconfig: Path, namespaces: list[str]) -> None:
     for namespace in namespaces:
         core.create_namespace({"metadata": {"name": namespace}})
     config = KaiwoConfigSpec()
-    spec = default_queue_config(with_pool_labels(default_nodes(), config), config)
+    spec = default_queue_config(with_pool_labels(sized_nodes(cpu_nodes), config), config)
     kqc = KaiwoQueueConfig.model_validate({"metadata": {"name": "kaiwo", "uid": "bench"},
                                            "spec": spec.model_dump(by_alias=True, exclude_none=True)})
     plurals = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
@@ -529,14 +547,31 @@ class Latency:
     sent: int
     observed: int
     ms: list[float]
+    at: list[float] = field(default_factory=list)  # when each sample was sent (wall), as `ms`
 
     def p(self, q: float) -> float:
         return percentile(self.ms, q)
 
+    def slow_spells(self, over_ms: float, gap_s: float = 0.5) -> list[tuple[float, float, int, float]]:
+        """Where the tail is: runs of samples slower than `over_ms` (sent at most `gap_s` apart), as
+        (start s from the first send, length s, samples, worst ms), the worst spell first."""
+        if not self.at:
+            return []
+        first = min(self.at)
+        slow = sorted((t - first, ms) for t, ms in zip(self.at, self.ms, strict=True) if ms > over_ms)
+        spells: list[list[float]] = []  # [start, end, count, worst]
+        for t, ms in slow:
+            if spells and t - spells[-1][1] <= gap_s:
+                spell = spells[-1]
+                spell[1], spell[2], spell[3] = t, spell[2] + 1, max(spell[3], ms)
+            else:
+                spells.append([t, t, 1, ms])
+        return sorted(((a, b - a, int(n), w) for a, b, n, w in spells), key=lambda x: (-x[2], -x[3]))
+
 
 def latencies(sent: dict[str, float], seen: dict[str, float]) -> Latency:
-    ms = [(seen[name] - at) * 1000 for name, at in sent.items() if name in seen]
-    return Latency(len(sent), len(ms), ms)
+    pairs = [(at, (seen[name] - at) * 1000) for name, at in sent.items() if name in seen]
+    return Latency(len(sent), len(pairs), [ms for _, ms in pairs], [at for at, _ in pairs])
 
 
 def process_rss_mb(pid: int) -> float:

@@ -26,7 +26,12 @@ foreign objects modified (0), seconds from the last fault to convergence (<= 30 
 against the fault-free run, and the peak RSS of each actor.
 
 KaiwoJobs are made over the window at most 10 a second (window = N/10 s past 500), about what this
-2-core machine drains, so that the convergence figure measures recovery rather than a backlog.
+2-core machine drains, so that the convergence figure measures recovery rather than a backlog. The
+cluster is sized for the load as an admin would size it: the KaiwoServices' pods run for good and a
+node holds 110 pods, so there is one CPU node per 110 of (services + 100 for the jobs' pods); with
+the single CPU node of the default cluster, 500 services could never all run (at N = 10,000 they
+waited past the Deployments' progress deadline and ended ERROR) and at N = 2,000 the services left
+the jobs 10 pod slots.
 The fault schedule is in seconds of a production-like run; `--pace F` multiplies every interval
 (the test in `make test` runs at 0.25 with a 3 s Lease). Figures are printed, never raised; the exit
 status is 1 when a correctness figure is not 0 or the soak did not converge.
@@ -40,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import random
 import sys
 import threading
@@ -87,6 +93,8 @@ NAMESPACES = ("chaos-0", "chaos-1")
 OPERATORS = ("op-a", "op-b")  # one token (audit user) per instance
 CONTROLLERS = ["kaiwojob", "kaiwoservice"]
 TARGET_CONVERGENCE_S = 30.0
+POD_SLOTS_PER_NODE = 110  # the kubelet's default maxPods, what the sandbox's nodes allow
+JOB_POD_SLOTS = 100
 # the faults every operator request may meet (FaultInjector.add_json specs), issue 14's rates
 FAULT_RULES: list[dict[str, Any]] = [
     {"code": 500, "probability": 0.05, "users": list(OPERATORS)},
@@ -97,6 +105,12 @@ DATA_STORAGE = {"storageEnabled": True, "storageClassName": "standard", "data": 
 HF_STORAGE = {"storageEnabled": True, "storageClassName": "standard",
               "huggingFace": {"storageSize": "1Gi", "preCacheRepos": [{"repoId": "org/model", "files": ["config.json"]}]}}
 RUN_ID_LABEL, NAME_LABEL = "kaiwo.silogen.ai/run-id", "kaiwo.silogen.ai/name"
+
+
+def cpu_nodes_for(services: int) -> int:
+    """CPU nodes for a soak: the services' pods run for good, a node holds 110 pods, and 100 slots
+    are left for the KaiwoJobs' pods (module docstring)."""
+    return max(1, math.ceil((services + JOB_POD_SLOTS) / POD_SLOTS_PER_NODE))
 
 
 def out(line: str) -> None:
@@ -511,8 +525,10 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
     services, jobs = workloads(crs)
     every = services + jobs
     users = (*OPERATORS, "loader") if chaos else (OPERATORS[0], "loader")
-    with sandbox_process(cluster=True, time_factor=TIME_FACTOR, users=users, state=chaos) as sandbox:
-        setup_cluster_objects(sandbox.kubeconfigs["admin"], list(NAMESPACES))
+    cpu_nodes = cpu_nodes_for(len(services))
+    with sandbox_process(cluster=True, time_factor=TIME_FACTOR, users=users, state=chaos,
+                         cpu_nodes=cpu_nodes) as sandbox:
+        setup_cluster_objects(sandbox.kubeconfigs["admin"], list(NAMESPACES), cpu_nodes=cpu_nodes)
         cluster = Cluster(sandbox)
         far = time.monotonic() + 600
         for obj in lookalikes(NAMESPACES[0]):
@@ -561,8 +577,8 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
                 futures.append(pool.submit(cluster.create, w.obj, load_deadline))
             for future in futures:
                 future.result()
-            for w in to_delete:  # while the faults still run
-                cluster.delete(w, load_deadline)
+            for gone in to_delete:  # while the faults still run
+                cluster.delete(gone, load_deadline)
             log.lines.append(f"  t={log.now():5.1f} s  {len(jobs)} KaiwoJobs and {len(services)} KaiwoServices "
                              f"created, {len(to_delete)} KaiwoJobs deleted")
             if chaos:
@@ -596,9 +612,10 @@ def run(label: str, crs: int, chaos: bool, window: float, pace: float, lease_sec
                 if time.monotonic() >= next_progress:  # a long run says where it stands
                     next_progress = time.monotonic() + 15
                     phases = Counter(line.rsplit("(phase ", 1)[1].split(",")[0] for line in verdict.unfinished)
+                    rare = [line for line in verdict.unfinished if "(phase STARTING" not in line][:3]
                     out(f"  ({label} t={log.now():.0f} s: {len(verdict.unfinished)} CRs not final "
                         f"{dict(phases.most_common())}, {len(verdict.duplicates)} duplicates, "
-                        f"{len(verdict.orphans)} orphans)")
+                        f"{len(verdict.orphans)} orphans{'; e.g. ' + '; '.join(rare) if rare else ''})")
                 time.sleep(max(0.5, 3 * (time.monotonic() - read_began)))  # polling, at most a quarter of the time
             if converged_at is not None:
                 log.lines.append(f"  t={converged_at:5.1f} s  converged")

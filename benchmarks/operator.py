@@ -26,7 +26,8 @@ Every sandbox is seeded (in its own process, `_common.SandboxProcess.seed*`) wit
 Kueue Workload per KaiwoJob (shaped as Kueue makes them: the KaiwoJob controller caches every Workload)
 and 5N unrelated objects (ConfigMaps, Secrets, Pods, suspended Jobs in 10 other namespaces, not
 labelled for kaiwo): issue 13's cluster, 1,000 KaiwoJobs by default, `--scale 10000` for its figures
-(10 s at 20 CR/s, 60 s at 100 CR/s, phases floor,ours,floor-op,running,ray). Issue 13's targets are
+(30 s at 20 CR/s, 60 s at 100 CR/s, phases floor,ours,floor-op,running,ray; 30 s, not 10: the p99 of
+200 samples is the second-worst one, and it swung 7-14 ms between runs of the floor operator alone). Issue 13's targets are
 printed beside the figures: create -> child Job p99 <= 20 ms at 100 CR/s, p50 and p99 at 20 and 100
 CR/s <= 1.2x the floor operator's in the same run (`create_to_child_p*_vs_floor_operator`), RSS <= 300
 MB, a cold start to a quiet resync <= 5 s with 0 writes.
@@ -537,7 +538,8 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
             health = second.ask("health")
             out(f"  (after the latency runs: {health['connections_opened']} API connections opened since the start, "
                 f"{health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
-                f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, sandbox RSS "
+                f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, relists "
+                f"{ {k: v for k, v in health['relists'].items() if v > 1} or 'none after the first'}, sandbox RSS "
                 f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency runs: "
                 f"{_gc_pauses(health['gc_pauses'])})")
             out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
@@ -551,7 +553,19 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
         out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
         out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
         out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
+        out(_spells_line(result.lat100))
     return result
+
+
+def _spells_line(lat: Latency) -> str:
+    """Where the 100 CR/s tail came from: one long spell is a stall (a pause, a relist), many short
+    ones are load."""
+    spells = lat.slow_spells(TARGET_P99_100_MS)
+    slow = sum(n for _, _, n, _ in spells)
+    worst = "; ".join(f"{n} from t={start:.1f} s over {length:.2f} s, worst {ms:.0f} ms"
+                      for start, length, n, ms in spells[:3])
+    return (f"  (samples over {TARGET_P99_100_MS:.0f} ms at 100 CR/s: {slow} of {lat.observed} in {len(spells)} "
+            f"spells{': ' + worst if spells else ''})")
 
 
 def _gc_pauses(pauses: dict[int, tuple[float, float, float]]) -> str:
@@ -845,7 +859,7 @@ def floor_figures() -> tuple[str, list[str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=None, metavar="N",
-                        help="issue 13's run: N live KaiwoJobs beside 5N unrelated objects, 10 s at 20 CR/s and "
+                        help="issue 13's run: N live KaiwoJobs beside 5N unrelated objects, 30 s at 20 CR/s and "
                              "60 s at 100 CR/s, phases floor,ours,floor-op,running,ray unless --phases says")
     parser.add_argument("--crs", type=int, default=1000, help="live KaiwoJobs (default 1000)")
     parser.add_argument("--unrelated", type=int, default=None,
@@ -865,7 +879,7 @@ def main() -> int:
                              "slow: off by default; default floor,ours,kopf,floor-op,running)")
     args = parser.parse_args()
     crs = args.scale if args.scale is not None else args.crs
-    seconds20 = args.seconds if args.seconds is not None else (10.0 if args.scale else 3.0)
+    seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else 3.0)
     seconds100 = args.seconds_100 if args.seconds_100 is not None else (
         args.seconds if args.seconds is not None else (60.0 if args.scale else 3.0))
     scale = Scale(crs, args.unrelated if args.unrelated is not None else UNRELATED_PER_CR * crs, seconds20, seconds100)
