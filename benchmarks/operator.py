@@ -61,6 +61,7 @@ import importlib
 import json
 import logging
 import os
+import statistics
 import sys
 import threading
 import time
@@ -486,7 +487,7 @@ def _job_fingerprint(kubeconfig: Path, name: str) -> str:
     return text
 
 
-def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
+def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None, cold_starts: int = 1) -> Result:
     crs = scale.crs
     result = Result("kaiwo-ray")
     with sandbox_process(users=("kaiwo-ray", "loader")) as sandbox, \
@@ -517,11 +518,21 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None) -> Result:
             drained = second.ask("drain", timeout=900)
             writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
             health = second.ask("health")
-            verdict = " MISSED" if drained["drained_s"] > TARGET_RESYNC_S or writes else ""
-            out(f"kaiwojob_quiet_resync_{crs}: {drained['drained_s']:.2f} s (target <= {TARGET_RESYNC_S:.0f} s "
-                f"with 0 writes; cold start of a second operator to its queue drained and idle: caches synced {second.synced_s:.2f} s, {drained['reconciles']} reconciles, "
+            starts = [(drained["drained_s"], second.synced_s)]
+            for _ in range(cold_starts - 1):  # more cold starts of fresh processes: this figure is noisy
+                with operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as again:
+                    again.start()
+                    starts.append((again.ask("drain", timeout=900)["drained_s"], again.synced_s))
+            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
+            resync_s = statistics.median(s for s, _ in starts)
+            verdict = " MISSED" if resync_s > TARGET_RESYNC_S or writes else ""
+            each = f"; each: {', '.join(f'{s:.2f} s (synced {c:.2f} s)' for s, c in starts)}" if len(starts) > 1 else ""
+            out(f"kaiwojob_quiet_resync_{crs}: {resync_s:.2f} s (target <= {TARGET_RESYNC_S:.0f} s "
+                f"with 0 writes; cold start of a second operator to its queue drained and idle"
+                f"{f', median of {len(starts)}' if len(starts) > 1 else ''}: caches synced {second.synced_s:.2f} s, "
+                f"{drained['reconciles']} reconciles, "
                 f"{sum(writes.values())} writes{': ' + str(dict(writes)) if writes else ''}; the process's "
-                f"imports before that: {second.imports_s:.1f} s){verdict}")
+                f"imports before that: {second.imports_s:.1f} s{each}){verdict}")
             result.rss_mb = health["rss_mb"]
             verdict = " MISSED" if result.rss_mb > TARGET_RSS_MB else ""
             cached = {k: v for k, v in health["cached"].items() if v}
@@ -873,6 +884,9 @@ def main() -> int:
                              "default 20, 60 with --scale)")
     parser.add_argument("--workers", type=int, default=None,
                         help="reconcile workers of the KaiwoJob controller (default: HostSettings' default)")
+    parser.add_argument("--cold-starts", type=int, default=1,
+                        help="cold starts of a fresh operator timed to a quiet resync (phase ours; the median is "
+                             "the figure; default 1)")
     parser.add_argument("--phases", default=None,
                         help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,floor-op,running,"
                              "ray (kopf = both kopf peers; floor-op = benchmarks/peers/floor_operator.py; ray is "
@@ -906,7 +920,7 @@ def main() -> int:
     ours = None
     if "ours" in phases:
         with timed("ours"):
-            ours = bench_kaiwo(scale, floor_watch, args.workers)
+            ours = bench_kaiwo(scale, floor_watch, args.workers, args.cold_starts)
     results: list[tuple[Peer, Result]] = []
     for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
         if (phase != "floor-op" and "kopf" in phases) or phase in phases:

@@ -26,6 +26,7 @@ from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import RETRYABLE, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.informer import Informer, InformerSettings
+from kaiwo_ray.kube.projection import PageDecoder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.stats import RECONCILE_BUCKETS, Histogram
 from kaiwo_ray.kube.workqueue import WorkQueue
@@ -73,6 +74,8 @@ class Watch:
     coalesce: bool = False
     # What of each object the cache keeps (see `ObjectCache.transform`): None keeps it whole.
     transform: Transform | None = None
+    # How list pages are decoded: only the fields `transform` reads (see `kube.projection`); None: whole.
+    page_decoder: PageDecoder | None = None
 
 
 class StartupError(RuntimeError):
@@ -160,7 +163,7 @@ class Controller:
                 continue
             handler = self._handler(watch.to_keys, watch.coalesce)
             informer = Informer(self.client, served, handler, label_selector=watch.label_selector,
-                                cache=cache, settings=self._informer_settings)
+                                cache=cache, settings=self._informer_settings, page_decoder=watch.page_decoder)
             self.informers[watch.resource] = informer
             self._tasks.append(asyncio.create_task(informer.run(), name=f"{self.name}-{watch.resource.plural}"))
         try:

@@ -25,6 +25,7 @@ from yarl import URL
 
 from kaiwo_ray.kube.errors import KubeError, NotLeader, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.incluster import InClusterConfig
+from kaiwo_ray.kube.projection import DecodeError, PageDecoder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.stats import RequestStats
 
@@ -282,7 +283,8 @@ class KubeClient:
         finally:
             self._finish(pool, response, complete=complete)
 
-    async def _lean_request(self, pool: _Pool, method: str, path: str, **kwargs: Any) -> Any:
+    async def _lean_request(self, pool: _Pool, method: str, path: str, *, decode: PageDecoder | None = None,
+                            **kwargs: Any) -> Any:
         response = await self._lean_send(pool, method, path, **kwargs)
         complete = False
         try:
@@ -293,7 +295,7 @@ class KubeClient:
             raise _transport_error(method, path, exc, timed_out) from exc
         finally:
             self._finish(pool, response, complete=complete)
-        return _json(data, method, path) if data else None
+        return _decoded(data, method, path, decode) if data else None
 
     async def _lean_watch(self, pool: _Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
                           timeout: float, idle_timeout: float | None,
@@ -339,18 +341,19 @@ class KubeClient:
             await chunks.aclose()
             self._finish(pool, response, complete=complete)
 
-    async def request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def request(self, method: str, path: str, *, decode: PageDecoder | None = None, **kwargs: Any) -> Any:
+        """`decode`: how to decode a list answer (projection.page_decoder) instead of whole."""
         if self.write_guard is not None and method not in ("GET", "HEAD") and not self.write_guard():
             raise NotLeader(0, "NotLeader", f"{method} {path}: not the leader (lease not held or not renewed in time)")
         pool = self._lean_pool()
         if pool is not None:
-            return await self._lean_request(pool, method, path, **kwargs)
+            return await self._lean_request(pool, method, path, decode=decode, **kwargs)
         response = await self._send(method, path, **kwargs)
         try:
             data = await response.read()
         except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # the body can fail after the headers
             raise TransportError(0, "TransportError", f"{method} {path}: {exc}") from exc
-        return _json(data, method, path) if data else None
+        return _decoded(data, method, path, decode) if data else None
 
     # -- verbs ---------------------------------------------------------------------------------
 
@@ -361,23 +364,25 @@ class KubeClient:
 
     async def list(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
                    field_selector: str | None = None, limit: int | None = None,
-                   continue_token: str | None = None, resource_version: str | None = None) -> JsonObj:
+                   continue_token: str | None = None, resource_version: str | None = None,
+                   decode: PageDecoder | None = None) -> JsonObj:
         query = {"labelSelector": label_selector, "fieldSelector": field_selector, "limit": limit,
                  "continue": continue_token, "resourceVersion": resource_version}
-        result: JsonObj = await self.request("GET", res.path(namespace), query=query)
+        result: JsonObj = await self.request("GET", res.path(namespace), query=query, decode=decode)
         return result
 
     async def list_all(self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None,
                        page_size: int = 500, each: Callable[[JsonObj], JsonObj] | None = None,
-                       ) -> tuple[builtins.list[JsonObj], str]:
+                       decode: PageDecoder | None = None) -> tuple[builtins.list[JsonObj], str]:
         """Every item, following continue tokens; returns (items, resourceVersion of the list).
         `each` maps every item as its page arrives (a page's full objects are garbage before the next
-        one is read: mapped at the end, all of them were alive at once)."""
+        one is read: mapped at the end, all of them were alive at once); `decode` decodes each page
+        (a projection of its items, see `projection`)."""
         items: builtins.list[JsonObj] = []
         token: str | None = None
         while True:
             page = await self.list(res, namespace, label_selector=label_selector, limit=page_size,
-                                   continue_token=token)
+                                   continue_token=token, decode=decode)
             got = page.get("items") or []
             items.extend(got if each is None else map(each, got))
             meta = page.get("metadata") or {}
@@ -703,6 +708,17 @@ def _json(data: bytes, method: str, path: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise TransportError(0, "TransportError", f"{method} {path}: malformed JSON in the answer: {exc}") from exc
+
+
+def _decoded(data: bytes, method: str, path: str, decode: PageDecoder | None) -> Any:
+    """`data` decoded by `decode` (a list answer's projection) or whole; either way bytes that do not
+    decode are a TransportError."""
+    if decode is None:
+        return _json(data, method, path)
+    try:
+        return decode(data)
+    except DecodeError as exc:
+        raise TransportError(0, "TransportError", f"{method} {path}: malformed list in the answer: {exc}") from exc
 
 
 def _idle(res: Resource, idle_timeout: float | None) -> WatchIdle:

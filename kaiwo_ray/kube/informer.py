@@ -23,6 +23,7 @@ from typing import Any
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Gone, KubeError, WatchIdle
+from kaiwo_ray.kube.projection import PageDecoder
 from kaiwo_ray.kube.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,10 @@ def _rv(obj: JsonObj) -> str:
 class Informer:
     def __init__(self, client: KubeClient, resource: Resource, on_event: EventHandler, *,
                  namespace: str | None = None, label_selector: str | None = None,
-                 cache: ObjectCache | None = None, settings: InformerSettings | None = None) -> None:
+                 cache: ObjectCache | None = None, settings: InformerSettings | None = None,
+                 page_decoder: PageDecoder | None = None) -> None:
         self.client = client
+        self.page_decoder = page_decoder  # decodes list pages to the fields the cache keeps (`projection`)
         self.resource = resource
         self.on_event = on_event
         self.namespace = namespace
@@ -79,7 +82,8 @@ class Informer:
 
     async def _relist(self) -> str:
         items, rv = await self.client.list_all(self.resource, self.namespace, label_selector=self.label_selector,
-                                               page_size=self.settings.page_size, each=self._listed)
+                                               page_size=self.settings.page_size, each=self._listed,
+                                               decode=self.page_decoder)
         self.relists += 1
         for kind, obj, old in self.cache.replace_all(items, rv):
             self._emit(kind, obj, old)
