@@ -161,7 +161,9 @@ def decide(world: World) -> Plan:
         return _terminate(world, plan, status)
 
     try:
-        workload = parse_workload(obj)
+        # The status is read from `obj` as stored, never from the model: validating it (its condition
+        # timestamps) was a tenth of a no-op decision's parse.
+        workload = parse_workload({key: value for key, value in obj.items() if key != "status"})
         return _observe_and_act(world, workload, plan, status, stored)
     except (ManifestError, RenderError) as err:
         cond = Cond("SpecValid", "False", "InvalidSpec", str(err))

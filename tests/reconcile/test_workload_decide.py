@@ -252,3 +252,14 @@ def test_duration_not_exceeded_requeues_at_the_deadline() -> None:
     job = live(decide(world(kaiwojob(SIMPLE))).apply[0], active=1, ready=1)
     plan = decide(world(obj, [job], [admitted()]))
     assert plan.requeue_after == pytest.approx(20 * 60)
+
+
+def test_the_status_is_never_validated_as_spec() -> None:
+    """A decision reads the status as stored; only metadata and spec are parsed into the model (a
+    status the model would refuse, say an old operator's timestamp format, is not an InvalidSpec)."""
+    obj = kaiwojob(SIMPLE, {"status": "PENDING", "startTime": "yesterday",
+                            "conditions": [{"type": "Admitted", "status": "False", "lastTransitionTime": "soon"}]},
+                   finalizers=[FINALIZER])
+    plan = decide(world(obj))
+    assert plan.phase == "PENDING"
+    assert applied_kinds(plan) == ["Job"]
