@@ -25,26 +25,24 @@ from kaiwo_ray.render.resources import resource_defaults
 DEFAULT_TTL_SECONDS = 3600
 
 
-def render_job(ctx: RenderContext, spec: KaiwoJobSpec) -> JsonObj:
-    """The main Job: user `spec.job.spec` or Kaiwo's default, with backoffLimit 0 and a TTL."""
+def render_job(ctx: RenderContext, spec: KaiwoJobSpec, *, pod_template: bool = True) -> JsonObj:
+    """The main Job: user `spec.job.spec` or Kaiwo's default, with backoffLimit 0 and a TTL.
+    `pod_template=False`: without `spec.template` (most of the work), for a Job that exists and whose
+    template, frozen at creation, a decision does not read (see `reconcile.workload._template_known`)."""
+    if not pod_template:
+        user_spec = embedded_spec(spec.job, "spec.job") if spec.job is not None else None
+        if user_spec is not None:
+            user_spec.pop("template", None)
+        return _job(ctx, _job_fields(user_spec))
     if spec.job is not None:
         field = "spec.job.spec.template"
         job_spec = embedded_spec(spec.job, "spec.job")
         template = require_template(job_spec, field)
-        if isinstance(job_spec.get("backoffLimit"), int) and job_spec["backoffLimit"] > 0:
-            job_spec["backoffLimit"] = 0
-        if job_spec.get("ttlSecondsAfterFinished") is None:
-            job_spec["ttlSecondsAfterFinished"] = DEFAULT_TTL_SECONDS
-        job_spec["suspend"] = True
+        job_spec = _job_fields(job_spec)
     else:
         field = "template"
         template = default_template(ctx, "workload", "1Gi", spec.image)
-        job_spec = {
-            "suspend": True,
-            "backoffLimit": 0,
-            "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS,
-            "template": template,
-        }
+        job_spec = {**_job_fields(None), "template": template}
     apply_entrypoint(pod_spec_of(template, field), spec.entrypoint, f"{field}.spec")
     numbers = ctx.resources
     defaults = resource_defaults(
@@ -52,6 +50,23 @@ def render_job(ctx: RenderContext, spec: KaiwoJobSpec) -> JsonObj:
     )
     update_pod_spec(template, ctx, defaults=defaults, field=field)
     require_images(template, field)
+    return _job(ctx, job_spec)
+
+
+def _job_fields(job_spec: JsonObj | None) -> JsonObj:
+    """The user's `job_spec` (None: Kaiwo's default Job) with what Kaiwo sets on every Job:
+    suspended for Kueue, no retries, a TTL unless the user chose one."""
+    if job_spec is None:
+        return {"suspend": True, "backoffLimit": 0, "ttlSecondsAfterFinished": DEFAULT_TTL_SECONDS}
+    if isinstance(job_spec.get("backoffLimit"), int) and job_spec["backoffLimit"] > 0:
+        job_spec["backoffLimit"] = 0
+    if job_spec.get("ttlSecondsAfterFinished") is None:
+        job_spec["ttlSecondsAfterFinished"] = DEFAULT_TTL_SECONDS
+    job_spec["suspend"] = True
+    return job_spec
+
+
+def _job(ctx: RenderContext, job_spec: JsonObj) -> JsonObj:
     labels = {**ctx.cr_labels, **ctx.system_labels, **ctx.kueue_labels}
     return {
         "apiVersion": "batch/v1",

@@ -88,17 +88,18 @@ def storage_of(ctx: RenderContext) -> list[JsonObj]:
     return _render_storage(ctx)
 
 
-def main_of(ctx: RenderContext) -> JsonObj:
-    """`render_main` from a context made once (`prepare`) for several renders of one decision."""
-    return _main(ctx)
+def main_of(ctx: RenderContext, *, pod_template: bool = True) -> JsonObj:
+    """`render_main` from a context made once (`prepare`) for several renders of one decision.
+    `pod_template=False`: a batch Job is rendered without its pod template (`render_job`)."""
+    return _main(ctx, pod_template=pod_template)
 
 
-def _main(ctx: RenderContext) -> JsonObj:
+def _main(ctx: RenderContext, *, pod_template: bool = True) -> JsonObj:
     workload = ctx.workload
     if isinstance(workload, KaiwoJob):
         if workload.spec.effective_uses_ray:
             return render_rayjob(ctx, workload.spec)
-        return render_job(ctx, workload.spec)
+        return render_job(ctx, workload.spec, pod_template=pod_template)
     assert isinstance(workload, KaiwoService)
     if workload.spec.effective_uses_ray:
         return render_appwrapper(ctx, workload.spec)

@@ -263,3 +263,41 @@ def test_the_status_is_never_validated_as_spec() -> None:
     plan = decide(world(obj))
     assert plan.phase == "PENDING"
     assert applied_kinds(plan) == ["Job"]
+
+
+def _observed(obj: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """`obj` as stored after `plan`'s status write (which observed its generation)."""
+    new = with_status(obj, plan)
+    assert new["status"]["observedGeneration"] == obj["metadata"]["generation"]
+    return new
+
+
+def test_a_job_whose_generation_was_observed_is_decided_without_rendering_its_template() -> None:
+    """The template of an existing Job is frozen and no no-op pass reads it, so it is not rendered
+    once a whole rendering has seen this generation; a pass that must write renders whole again."""
+    obj = kaiwojob(SIMPLE)
+    job = live(decide(world(obj)).apply[0], active=0)
+    pending = _observed(obj, decide(world(obj, [job])))
+    assert decide(world(pending, [job])).apply == []  # quiet, with no template rendered
+
+    tampered = copy.deepcopy(job)  # someone changed what we own outside the template
+    tampered["spec"]["ttlSecondsAfterFinished"] = 5
+    lean = decide(world(pending, [tampered]))
+    whole = decide(world(obj, [tampered]))  # the same Job, a status that never observed the spec
+    assert applied_kinds(lean) == ["Job"] and lean.apply == whole.apply
+    assert lean.apply[0]["spec"]["ttlSecondsAfterFinished"] == 3600
+    assert "template" in lean.apply[0]["spec"]  # an apply without it would drop our fields from a frozen path
+
+
+def test_a_spec_edit_or_an_error_is_decided_from_the_whole_rendering() -> None:
+    obj = kaiwojob(SIMPLE)
+    job = live(decide(world(obj)).apply[0], active=0)
+    pending = _observed(obj, decide(world(obj, [job])))
+    edited = copy.deepcopy(pending)  # a new generation: its template is rendered (and checked) whole
+    edited["metadata"]["generation"] = 2
+    edited["spec"]["image"] = ""
+    plan = decide(world(edited, [job]))
+    assert plan.phase == "ERROR" and plan.status is not None
+    assert plan.status["conditions"][0]["reason"] == "InvalidSpec"
+    errored = _observed(edited, plan)  # the generation observed, in ERROR: still checked whole
+    assert decide(world(errored, [job])).phase == "ERROR"
