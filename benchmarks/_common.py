@@ -52,26 +52,34 @@ def api_client(kubeconfig: Path) -> Any:
 class GcPauses:
     """The cyclic collector's pauses in this process, by generation: (count, total ms, longest ms)."""
 
+    LONG_MS = 10.0  # pauses this long are also kept one by one, with when they began (`long`)
+
     def __init__(self) -> None:
         self._rows: dict[int, list[float]] = {}
         self._began = 0.0
+        self._began_wall = 0.0
+        self.long: list[tuple[float, float]] = []  # (wall time it began, ms)
         gc.callbacks.append(self._on_gc)
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._began = time.perf_counter()
+            self._began_wall = time.time()
             return
         row = self._rows.setdefault(info["generation"], [0, 0.0, 0.0])
         took = (time.perf_counter() - self._began) * 1000
         row[0] += 1
         row[1] += took
         row[2] = max(row[2], took)
+        if took >= self.LONG_MS:
+            self.long.append((self._began_wall, took))
 
     def snapshot(self) -> dict[int, tuple[float, ...]]:
         return {gen: tuple(row) for gen, row in sorted(self._rows.items())}
 
     def clear(self) -> None:
         self._rows.clear()
+        self.long.clear()
 
     def take(self) -> dict[int, tuple[float, ...]]:
         """Since the last take (or clear), then reset."""
@@ -373,6 +381,11 @@ def _watcher_main(conn: Connection, kubeconfig: str, namespace: str, what: str =
     seen: dict[str, float] = {}
     lock = threading.Lock()
     rv = orjson.loads(lister(limit=1, _preload_content=False).data)["metadata"]["resourceVersion"]
+    # The instrument's own pauses are not the operator's latency: what is imported and set up stays
+    # out of the collector's sight, and the pauses left are reported ("gc").
+    gc.collect()
+    gc.freeze()
+    pauses = GcPauses()
 
     def watch() -> None:
         nonlocal rv
@@ -394,6 +407,10 @@ def _watcher_main(conn: Connection, kubeconfig: str, namespace: str, what: str =
         command = conn.recv()
         if command == "stop":
             return
+        if command == "gc":
+            conn.send(pauses.long[:])
+            pauses.clear()
+            continue
         with lock:
             conn.send(len(seen) if command == "count" else dict(seen))
 
@@ -413,6 +430,11 @@ class JobWatch:
     def count(self) -> int:
         self._conn.send("count")
         return int(self._conn.recv())
+
+    def long_gc_pauses(self) -> list[tuple[float, float]]:
+        """The watcher process's collector pauses of 10 ms or more since the last ask: (wall, ms)."""
+        self._conn.send("gc")
+        return list(self._conn.recv())
 
 
 @contextmanager
@@ -548,6 +570,8 @@ class Latency:
     observed: int
     ms: list[float]
     at: list[float] = field(default_factory=list)  # when each sample was sent (wall), as `ms`
+    # the benchmark's own collector pauses of 10 ms or more meanwhile: (wall, ms, which process)
+    instrument_pauses: list[tuple[float, float, str]] = field(default_factory=list)
 
     def p(self, q: float) -> float:
         return percentile(self.ms, q)
