@@ -215,3 +215,36 @@ def test_event_expiry_reads_each_time_format_and_never_expires_early(store: Obje
     assert expire_events(store, ttl_seconds=3600) == 3
     assert sorted(e["metadata"]["name"] for e in store.list(EVENTS)[0]) == ["just-inside", "micro-fresh",
                                                                             "offset-fresh"]
+
+
+def test_event_expiry_runs_in_slices_and_keeps_an_event_seen_again_meanwhile(store: ObjectStore) -> None:
+    """The periodic pass serves the API between slices (etcd expires each lease on its own, never the
+    store at once); an event recorded again while the pass runs (a newer lastTimestamp) is kept."""
+    import asyncio
+    from datetime import timedelta
+
+    from kaiwo_sandbox.contracts import EVENTS, rfc3339
+    from kaiwo_sandbox.storage.event_ttl import expire_events_in_slices
+
+    now = store.clock.now()
+    old, fresh = rfc3339(now - timedelta(hours=2)), rfc3339(now - timedelta(seconds=5))
+    for i in range(6):
+        store.create(EVENTS, {"metadata": {"name": f"e{i}"}, "involvedObject": {"kind": "Pod", "name": "p"},
+                              "reason": "R", "message": "m", "type": "Normal",
+                              "lastTimestamp": fresh if i == 5 else old}, namespace="default")
+    turns: list[int] = []
+
+    async def body() -> int:
+        async def meanwhile() -> None:
+            await asyncio.sleep(0)  # runs when the first slice yields
+            turns.append(len(store.list(EVENTS)[0]))
+            store.patch(EVENTS, "default", "e4", {"lastTimestamp": fresh}, "merge")
+
+        other = asyncio.create_task(meanwhile())
+        expired = await expire_events_in_slices(store, ttl_seconds=3600, slice_size=2)
+        await other
+        return expired
+
+    assert asyncio.run(body()) == 4
+    assert turns and turns[0] < 6  # the API was served after the first slice, before the last
+    assert sorted(e["metadata"]["name"] for e in store.list(EVENTS)[0]) == ["e4", "e5"]
