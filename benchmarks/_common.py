@@ -81,6 +81,10 @@ class GcPauses:
         self._rows.clear()
         self.long.clear()
 
+    def close(self) -> None:
+        """Stop recording (what was recorded stays readable)."""
+        gc.callbacks.remove(self._on_gc)
+
     def take(self) -> dict[int, tuple[float, ...]]:
         """Since the last take (or clear), then reset."""
         taken = self.snapshot()

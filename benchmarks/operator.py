@@ -463,7 +463,7 @@ def _latency(loader: Loader, seen: Any, prefix: str, rate: float, seconds: float
     try:
         sent = loader.paced(names, rate)
     finally:
-        gc.callbacks.remove(loader_gc._on_gc)
+        loader_gc.close()
     wait_for(lambda: seen.count() >= before + len(names), 20.0, interval=0.1)
     result = latencies(sent, seen())
     result.instrument_pauses = ([(t, ms, "watcher") for t, ms in seen.long_gc_pauses()]

@@ -37,9 +37,9 @@ def _struct(name: str, fields: Sequence[str]) -> type[msgspec.Struct]:
     return msgspec.defstruct(name, [(field, Any, _UNSET) for field in fields])
 
 
-def _as_dict(value: Any, nested: dict[str, tuple[str, ...]]) -> Any:
+def _as_dict(value: Any, nested: frozenset[str]) -> Any:
     """A decoded struct as the dict orjson would have made of the same fields (absent ones left out);
-    `nested`: the fields that are themselves structs, with their field names."""
+    `nested`: the names of the fields that are themselves structs."""
     if not isinstance(value, msgspec.Struct):
         return value
     out: JsonObj = {}
@@ -68,7 +68,7 @@ def page_decoder(*, meta: Sequence[str] = OBJECT_META, status: Sequence[str] | N
     page_struct = msgspec.defstruct("ProjectedList", [("items", list[item_struct] | None, None),  # type: ignore[valid-type]
                                                       ("metadata", Any, _UNSET)])
     decoder = msgspec.json.Decoder(page_struct)
-    nested = {"metadata": tuple(meta), "status": tuple(status or ())}
+    nested = frozenset({"metadata", "status"})
 
     def decode(data: bytes) -> JsonObj:
         page: Any = decoder.decode(data)
