@@ -69,7 +69,8 @@ class ControllerActor:
             elector = self.host.elector
             if elector is not None and leader_wait > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(elector.leading.wait(), timeout=leader_wait)
+                    async with asyncio.timeout(leader_wait):
+                        await elector.leading.wait()
         return await self.health()
 
     async def health(self) -> dict[str, Any]:

@@ -155,7 +155,8 @@ class TelemetryActor:
                 samples = await self._sampler.node_samples()
                 if pending is not None:  # one push in flight at most: a slow aggregator gets fresh data
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(pending, timeout=self.settings.interval)
+                        async with asyncio.timeout(self.settings.interval):
+                            await pending
                 pending = aggregator.push.remote(samples)
                 self.ticks += 1
             except asyncio.CancelledError:

@@ -74,12 +74,14 @@ class ClusterCache:
         for res, informer in self.informers.items():
             self._tasks.append(asyncio.create_task(informer.run(), name=f"admin-{res.plural}"))
         required = [self.informers[r].synced.wait() for r in REQUIRED if r in self.informers]
-        await asyncio.wait_for(asyncio.gather(*required), timeout=sync_timeout)
+        async with asyncio.timeout(sync_timeout):
+            await asyncio.gather(*required)
         # Optional kinds (KubeRay, AppWrapper) may not be installed: give them a moment, not forever.
         optional = [i.synced.wait() for r, i in self.informers.items() if r not in REQUIRED]
         if optional:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*optional), timeout=2.0)
+                async with asyncio.timeout(2.0):
+                    await asyncio.gather(*optional)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -175,7 +177,8 @@ class ClusterCache:
                 break
             self.changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), timeout=remaining)
+                async with asyncio.timeout(remaining):
+                    await self.changed.wait()
         return self.version
 
 

@@ -168,7 +168,8 @@ class AdminMetrics:
         if self.stats_source is None:
             return []
         try:
-            return await asyncio.wait_for(self.stats_source(), timeout=5.0)
+            async with asyncio.timeout(5.0):
+                return await self.stats_source()
         except Exception:  # a controller that does not answer must not fail the whole scrape
             log.warning("controller stats unavailable", exc_info=True)
             return []

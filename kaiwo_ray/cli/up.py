@@ -246,7 +246,8 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
         last = rows()
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval)
+                async with asyncio.timeout(interval):
+                    await stop.wait()
             current = rows()
             for line in health_changes(last, current):
                 print(line, flush=True)

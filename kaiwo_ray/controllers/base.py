@@ -233,10 +233,16 @@ class Controller:
                 key = await self.queue.get()
             except asyncio.CancelledError:
                 return
+            try:
+                # A standby's worker holds its key here until it leads; that is not work in flight,
+                # so a standby's stop does not wait out its grace period for it.
+                await self.writes_enabled.wait()
+            except asyncio.CancelledError:
+                self.queue.done(key)
+                raise
             self._in_flight += 1
             self._idle.clear()
             try:
-                await self.writes_enabled.wait()
                 reconcile = asyncio.ensure_future(self._run_one(key))
                 self._reconciles.add(reconcile)
                 try:
@@ -311,11 +317,13 @@ class Controller:
         """Stop taking work, let in-flight reconciles finish (up to `grace_seconds`), stop watching."""
         self.queue.shutdown()
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout=grace_seconds)
+            async with asyncio.timeout(grace_seconds):
+                await self._idle.wait()
         except TimeoutError:
             log.warning("%s: %d reconciles still running after %.0fs", self.name, self._in_flight, grace_seconds)
         try:
-            await asyncio.wait_for(self.drain(), timeout=grace_seconds)
+            async with asyncio.timeout(grace_seconds):
+                await self.drain()
         except TimeoutError:
             log.warning("%s: background writes still pending after %.0fs", self.name, grace_seconds)
         await self._cancel_tasks()

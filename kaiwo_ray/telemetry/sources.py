@@ -110,8 +110,8 @@ class NativeSource:
         try:
             namespace = self.ray_namespace or ray.get_runtime_context().namespace
             aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=namespace)
-            answer: dict[PodKey, list[Any]] = await asyncio.wait_for(
-                aggregator.pod_readings.remote(list(pods)), timeout=self.timeout)
+            async with asyncio.timeout(self.timeout):
+                answer: dict[PodKey, list[Any]] = await aggregator.pod_readings.remote(list(pods))
         except Exception as err:  # no aggregator (telemetry off), Ray hiccup: everything unknown
             self.last_error = f"{type(err).__name__}: {err}"
             return {}

@@ -155,3 +155,20 @@ def test_a_restart_under_the_same_identity_waits_for_its_predecessors_lease(inst
     took = time.monotonic() - crashed
     print(f"\nfailover after a crash: {took:.2f} s (lease 3 s; target <= lease + 2 s)")
     assert took <= 3.0 + 2.0, took
+
+
+def test_a_standby_stops_without_waiting_out_its_grace(instances: Instances) -> None:
+    """A standby's workers hold queued keys until they lead (the KaiwoConfig controller queues its
+    singleton at start); that is no work in flight, so its stop need not wait the 10 s grace."""
+    first = instances.start("op-lead", "lead")
+    wait_for(lambda: leading(first), 30, "the first instance leading")
+    standby = instances.start("op-standby", "standby")
+    wait_for(lambda: all(h["synced"] for h in standby.health()), 30, "the standby's caches warm")
+    kaiwoconfig = standby.host("kaiwoconfig").controller
+    assert kaiwoconfig is not None
+    wait_for(lambda: kaiwoconfig.queue.in_flight > 0, 30, "a standby worker holding the singleton's key")
+    began = time.monotonic()
+    instances.stop(standby)
+    took = time.monotonic() - began
+    assert took < 5.0, f"the standby's stop took {took:.1f} s (grace 10 s)"
+    assert not any(h.get("leader") for h in standby.health())

@@ -111,7 +111,7 @@ def test_standby_controller_writes_nothing_until_it_may(operator_env: OperatorSa
         target.kube.create(kaiwo_job("waiting", namespace, entrypoint="sleep 5"))
         wait_for(lambda: controller.caches[R.KAIWOJOBS].get(namespace, "waiting"), 30.0,
                  "the standby cache to see the KaiwoJob")
-        wait_for(lambda: controller.health()["in_flight"] > 0, 30.0, "a worker holding the key, gated")
+        wait_for(lambda: controller.queue.in_flight > 0, 30.0, "a worker holding the key, gated")
         assert operator_writes(operator_env, namespace) == Counter()
         assert phase(target.kube.get(KAIWO_API, "KaiwoJob", "waiting", namespace)) == ""
     finally:

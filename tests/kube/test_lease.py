@@ -174,3 +174,37 @@ def test_campaign_survives_unexpected_errors_and_steps_down(sandbox: RunningSand
         await asyncio.gather(task, return_exceptions=True)
 
     run_with_client(sandbox, body)
+
+
+class CancelledAsTheRenewLands(LeaseElector):
+    """Cancels the campaign from inside a renew round, just before the round returns: the cancel
+    and the round's result arrive in the same loop iteration."""
+
+    campaign: asyncio.Task[None] | None = None
+    cancel_on_round = 3  # the first round acquires; later ones are renews under the deadline
+
+    async def try_acquire_or_renew(self) -> bool:
+        held = await super().try_acquire_or_renew()
+        self.cancel_on_round -= 1
+        if self.cancel_on_round == 0 and self.campaign is not None:
+            self.campaign.cancel()
+        return held
+
+
+def test_a_campaign_cancelled_as_a_renew_lands_ends(sandbox: RunningSandbox) -> None:
+    """Stopping a host cancels its campaign; a cancel that lands with a renew's answer must still
+    end it (Python 3.11's wait_for swallowed it, and the stop then waited forever)."""
+
+    async def body(client: KubeClient) -> None:
+        settings = LeaseSettings(name="t-cancel", lease_seconds=3, renew_every=0.05, retry_every=0.05)
+        elector = CancelledAsTheRenewLands(client, "me", settings)
+
+        async def nothing() -> None:
+            return None
+
+        elector.campaign = asyncio.create_task(elector.run(nothing, nothing))
+        done, _ = await asyncio.wait({elector.campaign}, timeout=10)
+        assert done, f"the campaign outlived its cancel ({3 - elector.cancel_on_round} rounds so far)"
+        assert elector.campaign.cancelled()
+
+    run_with_client(sandbox, body)
