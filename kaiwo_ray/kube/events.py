@@ -1,12 +1,17 @@
 """Record core/v1 Events about objects, as controller-runtime's recorder does: best-effort and in the
-background (client-go's broadcaster), so a reconcile never waits on, or fails because of, an Event.
-`flush()` waits for what is pending (graceful shutdown, tests)."""
+background, so a reconcile never waits on, or fails because of, an Event. As client-go's broadcaster,
+one sender writes them in the order they were emitted, never several at once: Events are the
+bookkeeping of writes that matter more (a workload's children), and at 100 workloads a second two
+Events each, sent concurrently, came in bursts that queued the API server's answers to those
+writes behind them. `flush()` waits for what is pending (graceful shutdown, tests).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
+from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +19,14 @@ from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import EVENTS
 
+JsonObj = dict[str, Any]
+
 log = logging.getLogger(__name__)
+
+
+MAX_QUEUED_EVENTS = 10_000
+"""Events waiting to be sent at most; more are dropped (counted, and logged once), as client-go's
+broadcaster drops what its queue cannot take: an API server that cannot keep up must not grow us."""
 
 
 class EventRecorder:
@@ -23,23 +35,41 @@ class EventRecorder:
         self.component = component
         self.instance = instance
         self.recorded = 0
-        self._pending: set[asyncio.Task[None]] = set()
+        self.dropped = 0
+        self._queue: deque[tuple[str, JsonObj]] = deque()
+        self._sender: asyncio.Task[None] | None = None
 
-    def emit(self, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
-        """Send the Event in the background (needs a running loop)."""
-        task = asyncio.get_running_loop().create_task(self.record(involved, event_type, reason, message))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    def emit(self, involved: JsonObj, event_type: str, reason: str, message: str) -> None:
+        """Queue the Event for the background sender (needs a running loop). Its body is made now,
+        so its timestamp and the involved object's resourceVersion are those of the moment."""
+        if len(self._queue) >= MAX_QUEUED_EVENTS:
+            if not self.dropped:
+                log.warning("%s: %d Events queued; dropping more until the API server catches up",
+                            self.component, MAX_QUEUED_EVENTS)
+            self.dropped += 1
+            return
+        self._queue.append(self._event(involved, event_type, reason, message))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_queued())
+
+    async def _send_queued(self) -> None:
+        while self._queue:
+            namespace, event = self._queue.popleft()
+            await self._create(namespace, event)
 
     async def flush(self) -> None:
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        while self._sender is not None and not self._sender.done():
+            await asyncio.wait({self._sender})
 
-    async def record(self, involved: dict[str, Any], event_type: str, reason: str, message: str) -> None:
+    async def record(self, involved: JsonObj, event_type: str, reason: str, message: str) -> None:
+        """Send one Event now (a caller that wants it written before it goes on)."""
+        await self._create(*self._event(involved, event_type, reason, message))
+
+    def _event(self, involved: JsonObj, event_type: str, reason: str, message: str) -> tuple[str, JsonObj]:
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
+        return namespace, {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"name": f"{meta.get('name', 'object')}.{secrets.token_hex(8)}", "namespace": namespace},
@@ -58,8 +88,11 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
+
+    async def _create(self, namespace: str, event: JsonObj) -> None:
         try:
             await self.client.create(EVENTS, event, namespace)
             self.recorded += 1
         except KubeError as err:  # losing an event must never fail a reconcile
-            log.debug("event %s on %s/%s not recorded: %s", reason, namespace, meta.get("name"), err)
+            log.debug("event %s on %s/%s not recorded: %s", event["reason"], namespace,
+                      event["involvedObject"]["name"], err)

@@ -5,7 +5,11 @@ The store calls, in the apiserver's order: `prune` -> `apply_defaults` -> `valid
 
 Deliberate gaps (documented so nobody relies on them):
 - `x-kubernetes-validations` (CEL rules) are ignored: no CEL interpreter here.
-- Ratcheting (tolerating unchanged invalid values on update) is not done.
+- Ratcheting (an update keeps an unchanged invalid value, KEP-4008, on by default since 1.30) skips
+  every check of an unchanged subtree, correlated through object properties and map keys (list items
+  are not correlated: an unchanged list is skipped whole). The real server still reports `type`,
+  `nullable` and `required` errors there; they can only arise when the schema changed since the
+  value was stored. It is also what keeps a status write from re-validating an unchanged spec.
 - Formats: only date-time, date, uuid, byte, ipv4, ipv6, cidr are checked; others are accepted, as
   kube-openapi accepts unknown formats.
 """
@@ -345,10 +349,28 @@ def _child(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def validate(schema: JsonObj, obj: JsonObj) -> list[JsonObj]:
-    """Status causes for everything the schema rejects, in the apiserver's wording. Empty when valid."""
+_ABSENT: Any = object()  # "no old value": a create, or a field the old object did not have
+
+
+def _unchanged(value: Any, old: Any) -> bool:
+    """The same JSON value. `==` alone is not enough: Python has True == 1 and {"a": 1} == {"a": True},
+    and a boolean where an integer was must not skip the type check, so an equal pair is confirmed on
+    its serialization (C-fast; a different key order only costs a full check)."""
+    if value is old:
+        return True
+    if value != old:
+        return False
+    try:
+        return orjson.dumps(value) == orjson.dumps(old)
+    except TypeError:  # not JSON (an object planted in-process): check it
+        return False
+
+
+def validate(schema: JsonObj, obj: JsonObj, old: JsonObj | None = None) -> list[JsonObj]:
+    """Status causes for everything the schema rejects, in the apiserver's wording. Empty when valid.
+    `old` (an update): its unchanged subtrees are not checked again (ratcheting)."""
     causes: list[JsonObj] = []
-    _validate(obj, schema, "", causes, root=True)
+    _validate(obj, schema, "", causes, root=True, old=_ABSENT if old is None else old)
     return causes
 
 
@@ -398,7 +420,10 @@ def _plan(schema: JsonObj) -> _Plan:
     return plan
 
 
-def _validate(value: Any, schema: JsonObj, path: str, causes: list[JsonObj], *, root: bool = False) -> None:
+def _validate(value: Any, schema: JsonObj, path: str, causes: list[JsonObj], *, root: bool = False,
+              old: Any = _ABSENT) -> None:
+    if old is not _ABSENT and not root and _unchanged(value, old):
+        return  # unchanged since it was stored: ratcheted (the root's metadata always changes)
     plan = _plan(schema)
     types = plan.types
     if value is None:
@@ -427,7 +452,7 @@ def _validate(value: Any, schema: JsonObj, path: str, causes: list[JsonObj], *, 
     elif isinstance(value, list):
         _validate_array(value, schema, path, causes)
     elif isinstance(value, dict):
-        _validate_object(value, plan, path, causes, root=root)
+        _validate_object(value, plan, path, causes, root=root, old=old if isinstance(old, dict) else None)
 
 
 def _validate_string(value: str, schema: JsonObj, path: str, causes: list[JsonObj]) -> None:
@@ -501,7 +526,8 @@ def _validate_array(value: list[Any], schema: JsonObj, path: str, causes: list[J
                 seen_keys.append(key_values)
 
 
-def _validate_object(value: JsonObj, plan: _Plan, path: str, causes: list[JsonObj], *, root: bool) -> None:
+def _validate_object(value: JsonObj, plan: _Plan, path: str, causes: list[JsonObj], *, root: bool,
+                     old: JsonObj | None = None) -> None:
     schema = plan.schema
     if plan.object:
         n = len(value)
@@ -519,12 +545,14 @@ def _validate_object(value: JsonObj, plan: _Plan, path: str, causes: list[JsonOb
             if root and key == "metadata":
                 _validate_root_metadata(value[key], prop, causes)
                 continue
-            _validate(value[key], prop, f"{path}.{key}" if path else key, causes)
+            _validate(value[key], prop, f"{path}.{key}" if path else key, causes,
+                      old=_ABSENT if old is None else old.get(key, _ABSENT))
     additional = plan.additional
     if additional is not None:
         for key in sorted(value):
             if key not in properties:
-                _validate(value[key], additional, _child(path, key), causes)
+                _validate(value[key], additional, _child(path, key), causes,
+                          old=_ABSENT if old is None else old.get(key, _ABSENT))
     if not plan.object:
         return
     required = schema.get("required")

@@ -108,7 +108,7 @@ def validate(info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
     if info.custom:
         schema = info.schemas.get(info.stored_version)
         if schema is not None:
-            causes.extend(schema_module.validate(schema, obj))
+            causes.extend(schema_module.validate(schema, obj, old))
     else:
         causes.extend(validate_builtin(info.group, info.kind, obj, old))
     if causes:

@@ -100,6 +100,27 @@ def test_custom_status_subresource_and_generation(gizmos: Any, custom: Any) -> N
     assert obj["metadata"]["generation"] == 2
 
 
+def test_a_tightened_schema_ratchets_stored_values(gizmos: Any, custom: Any) -> None:
+    """As a 1.30+ apiserver (validation ratcheting): after the CRD's schema tightens, objects stored
+    before it still take status writes and edits elsewhere; changing the old value is checked."""
+    custom.create_namespaced_custom_object("example.com", "v1", "default", "gizmos", _gizmo("old", gpus=9))
+    crd = gizmos.api_client.sanitize_for_serialization(gizmos.read_custom_resource_definition("gizmos.example.com"))
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["gpus"]["maximum"] = 8
+    gizmos.replace_custom_resource_definition("gizmos.example.com", crd)
+    with pytest.raises(ApiException) as exc:
+        custom.create_namespaced_custom_object("example.com", "v1", "default", "gizmos", _gizmo("new", gpus=9))
+    assert exc.value.status == 422
+    custom.patch_namespaced_custom_object_status("example.com", "v1", "default", "gizmos", "old",
+                                                 {"status": {"phase": "Ready"}})
+    edited = custom.patch_namespaced_custom_object("example.com", "v1", "default", "gizmos", "old",
+                                                   {"spec": {"mode": "slow"}})
+    assert edited["spec"] == {"gpus": 9, "mode": "slow"} and edited["status"] == {"phase": "Ready"}
+    with pytest.raises(ApiException) as exc:
+        custom.patch_namespaced_custom_object("example.com", "v1", "default", "gizmos", "old", {"spec": {"gpus": 10}})
+    assert exc.value.status == 422
+    assert [c["field"] for c in json.loads(exc.value.body)["details"]["causes"]] == ["spec.gpus"]
+
+
 def test_cluster_scoped_custom_resources(sandbox: RunningSandbox, custom: Any) -> None:
     kubernetes.client.ApiextensionsV1Api(sandbox.api_client()).create_custom_resource_definition(_crd("Cluster"))
     custom.create_cluster_custom_object("example.com", "v1", "gizmos", _gizmo("c", gpus=0))

@@ -278,3 +278,28 @@ def test_unknown_fields_name_what_pruning_drops() -> None:
                              "spec.template.metadata.x", "spec.template.spec.y"]
     assert strict_decoding_message(["spec.bogus"]) == 'strict decoding error: unknown field "spec.bogus"'
     assert unknown_fields(SCHEMA, prune(SCHEMA, obj)) == []
+
+
+def test_an_update_ratchets_unchanged_invalid_values_and_checks_changed_ones() -> None:
+    """Ratcheting (KEP-4008): an invalid value stored before the schema tightened stays acceptable
+    while unchanged; a changed one, beside it or inside the same object, is checked."""
+    stored = _cr(gpus=65, labels={"a": "1", "b": "2", "c": "3"})  # invalid under today's schema
+    assert {c["field"] for c in validate(SCHEMA, stored)} == {"spec.gpus", "spec.labels"}
+    status_write = {**copy.deepcopy(stored), "status": {"phase": "Running"}}
+    assert validate(SCHEMA, status_write, stored) == []
+    assert [c["field"] for c in validate(SCHEMA, {**status_write, "status": {"phase": 1}}, stored)] == ["status.phase"]
+    edited = copy.deepcopy(stored)
+    edited["spec"]["vendor"] = "intel"  # spec changed: the unchanged gpus and labels stay ratcheted
+    assert {c["field"] for c in validate(SCHEMA, edited, stored)} == {"spec.vendor"}
+    edited["spec"]["gpus"] = 66  # changed, still invalid: reported
+    assert {c["field"] for c in validate(SCHEMA, edited, stored)} == {"spec.vendor", "spec.gpus"}
+
+
+@pytest.mark.parametrize(("before", "after"), [(1, True), (0, False),
+                                               ([{"name": "a", "port": 1}], [{"name": "a", "port": True}])])
+def test_a_value_equal_only_to_python_is_checked(before: Any, after: Any) -> None:
+    """True == 1 in Python, so equality alone would ratchet a boolean into an integer field."""
+    key = "ports" if isinstance(before, list) else "gpus"
+    stored = _cr(**{key: before})
+    assert validate(SCHEMA, stored) == []
+    assert validate(SCHEMA, _cr(**{key: after}), stored) != []

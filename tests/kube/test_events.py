@@ -1,0 +1,78 @@
+"""The Event recorder against the sandbox: one sender, in the order the Events were emitted, never
+two at once (client-go's broadcaster), so a burst of Events cannot crowd a controller's own writes;
+a reconcile never waits on one; `flush` waits for all."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import kubernetes
+
+from kaiwo_ray.kube import events as events_module
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.events import EventRecorder
+from kaiwo_sandbox.testing import RunningSandbox
+
+LATENCY = 0.05  # the sandbox holds every Event create this long before it answers
+
+
+def involved(name: str) -> dict[str, Any]:
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "7"}}
+
+
+def test_events_go_out_one_at_a_time_in_the_order_emitted(sandbox: RunningSandbox) -> None:
+    sandbox.faults.delay(LATENCY, resources="events", verbs="create")
+    count = 6
+
+    async def main() -> float:
+        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
+        try:
+            recorder = EventRecorder(client, "test-controller")
+            began = time.monotonic()
+            for i in range(count):
+                recorder.emit(involved(f"w{i}"), "Normal", "Step", f"step {i}")
+            emitted_in = time.monotonic() - began
+            await recorder.flush()
+            assert recorder.recorded == count
+            return emitted_in
+        finally:
+            await client.close()
+
+    emitted_in = asyncio.run(main())
+    assert emitted_in < LATENCY, f"emit waited on the API server ({emitted_in:.3f} s)"
+    creates = [r for r in sandbox.audit.records() if r.resource == "events" and r.verb == "create"]
+    assert len(creates) == count
+    listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
+    events = sorted(listed, key=lambda e: int(e.metadata.resource_version))
+    assert [e.involved_object.name for e in events] == [f"w{i}" for i in range(count)]
+    assert [e.message for e in events] == [f"step {i}" for i in range(count)]
+    # One at a time: each create was held LATENCY by the server, so n of them in a row span at least
+    # (n - 1) * LATENCY from the first answer to the last (sent together, they would all end at once).
+    span = creates[-1].timestamp - creates[0].timestamp
+    assert span >= (count - 1) * LATENCY * 0.9, f"{count} Events answered within {span:.3f} s: sent concurrently"
+
+
+def test_events_beyond_the_queue_bound_are_dropped_and_counted(sandbox: RunningSandbox,
+                                                               monkeypatch: Any) -> None:
+    """An API server that cannot keep up must not grow the operator: past the bound, Events are
+    dropped (counted), as client-go's broadcaster drops them; what was queued is still sent."""
+    monkeypatch.setattr(events_module, "MAX_QUEUED_EVENTS", 2)
+
+    async def main() -> EventRecorder:
+        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
+        try:
+            recorder = EventRecorder(client, "test-controller")
+            for i in range(5):
+                recorder.emit(involved(f"d{i}"), "Warning", "Burst", f"burst {i}")
+            await recorder.flush()
+            return recorder
+        finally:
+            await client.close()
+
+    recorder = asyncio.run(main())
+    assert (recorder.recorded, recorder.dropped) == (2, 3)
+    listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
+    assert sorted(e.involved_object.name for e in listed) == ["d0", "d1"]
