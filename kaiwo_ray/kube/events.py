@@ -1,9 +1,11 @@
 """Record core/v1 Events about objects, as controller-runtime's recorder does: best-effort and in the
 background, so a reconcile never waits on, or fails because of, an Event. As client-go's broadcaster,
-one sender writes them in the order they were emitted, never several at once: Events are the
-bookkeeping of writes that matter more (a workload's children), and at 100 workloads a second two
-Events each, sent concurrently, came in bursts that queued the API server's answers to those
-writes behind them. `flush()` waits for what is pending (graceful shutdown, tests).
+one sender writes them in the order they were emitted while it keeps up: Events are the bookkeeping
+of writes that matter more (a workload's children), and at 100 workloads a second two Events each,
+each sent at once on its own, came in bursts that queued the API server's answers to those writes
+behind them. A backlog (a thousand new workloads at once) gets more senders, up to MAX_SENDERS, so
+it drains at the API server's pace instead of trailing for a minute. `flush()` waits for what is
+pending (graceful shutdown, tests).
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ JsonObj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
+MAX_SENDERS = 8
+SENDER_PER_QUEUED = 32  # one more sender (up to MAX_SENDERS) for every this many Events waiting
+
 MAX_QUEUED_EVENTS = 10_000
 """Events waiting to be sent at most; more are dropped (counted, and logged once), as client-go's
 broadcaster drops what its queue cannot take: an API server that cannot keep up must not grow us."""
@@ -37,7 +42,7 @@ class EventRecorder:
         self.recorded = 0
         self.dropped = 0
         self._queue: deque[tuple[str, JsonObj]] = deque()
-        self._sender: asyncio.Task[None] | None = None
+        self._senders: set[asyncio.Task[None]] = set()
 
     def emit(self, involved: JsonObj, event_type: str, reason: str, message: str) -> None:
         """Queue the Event for the background sender (needs a running loop). Its body is made now,
@@ -49,8 +54,11 @@ class EventRecorder:
             self.dropped += 1
             return
         self._queue.append(self._event(involved, event_type, reason, message))
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.get_running_loop().create_task(self._send_queued())
+        wanted = min(MAX_SENDERS, 1 + len(self._queue) // SENDER_PER_QUEUED)
+        if len(self._senders) < wanted:
+            sender = asyncio.get_running_loop().create_task(self._send_queued())
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
 
     async def _send_queued(self) -> None:
         while self._queue:
@@ -58,8 +66,8 @@ class EventRecorder:
             await self._create(namespace, event)
 
     async def flush(self) -> None:
-        while self._sender is not None and not self._sender.done():
-            await asyncio.wait({self._sender})
+        while self._senders:
+            await asyncio.wait(set(self._senders))
 
     async def record(self, involved: JsonObj, event_type: str, reason: str, message: str) -> None:
         """Send one Event now (a caller that wants it written before it goes on)."""

@@ -76,3 +76,27 @@ def test_events_beyond_the_queue_bound_are_dropped_and_counted(sandbox: RunningS
     assert (recorder.recorded, recorder.dropped) == (2, 3)
     listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
     assert sorted(e.involved_object.name for e in listed) == ["d0", "d1"]
+
+
+def test_a_backlog_of_events_gets_more_senders(sandbox: RunningSandbox) -> None:
+    """A thousand new workloads at once queue two thousand Events: one sender would trail them for
+    a minute, so a backlog gets more senders (one per SENDER_PER_QUEUED waiting, up to MAX_SENDERS)."""
+    sandbox.faults.delay(LATENCY, resources="events", verbs="create")
+    count = 3 * events_module.SENDER_PER_QUEUED
+
+    async def main() -> None:
+        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
+        try:
+            recorder = EventRecorder(client, "test-controller")
+            for i in range(count):
+                recorder.emit(involved(f"b{i}"), "Normal", "Backlog", f"backlog {i}")
+            await recorder.flush()
+            assert recorder.recorded == count
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    creates = [r for r in sandbox.audit.records() if r.resource == "events" and r.verb == "create"]
+    span = creates[-1].timestamp - creates[0].timestamp
+    one_sender = (count - 1) * LATENCY  # the least one sender could take
+    assert span < one_sender * 0.7, f"{count} Events took {span:.2f} s: one sender alone takes >= {one_sender:.2f} s"
