@@ -56,14 +56,20 @@ class EventRecorder:
         self._queue.append(self._event(involved, event_type, reason, message))
         wanted = min(MAX_SENDERS, 1 + len(self._queue) // SENDER_PER_QUEUED)
         if len(self._senders) < wanted:
-            sender = asyncio.get_running_loop().create_task(self._send_queued())
-            self._senders.add(sender)
-            sender.add_done_callback(self._senders.discard)
+            self._senders.add(asyncio.get_running_loop().create_task(self._send_queued()))
 
     async def _send_queued(self) -> None:
-        while self._queue:
-            namespace, event = self._queue.popleft()
-            await self._create(namespace, event)
+        try:
+            while self._queue:
+                namespace, event = self._queue.popleft()
+                await self._create(namespace, event)
+        finally:
+            # Gone from the set in the same step that found the queue empty: were it left to a done
+            # callback (the next loop iteration), an Event emitted meanwhile would find a sender
+            # that no longer sends, and wait for the next emit.
+            current = asyncio.current_task()
+            if current is not None:
+                self._senders.discard(current)
 
     async def flush(self) -> None:
         while self._senders:

@@ -100,3 +100,40 @@ def test_a_backlog_of_events_gets_more_senders(sandbox: RunningSandbox) -> None:
     span = creates[-1].timestamp - creates[0].timestamp
     one_sender = (count - 1) * LATENCY  # the least one sender could take
     assert span < one_sender * 0.7, f"{count} Events took {span:.2f} s: one sender alone takes >= {one_sender:.2f} s"
+
+
+class AfterCreate:
+    """A real client that runs `hook` once, right after its first Event create has been answered."""
+
+    def __init__(self, real: KubeClient, hook: Any) -> None:
+        self.real, self.hook = real, hook
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        created = await self.real.create(*args, **kwargs)
+        if self.hook is not None:
+            hook, self.hook = self.hook, None
+            hook()
+        return created
+
+
+def test_an_event_emitted_as_the_last_sender_finishes_is_sent(sandbox: RunningSandbox) -> None:
+    """The sender finds its queue empty and ends; an Event emitted in that same instant (before any
+    done callback could run) must get a sender of its own, not wait for the next emit."""
+
+    async def main() -> EventRecorder:
+        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
+        try:
+            loop = asyncio.get_running_loop()
+            late = ("Normal", "Late", "emitted as the sender ends")
+            hooked = AfterCreate(client, lambda: loop.call_soon(recorder.emit, involved("late"), *late))
+            recorder = EventRecorder(hooked, "test-controller")  # type: ignore[arg-type]
+            recorder.emit(involved("first"), "Normal", "First", "the only one queued")
+            await recorder.flush()
+            await asyncio.sleep(0)  # the hook's emit runs on the next turn of the loop
+            await recorder.flush()
+            return recorder
+        finally:
+            await client.close()
+
+    recorder = asyncio.run(main())
+    assert recorder.recorded == 2, f"{recorder.recorded} of 2 Events sent"
