@@ -529,7 +529,6 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             since = time.time()
             second.start()
             drained = second.ask("drain", timeout=900)
-            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
             health = second.ask("health")
             starts = [(drained["drained_s"], second.synced_s)]
             for _ in range(cold_starts - 1):  # more cold starts of fresh processes: this figure is noisy

@@ -73,7 +73,7 @@ async def expire_events_in_slices(store: ObjectStore, ttl_seconds: float, slice_
 
 
 class EventExpiry:
-    """Runs `expire_events` periodically on the sandbox's loop."""
+    """Runs `expire_events_in_slices` periodically on the sandbox's loop."""
 
     def __init__(self, store: ObjectStore, ttl_seconds: float, interval: float = 60.0) -> None:
         self.store = store
