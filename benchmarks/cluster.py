@@ -82,7 +82,10 @@ def _serve(conn: Connection, kubeconfig: str, time_factor: float) -> None:
             })
         await sandbox.stop()
 
-    asyncio.run(main())
+    from kaiwo_sandbox.instance import new_event_loop
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:  # the loop `kaiwo-ray sandbox` serves on
+        runner.run(main())
 
 
 API = "kueue.x-k8s.io/v1beta2"

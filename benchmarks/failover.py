@@ -20,7 +20,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from _common import CONTEXT, sandbox_process
+from _common import CONTEXT, run_deployed, sandbox_process
 
 
 def _instance_main(conn: Connection, kubeconfig: str, identity: str, lease_seconds: float, retry: float) -> None:
@@ -45,7 +45,7 @@ def _instance_main(conn: Connection, kubeconfig: str, identity: str, lease_secon
         await operator.stop()
         conn.send("stopped")
 
-    asyncio.run(main())
+    run_deployed(main())
 
 
 class Instance:

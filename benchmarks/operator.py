@@ -19,8 +19,14 @@ here can beat, and `p99_floor_operator_vs_kopf_same_work_*` is the best p99 rati
 
 Every party runs in a process of its own so none shares a GIL: the sandbox, the operator (an
 in-process `Operator` hosting only the KaiwoJob controller, lease off), the Job watcher, and the
-load client (this process). Writes are counted from the sandbox's audit log by user: the operator,
+load client (this process), each on the event loop it is deployed on (uvloop where installed:
+`_common.deployed_loop`). Writes are counted from the sandbox's audit log by user: the operator,
 a peer and the load client each get their own token.
+
+Latency is measured once every party is set up, each on its own sandbox: each rate in `--rounds`
+slices per party, the parties in turn (`measure_latencies`), so a spell of machine noise is shared
+rather than handed to whichever party ran then. Where each 100 CR/s sample's time went (load client
+-> KaiwoJob stored -> child Job stored -> watcher) is read from the sandbox's audit log and printed.
 
 Every sandbox is seeded (in its own process, `_common.SandboxProcess.seed*`) with the N KaiwoJobs, a
 Kueue Workload per KaiwoJob (shaped as Kueue makes them: the KaiwoJob controller caches every Workload)
@@ -36,9 +42,10 @@ Phases (each on a fresh sandbox, API server only unless said):
 1. sandbox floor (_sandbox_floor, small counts);
 2. kaiwo-ray: N KaiwoJobs created while no operator runs; start the operator and time the drain
    (throughput); restart it and time the quiet resync of the N up-to-date CRs (zero writes); RSS;
-   then create->child-Job latency at 20/s and 100/s with the N CRs live;
-3. kopf (and floor-op): the same drain and latencies, for each peer on its own sandbox, and the first
-   backlog Job compared with ours (uids masked): same rendering, so the same object;
+3. kopf (and floor-op): the same drain, for each peer on its own sandbox, and the first backlog Job
+   compared with ours (uids masked): same rendering, so the same object;
+   then, with every party of 2-3 still up, create->child-Job latency at 20/s and 100/s with the N CRs
+   live, in slices taken in turn;
 4. (phase running) API writes per KaiwoJob from create to RUNNING and on a no-op resync, on a sandbox
    with the simulated cluster (Kueue, Job controller, scheduler, kubelet); then, on another, KaiwoJob
    create -> RUNNING against the same Job created directly -> its pod Running: the operator's
@@ -67,8 +74,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -86,7 +93,9 @@ from _common import (
     kaiwojob,
     latencies,
     machine_load,
+    percentile,
     process_cpu_s,
+    run_deployed,
     sandbox_process,
     setup_cluster_objects,
     wait_for,
@@ -243,7 +252,7 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 conn.send("stopped")
                 return
 
-    asyncio.run(main())
+    run_deployed(main())
 
 
 class OperatorProcess:
@@ -500,7 +509,69 @@ def _job_fingerprint(kubeconfig: Path, name: str) -> str:
     return text
 
 
-def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None, cold_starts: int = 1) -> Result:
+@dataclass
+class Party:
+    """One operator on its own sandbox, set up and drained: what the interleaved latency slices need."""
+
+    result: Result
+    sandbox: SandboxProcess
+    user: str  # its audit-log identity
+    child_write: str  # how it writes the child Job: "create jobs" or "patch jobs" (apply)
+    measure: Callable[[float, float, str], Latency]  # (rate, seconds, name prefix) -> the samples
+    settle: Callable[[], None]  # returns once the last slice's trailing work is done
+    report: Callable[[], None]  # prints its figures once every slice ran
+
+
+def _quiet(sandbox: SandboxProcess, user: str, since: float) -> None:
+    """Until `user`'s writes since `since` held still for 0.3 s (a slice's trailing status patches and
+    Events must not land in the next party's slice)."""
+    counts: list[int] = []
+
+    def still() -> bool:
+        counts.append(len(sandbox.timed_writes(user, since)))
+        return len(counts) > 3 and counts[-1] == counts[-4]
+
+    wait_for(still, 10.0, interval=0.1)
+
+
+def measure_latencies(parties: list[Party], scale: Scale, rounds: int) -> None:
+    """Every party's create -> child Job latency at 20 and 100 CR/s, each rate in `rounds` slices taken
+    in turn, the order rotated each round. On these machines a spell of noise (seconds long) lands on
+    whichever party runs then: one long phase per party handed it all to one of them (the floor
+    operator's own p99 at 100 CR/s swung 9-19 ms between runs), while short slices in turn spread it
+    over all, so the ratios measure the operators, not the moment. Each slice starts with the warm-up
+    `_latency` describes and ends with the party's trailing writes landed (`Party.settle`)."""
+    for rate, seconds in ((20, scale.seconds20), (100, scale.seconds100)):
+        slices: list[list[Latency]] = [[] for _ in parties]
+        for r in range(rounds):
+            shift = r % len(parties)
+            for i in [*range(shift, len(parties)), *range(shift)]:
+                began = time.time()
+                if os.environ.get("BENCH_SLICE_CPU"):
+                    import psutil
+                    procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+                    before = {p.pid: (p.name(), sum(p.cpu_times()[:2])) for p in procs}
+                slices[i].append(parties[i].measure(rate, seconds / rounds, f"l{rate}-r{r}"))
+                if os.environ.get("BENCH_SLICE_CPU"):
+                    used = sorted(((sum(p.cpu_times()[:2]) - before[p.pid][1], p.pid, " ".join(p.cmdline())[-40:])
+                                   for p in procs if p.is_running()), reverse=True)
+                    lat = slices[i][-1]
+                    out(f"    slice {parties[i].result.name} {rate} r{r}: p50 {lat.p(50):.1f} p99 {lat.p(99):.1f}; "
+                        f"{time.time() - began:.1f} s; cpu " + ", ".join(f"{pid}:{c:.2f}" for c, pid, _ in used[:6]))
+                parties[i].settle()
+                _quiet(parties[i].sandbox, parties[i].user, began)
+        for party, parts in zip(parties, slices, strict=True):
+            merged = Latency.merged(parts)
+            if rate == 20:
+                party.result.lat20 = merged
+            else:
+                party.result.lat100 = merged
+
+
+@contextmanager
+def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts: int = 1) -> Iterator[Party]:
+    """kaiwo-ray on its sandbox: the backlog drain, writes per CR, cold starts to a quiet resync and RSS
+    printed; yields the operator that runs the latency slices, then prints their figures at `report`."""
     crs = scale.crs
     result = Result("kaiwo-ray")
     with sandbox_process(users=("kaiwo-ray", "loader")) as sandbox, \
@@ -555,29 +626,58 @@ def bench_kaiwo(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             second.ask("gc-reset")
             out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
             sandbox.gc_pauses()
-            result.lat20 = _latency(loader, seen, "l20", 20, scale.seconds20)
-            result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
-            second.ask("drain")
-            health = second.ask("health")
-            out(f"  (after the latency runs: {health['connections_opened']} API connections opened since the start, "
-                f"{health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
-                f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, relists "
-                f"{ {k: v for k, v in health['relists'].items() if v > 1} or 'none after the first'}, sandbox RSS "
-                f"{sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency runs: "
-                f"{_gc_pauses(health['gc_pauses'])})")
-            out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
-                f"{_gc_pauses(sandbox.gc_pauses())})")
-            if os.environ.get("BENCH_STALLS"):
-                count, longest, where = health["stalls"]
-                out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} ms; "
-                    f"sampled where: {where})")
-        floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
-        out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
-        out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
-        out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
-        out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
-        out(_spells_line(result.lat100))
-    return result
+
+            def report() -> None:
+                assert result.lat20 is not None and result.lat100 is not None
+                health = second.ask("health")
+                out(f"  (kaiwo-ray after the latency runs: {health['connections_opened']} API connections opened "
+                    f"since the start, {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
+                    f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, relists "
+                    f"{ {k: v for k, v in health['relists'].items() if v > 1} or 'none after the first'}, sandbox "
+                    f"RSS {sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency "
+                    f"runs: {_gc_pauses(health['gc_pauses'])})")
+                out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
+                    f"{_gc_pauses(sandbox.gc_pauses())})")
+                if os.environ.get("BENCH_STALLS"):
+                    count, longest, where = health["stalls"]
+                    out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} "
+                        f"ms; sampled where: {where})")
+                floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
+                out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
+                out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
+                out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
+                out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
+                out(_spells_line(result.lat100))
+                out(_segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
+
+            yield Party(result, sandbox, "kaiwo-ray", "create jobs",
+                        lambda rate, seconds, prefix: _latency(loader, seen, prefix, rate, seconds),
+                        lambda: second.ask("drain"), report)
+
+
+def _segments_line(sandbox: SandboxProcess, lat: Latency, user: str, child_write: str) -> str:
+    """Where each 100 CR/s sample's time went, from the sandbox's audit log (stamped as each write is
+    answered): the load client's create to the KaiwoJob stored, stored to the operator's child Job
+    stored (its watch, queue, reconcile and write), and that to the Job watcher's event. p50/p99 of
+    each, and their medians over the samples slower than the p99 target."""
+    since = min(lat.at, default=0.0) - 1.0
+    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
+    child: dict[str, float] = {}
+    for t, what, name in sandbox.timed_writes(user, since):
+        if what == child_write:
+            child.setdefault(name, t)
+    rows = [((stored[n] - at) * 1000, (child[n] - stored[n]) * 1000, (at + ms / 1000 - child[n]) * 1000, ms)
+            for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
+    if not rows:
+        return "  (where the time went: no audit records matched)"
+    names = ("create -> stored", "stored -> child Job stored", "child stored -> watcher")
+    parts = []
+    for i, what in enumerate(names):
+        values = [r[i] for r in rows]
+        slow = [r[i] for r in rows if r[3] > TARGET_P99_100_MS]
+        tail = f", {statistics.median(slow):.1f} in the {len(slow)} slow samples" if slow else ""
+        parts.append(f"{what} p50 {percentile(values, 50):.1f} p99 {percentile(values, 99):.1f}{tail}")
+    return f"  (where the time went at 100 CR/s, ms, from the audit log: {'; '.join(parts)})"
 
 
 def _spells_line(lat: Latency) -> str:
@@ -624,7 +724,10 @@ def _check_writes(peer: Peer, writes: Counter[str], crs: int) -> str:
                                       for k, v in sorted(wrong.items()))
 
 
-def bench_peer(scale: Scale, peer: Peer) -> Result:
+@contextmanager
+def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
+    """A peer on its sandbox: its backlog drain and writes per CR printed; yields it for the latency
+    slices, then prints their figures at `report`."""
     crs = scale.crs
     result = Result(peer.key)
     with sandbox_process(users=("peer", "loader")) as sandbox, \
@@ -646,16 +749,21 @@ def bench_peer(scale: Scale, peer: Peer) -> Result:
                 f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))}; "
                 f"{_check_writes(peer, writes, crs)}; all landed {settled - handle.began_wall:.1f} s after start)")
             sandbox.gc_pauses()
-            result.lat20 = _latency(loader, seen, "l20", 20, scale.seconds20)
-            result.lat100 = _latency(loader, seen, "l100", 100, scale.seconds100)
-            result.rss_mb = handle.ask("health")["rss_mb"]
-            out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
-                f"{_gc_pauses(sandbox.gc_pauses())})")
-        for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
-            out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 50, None, ""))
-            out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 99, None, ""))
-        out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
-    return result
+
+            def report() -> None:
+                assert result.lat20 is not None and result.lat100 is not None
+                result.rss_mb = handle.ask("health")["rss_mb"]
+                out(f"  ({peer.key}: the sandbox's garbage-collector pauses during the latency runs: "
+                    f"{_gc_pauses(sandbox.gc_pauses())})")
+                for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
+                    out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 50, None, ""))
+                    out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 99, None, ""))
+                out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
+                out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
+
+            yield Party(result, sandbox, "peer", "patch jobs",
+                        lambda rate, seconds, prefix: _latency(loader, seen, prefix, rate, seconds),
+                        lambda: None, report)
 
 
 def compare(ours: Result, peer: Peer, theirs: Result) -> None:
@@ -893,6 +1001,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=None, help="seconds of paced load per rate (default 3)")
     parser.add_argument("--seconds-100", type=float, default=None,
                         help="seconds of paced load at 100 CR/s (default --seconds; 60 with --scale)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="slices per rate each party's latency is measured in, the parties in turn "
+                             "(measure_latencies; default 3)")
     parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
     parser.add_argument("--pairs", type=int, default=None,
                         help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running; "
@@ -932,15 +1043,26 @@ def main() -> int:
             floor_watch, lines = floor_figures()
         for line in lines:
             out(line)
-    ours = None
-    if "ours" in phases:
-        with timed("ours"):
-            ours = bench_kaiwo(scale, floor_watch, args.workers, args.cold_starts)
+    ours: Result | None = None
     results: list[tuple[Peer, Result]] = []
-    for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
-        if (phase != "floor-op" and "kopf" in phases) or phase in phases:
-            with timed(peer.key):
-                results.append((peer, bench_peer(scale, peer)))
+    with ExitStack() as stack:
+        parties: list[Party] = []
+        if "ours" in phases:
+            with timed("ours"):
+                parties.append(stack.enter_context(kaiwo_party(scale, floor_watch, args.workers, args.cold_starts)))
+                ours = parties[-1].result
+        for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
+            if (phase != "floor-op" and "kopf" in phases) or phase in phases:
+                with timed(peer.key):
+                    parties.append(stack.enter_context(peer_party(scale, peer)))
+                    results.append((peer, parties[-1].result))
+        if parties:
+            with timed("latency"):
+                out(f"  (latency: {len(parties)} parties in turn, {args.rounds} slices per rate each, the order "
+                    f"rotated each round)")
+                measure_latencies(parties, scale, args.rounds)
+            for party in parties:
+                party.report()
     for peer, theirs in results:
         if ours is not None:
             compare(ours, peer, theirs)

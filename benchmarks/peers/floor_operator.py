@@ -69,5 +69,12 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
 
 
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
-    """Run on this thread until `stop_flag` is set."""
-    asyncio.run(_serve(namespace, stop_flag, ready_flag))
+    """Run on this thread until `stop_flag` is set, on uvloop where installed: the loop our operator
+    gets in its Ray actor, so the floor is measured on the same one."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(namespace, stop_flag, ready_flag))
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve(namespace, stop_flag, ready_flag))

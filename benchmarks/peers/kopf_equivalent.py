@@ -27,6 +27,7 @@ Standalone:  KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from datetime import UTC, datetime
@@ -129,9 +130,19 @@ async def release(**_: Any) -> None:
     them. Having this handler makes kopf keep a finalizer on each KaiwoJob, as kaiwo-ray does."""
 
 
+def _loop_factory() -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
     """Run the operator on this thread until `stop_flag` is set (KUBECONFIG names the cluster)."""
     logging.getLogger("kopf").setLevel(logging.WARNING)
     kopf.configure(verbose=False, quiet=True)
-    kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
-             ready_flag=ready_flag)
+    # on uvloop where installed, as `kopf run` deploys it (kopf.run() alone leaves the loop to us)
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
+                 ready_flag=ready_flag, loop=runner.get_loop())

@@ -21,6 +21,7 @@ Standalone:  KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from typing import Any
@@ -72,9 +73,19 @@ async def ensure_children(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await client.apply(R.for_object(child), child, field_manager="kopf-peer")
 
 
+def _loop_factory() -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
     """Run the operator on this thread until `stop_flag` is set (KUBECONFIG names the cluster)."""
     logging.getLogger("kopf").setLevel(logging.WARNING)
     kopf.configure(verbose=False, quiet=True)
-    kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
-             ready_flag=ready_flag)
+    # on uvloop where installed, as `kopf run` deploys it (kopf.run() alone leaves the loop to us)
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
+                 ready_flag=ready_flag, loop=runner.get_loop())

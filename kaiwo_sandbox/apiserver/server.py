@@ -57,6 +57,9 @@ RETURNS_DELETED_OBJECT = frozenset({
 MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
 # Request storage: the audit annotations admission gave the request.
 AUDIT_ANNOTATIONS: web.RequestKey[dict[str, str]] = web.RequestKey("audit_annotations", dict)
+# A create's name is in its body, not its path (generateName included): the audit record names the
+# object created, as a real apiserver's objectRef.name does.
+AUDIT_CREATED_NAME: web.RequestKey[str] = web.RequestKey("audit_created_name", str)
 # Events queued for one watch whose client stopped reading, before the server closes it (bounds memory).
 # A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
 # socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
@@ -266,12 +269,13 @@ class ApiServer:
             return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
             if not streaming:
-                self._audit(user, verb, api_path, code, request.get(AUDIT_ANNOTATIONS))
+                self._audit(user, verb, api_path, code, request.get(AUDIT_ANNOTATIONS),
+                            request.get(AUDIT_CREATED_NAME))
 
     def _audit(self, user: str, verb: str, path: ApiPath, code: int,
-               annotations: dict[str, str] | None = None) -> None:
+               annotations: dict[str, str] | None = None, created: str | None = None) -> None:
         self.audit.record(AuditRecord(time.time(), user, verb, path.group, path.resource, path.subresource,
-                                      path.namespace, path.name, code, annotations or {}))
+                                      path.namespace, path.name or created or "", code, annotations or {}))
 
     def _public(self, path: str) -> web.Response:
         if path.startswith("/version"):
@@ -338,6 +342,7 @@ class ApiServer:
             self.store.decode_typed(info, gvr, body)
             created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),
                                               field_manager=manager, user=user)
+            request[AUDIT_CREATED_NAME] = created["metadata"]["name"]
             return self._object_response(request, info, gvr, created, status=201)
         if verb == "update":
             body = await self._body(request)

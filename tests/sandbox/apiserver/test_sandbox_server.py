@@ -159,10 +159,21 @@ def test_audit_records_each_request(sandbox: RunningSandbox, core: Any) -> None:
     core.delete_namespaced_config_map("a", "default")
     records = sandbox.audit.records()
     assert [(r.verb, r.resource, r.name, r.code) for r in records] == [
-        ("create", "configmaps", "", 201), ("patch", "configmaps", "a", 200), ("list", "configmaps", "", 200),
+        ("create", "configmaps", "a", 201), ("patch", "configmaps", "a", 200), ("list", "configmaps", "", 200),
         ("get", "configmaps", "missing", 404), ("delete", "configmaps", "a", 200)]
     assert {r.user for r in records} == {"kaiwo-admin"}
     assert sandbox.audit.by_verb() == {"create": 1, "patch": 1, "list": 1, "get": 1, "delete": 1}
+
+
+def test_a_create_is_audited_with_the_name_it_got(sandbox: RunningSandbox, core: Any) -> None:
+    """A create's name comes from its body (or generateName), not its path; the record names it,
+    as a real apiserver's objectRef.name does. A refused create records none."""
+    made = core.create_namespaced_config_map("default", {"metadata": {"generateName": "gen-"}})
+    with pytest.raises(ApiException):
+        core.create_namespaced_config_map("default", {"metadata": {"name": made.metadata.name}})
+    creates = [(r.name, r.code) for r in sandbox.audit.records(verb="create", resource="configmaps")]
+    assert creates == [(made.metadata.name, 201), ("", 409)]
+    assert made.metadata.name.startswith("gen-")
 
 
 def test_minted_tokens_are_separate_identities(sandbox: RunningSandbox) -> None:
