@@ -5,7 +5,7 @@ peers doing the same rendering:
   ResourceCreated and WorkloadPending), plus kopf's own diff-base annotation: 6 writes against our 5;
   written as a kopf user would, with kopf's defaults but for deployment choices;
 - children only (benchmarks/peers/kopf_operator.py): tuned down to the Job and kopf's annotation,
-  2 writes per CR, no finalizer, status or Events; a reference only.
+  2 writes per CR, no finalizer, status or Events; a reference only (`--phases kopf` or kopf-children).
 The targets (throughput >= 2x, p99 <= 0.5x) are judged against the same-work peer: a ratio against
 a peer doing less than half the writes would measure the work skipped, not the framework. Both
 peers' write counts per CR (from the audit log) are printed beside their figures, checked against
@@ -32,7 +32,7 @@ Every sandbox is seeded (in its own process, `_common.SandboxProcess.seed*`) wit
 Kueue Workload per KaiwoJob (shaped as Kueue makes them: the KaiwoJob controller caches every Workload)
 and 5N unrelated objects (ConfigMaps, Secrets, Pods, suspended Jobs in 10 other namespaces, not
 labelled for kaiwo): issue 13's cluster, 1,000 KaiwoJobs by default, `--scale 10000` for its figures
-(30 s at 20 CR/s, 60 s at 100 CR/s, phases floor,ours,floor-op,running,ray; 30 s, not 10: the p99 of
+(30 s at 20 CR/s, 60 s at 100 CR/s, phases floor,ours,floor-op,floor-same,running,ray; 30 s, not 10: the p99 of
 200 samples is the second-worst one, and it swung 7-14 ms between runs of the floor operator alone). Issue 13's targets are
 printed beside the figures: create -> child Job p99 <= 20 ms at 100 CR/s, p50 and p99 at 20 and 100
 CR/s <= 1.2x the floor operator's in the same run (`create_to_child_p*_vs_floor_operator`), RSS <= 300
@@ -42,7 +42,7 @@ Phases (each on a fresh sandbox, API server only unless said):
 1. sandbox floor (_sandbox_floor, small counts);
 2. kaiwo-ray: N KaiwoJobs created while no operator runs; start the operator and time the drain
    (throughput); restart it and time the quiet resync of the N up-to-date CRs (zero writes); RSS;
-3. kopf (and floor-op): the same drain, for each peer on its own sandbox, and the first backlog Job
+3. kopf (and floor-op, floor-same): the same drain, for each peer on its own sandbox, and the first backlog Job
    compared with ours (uids masked): same rendering, so the same object;
    then, with every party of 2-3 still up, create->child-Job latency at 20/s and 100/s with the N CRs
    live, in slices taken in turn;
@@ -53,10 +53,12 @@ Phases (each on a fresh sandbox, API server only unless said):
 5. (phase ray) every default controller in its Ray actor: each actor's RSS idle and with the N
    KaiwoJobs, and Ray's daemons'.
 
-Targets are for a 2-core machine; a missed target is printed, never raised.
+Targets are for a 2-core machine; a missed target is printed, never raised. Diagnosis only:
+BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of every process meanwhile
+(which process saturated the machine); BENCH_STALLS=1 and BENCH_PROFILE=path, see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
-        [--pairs P] [--phases floor,ours,kopf,floor-op,running,ray]
+        [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
     (kopf runs both kopf peers; kopf-same or kopf-children runs one)
 """
 
@@ -335,6 +337,10 @@ CHILDREN_ONLY = Peer("kopf_children_only", "kopf_operator", "children only, refe
                      {"patch jobs": 1, "patch kaiwojobs": 1}, False)
 FLOOR = Peer("floor_operator", "floor_operator", "watch + render + apply, nothing else: the reachable floor",
              {"patch jobs": 1}, False)
+FLOOR_SAME_WORK = Peer("floor_same_work", "floor_same_work",
+                       "the floor operator plus kaiwo-ray's four other writes (finalizer, status, 2 Events), no "
+                       "framework: what those writes cost here",
+                       {"create events": 2, "patch jobs": 1, "patch kaiwojobs": 1, "patch kaiwojobs/status": 1}, False)
 
 
 def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
@@ -804,6 +810,27 @@ def versus_floor(ours: Result, floor: Result) -> None:
                 f"{theirs.p(q):.1f} ms; target <= {TARGET_FLOOR_RATIO}x){' MISSED' if ratio > TARGET_FLOOR_RATIO else ''}")
 
 
+def priced_writes(ours: Result | None, results: dict[str, Result]) -> None:
+    """The same-work floor splits our distance to the floor operator in two: what kaiwo-ray's four
+    writes beyond the Job cost on this machine with no framework at all (same-work floor vs floor),
+    and what kaiwo-ray's machinery adds beyond the writes it owes (ours vs same-work floor)."""
+    floor, same = results.get(FLOOR.key), results.get(FLOOR_SAME_WORK.key)
+    if same is None:
+        return
+    for rate in (20, 100):
+        for q in (50, 99):
+            if floor is not None:
+                a, b = (r.lat20 if rate == 20 else r.lat100 for r in (same, floor))
+                if a is not None and b is not None:
+                    out(f"floor_same_work_vs_floor_operator_p{q}_{rate}cps: {a.p(q) / b.p(q):.2f}x ({a.p(q):.1f} vs "
+                        f"{b.p(q):.1f} ms; what the finalizer, status and 2 Events cost here, no framework)")
+            if ours is not None:
+                a, b = (r.lat20 if rate == 20 else r.lat100 for r in (ours, same))
+                if a is not None and b is not None:
+                    out(f"create_to_child_p{q}_{rate}cps_vs_floor_same_work: {a.p(q) / b.p(q):.2f}x ({a.p(q):.1f} vs "
+                        f"{b.p(q):.1f} ms; what kaiwo-ray adds beyond the writes it owes)")
+
+
 def reachable(results: dict[str, Result]) -> None:
     """The p99 ratio the floor operator itself gets against the same-work peer: no operator on this
     machine's sandbox can do better, so a target below it is out of reach here."""
@@ -994,16 +1021,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=None, metavar="N",
                         help="issue 13's run: N live KaiwoJobs beside 5N unrelated objects, 30 s at 20 CR/s and "
-                             "60 s at 100 CR/s, phases floor,ours,floor-op,running,ray unless --phases says")
+                             "60 s at 100 CR/s, phases floor,ours,floor-op,floor-same,running,ray unless --phases says")
     parser.add_argument("--crs", type=int, default=1000, help="live KaiwoJobs (default 1000)")
     parser.add_argument("--unrelated", type=int, default=None,
                         help=f"unrelated objects seeded beside them (default {UNRELATED_PER_CR} per KaiwoJob)")
     parser.add_argument("--seconds", type=float, default=None, help="seconds of paced load per rate (default 3)")
     parser.add_argument("--seconds-100", type=float, default=None,
                         help="seconds of paced load at 100 CR/s (default --seconds; 60 with --scale)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=None,
                         help="slices per rate each party's latency is measured in, the parties in turn "
-                             "(measure_latencies; default 3)")
+                             "(measure_latencies; default 3 with --scale, else 2)")
     parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
     parser.add_argument("--pairs", type=int, default=None,
                         help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running; "
@@ -1014,17 +1041,21 @@ def main() -> int:
                         help="cold starts of a fresh operator timed to a quiet resync (phase ours; the median is "
                              "the figure; default 1)")
     parser.add_argument("--phases", default=None,
-                        help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,floor-op,running,"
-                             "ray (kopf = both kopf peers; floor-op = benchmarks/peers/floor_operator.py; ray is "
-                             "slow: off by default; default floor,ours,kopf,floor-op,running)")
+                        help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,floor-op,floor-same,"
+                             "running,ray (kopf = both kopf peers; floor-op = benchmarks/peers/floor_operator.py; "
+                             "floor-same = benchmarks/peers/floor_same_work.py; ray is slow: off by default; "
+                             "default floor,ours,kopf-same,floor-op,floor-same,running: the children-only kopf peer "
+                             "is a reference only, left out to keep the run under two minutes)")
     args = parser.parse_args()
     crs = args.scale if args.scale is not None else args.crs
     seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else 3.0)
     seconds100 = args.seconds_100 if args.seconds_100 is not None else (
         args.seconds if args.seconds is not None else (60.0 if args.scale else 3.0))
     scale = Scale(crs, args.unrelated if args.unrelated is not None else UNRELATED_PER_CR * crs, seconds20, seconds100)
-    default_phases = "floor,ours,floor-op,running,ray" if args.scale else "floor,ours,kopf,floor-op,running"
+    default_phases = ("floor,ours,floor-op,floor-same,running,ray" if args.scale
+                      else "floor,ours,kopf-same,floor-op,floor-same,running")
     phases = set((args.phases or default_phases).split(","))
+    rounds = args.rounds if args.rounds is not None else (3 if args.scale else 2)
     out(f"run: {scale.crs} live KaiwoJobs, {scale.unrelated} unrelated objects, {scale.seconds20:.0f} s at 20 CR/s, "
         f"{scale.seconds100:.0f} s at 100 CR/s; phases {','.join(sorted(phases))}; load average at start "
         f"{machine_load()}")
@@ -1051,16 +1082,17 @@ def main() -> int:
             with timed("ours"):
                 parties.append(stack.enter_context(kaiwo_party(scale, floor_watch, args.workers, args.cold_starts)))
                 ours = parties[-1].result
-        for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op")):
-            if (phase != "floor-op" and "kopf" in phases) or phase in phases:
+        for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op"),
+                            (FLOOR_SAME_WORK, "floor-same")):
+            if (phase.startswith("kopf") and "kopf" in phases) or phase in phases:
                 with timed(peer.key):
                     parties.append(stack.enter_context(peer_party(scale, peer)))
                     results.append((peer, parties[-1].result))
         if parties:
             with timed("latency"):
-                out(f"  (latency: {len(parties)} parties in turn, {args.rounds} slices per rate each, the order "
+                out(f"  (latency: {len(parties)} parties in turn, {rounds} slices per rate each, the order "
                     f"rotated each round)")
-                measure_latencies(parties, scale, args.rounds)
+                measure_latencies(parties, scale, rounds)
             for party in parties:
                 party.report()
     for peer, theirs in results:
@@ -1068,6 +1100,7 @@ def main() -> int:
             compare(ours, peer, theirs)
             if peer is FLOOR:
                 versus_floor(ours, theirs)
+    priced_writes(ours, dict((peer.key, theirs) for peer, theirs in results))
     reachable(dict((peer.key, theirs) for peer, theirs in results))
     if "running" in phases:
         with timed("running"):

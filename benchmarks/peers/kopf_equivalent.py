@@ -22,7 +22,7 @@ work (standalone peering, scanning disabled, one namespace, `watching.server_tim
 match kaiwo-ray's. The two explicit Events are posted with `kopf.event`, which that level does not
 filter (`kopf.info` would be filtered by it).
 
-Standalone:  KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/kopf_equivalent.py
+Standalone:  PYTHONPATH=benchmarks KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/kopf_equivalent.py
 """
 
 from __future__ import annotations
@@ -34,16 +34,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from peers.same_work import PENDING_EVENT, children_of, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.reconcile.workload import parse_workload
-from kaiwo_ray.render import effective_queue, render_all, workload_gpu_check
 
 JsonObj = dict[str, Any]
 KAIWOJOBS = ("kaiwo.silogen.ai", "v1alpha1", "kaiwojobs")
-PENDING_EVENT = ("WorkloadPending", "Workload is pending admission")
 
 
 @kopf.on.startup()
@@ -66,34 +64,6 @@ async def close(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_via_client(**kwargs)
-
-
-def children_of(body: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> list[JsonObj]:
-    """What kaiwo-ray's reconciler would create for this KaiwoJob, in creation order."""
-    return render_all(parse_workload(body), config, nodes)
-
-
-def created_message(child: JsonObj) -> str:
-    """kaiwo-ray's `ResourceCreated` message (spec/workloads.md §7.4)."""
-    return f"Created {child['apiVersion']}, Kind={child['kind']}: {child['metadata']['name']}"
-
-
-def pending_status(body: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj], now: datetime) -> JsonObj:
-    """The status kaiwo-ray writes for a KaiwoJob whose Job is not admitted yet."""
-    workload = parse_workload(body)
-    check = workload_gpu_check(workload, config, nodes)
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    status: JsonObj = {"status": "PENDING", "conditions": [
-        {"type": "Schedulable", "status": "True" if check.schedulable else "False", "reason": check.reason,
-         "message": check.message, "lastTransitionTime": stamp},
-        {"type": "Admitted", "status": "False", "reason": "Pending",
-         "message": f"Workload is pending admission into '{effective_queue(workload, config)}'",
-         "lastTransitionTime": stamp},
-    ]}
-    generation = (body.get("metadata") or {}).get("generation")
-    if generation is not None:
-        status["observedGeneration"] = generation
-    return status
 
 
 async def apply_children(body: kopf.Body, memo: kopf.Memo) -> list[JsonObj]:

@@ -5,6 +5,8 @@ comparison would not be like for like."""
 from __future__ import annotations
 
 import importlib.util
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -23,7 +25,10 @@ CQ = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata"
 
 
 def load_peer(path: Path, name: str) -> ModuleType:
-    """A peer module from its file (benchmarks/ is not a package)."""
+    """A peer module from its file (benchmarks/ is not a package; the peers import `peers.same_work`
+    as they do when the benchmark, run from benchmarks/, imports them)."""
+    if str(path.parents[1]) not in sys.path:
+        sys.path.append(str(path.parents[1]))
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -83,7 +88,10 @@ def test_the_same_work_peer_writes_what_the_reconciler_writes_to_pending(
 FLOOR_PEER = PEER.with_name("floor_operator.py")
 
 
-def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyPatch) -> None:
+def _run_peer_on_one_kaiwojob(monkeypatch: pytest.MonkeyPatch, peer: ModuleType,
+                              done: Callable[[Any], bool]) -> Any:
+    """Start a sandbox, create KaiwoJob bench/bench-1, run `peer` until `done(api_client)` (polled under a
+    deadline), stop it; returns the api client's view as `done` left it (the sandbox is stopped after)."""
     import threading
     import time
 
@@ -91,7 +99,6 @@ def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyP
 
     from kaiwo_sandbox.testing import start_sandbox
 
-    floor = load_peer(FLOOR_PEER, "floor_peer_under_test")
     sb = start_sandbox()
     try:
         monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig_path))
@@ -102,17 +109,52 @@ def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyP
         kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
             "kaiwo.silogen.ai", "v1alpha1", "bench", "kaiwojobs", obj)
         stop, ready = threading.Event(), threading.Event()
-        runner = threading.Thread(target=floor.run, args=("bench", stop, ready), daemon=True)
+        runner = threading.Thread(target=peer.run, args=("bench", stop, ready), daemon=True)
         runner.start()
-        batch = kubernetes.client.BatchV1Api(api)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not batch.list_namespaced_job("bench").items:
+        while time.monotonic() < deadline and not done(api):
             time.sleep(0.05)  # polling under a deadline
-        jobs = batch.list_namespaced_job("bench").items
         stop.set()
         runner.join(10)
-        assert [j.metadata.name for j in jobs] == ["bench-1"]
-        assert jobs[0].metadata.managed_fields[0].manager == "floor-peer"
         assert not runner.is_alive()
+        return done(api)
     finally:
         sb.stop()
+
+
+def test_the_same_work_floor_writes_what_the_reconciler_writes_to_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same-work floor's five writes, through the API: the Job, the finalizer, status PENDING
+    with the reconciler's conditions, and its two Events."""
+    import kubernetes
+
+    floor = load_peer(FLOOR_PEER.with_name("floor_same_work.py"), "floor_same_work_under_test")
+
+    def written(api: Any) -> Any:
+        custom = kubernetes.client.CustomObjectsApi(api)
+        obj = custom.get_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "bench", "kaiwojobs", "bench-1")
+        events = kubernetes.client.CoreV1Api(api).list_namespaced_event("bench").items
+        jobs = kubernetes.client.BatchV1Api(api).list_namespaced_job("bench").items
+        return (obj, events, jobs) if len(events) == 2 and jobs and obj.get("status") else None
+
+    got = _run_peer_on_one_kaiwojob(monkeypatch, floor, written)
+    assert got is not None, "the same-work floor did not write its five writes within 30 s"
+    obj, events, jobs = got
+    assert [j.metadata.name for j in jobs] == ["bench-1"]
+    assert obj["metadata"]["finalizers"] == ["kaiwo.silogen.ai/finalizer"]
+    assert obj["status"]["status"] == "PENDING"
+    assert [c["type"] for c in obj["status"]["conditions"]] == ["Schedulable", "Admitted"]
+    assert sorted(e.reason for e in events) == ["ResourceCreated", "WorkloadPending"]
+    assert {e.involved_object.uid for e in events} == {obj["metadata"]["uid"]}
+
+
+def test_the_floor_operator_applies_the_rendered_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kubernetes
+
+    floor = load_peer(FLOOR_PEER, "floor_peer_under_test")
+
+    def applied(api: Any) -> Any:
+        return kubernetes.client.BatchV1Api(api).list_namespaced_job("bench").items
+
+    jobs = _run_peer_on_one_kaiwojob(monkeypatch, floor, applied)
+    assert [j.metadata.name for j in jobs] == ["bench-1"]
+    assert jobs[0].metadata.managed_fields[0].manager == "floor-peer"

@@ -1,0 +1,108 @@
+"""The floor for kaiwo-ray's own writes: the floor operator (floor_operator.py: watch, render, apply,
+no framework) that then also writes what kaiwo-ray writes on a KaiwoJob's way to PENDING, through
+the same `KubeClient`: the finalizer (a merge patch), status PENDING with kaiwo-ray's conditions (a
+merge patch on /status) and the Events ResourceCreated and WorkloadPending; 5 writes, as ours.
+
+Against the floor operator it prices those four writes on this machine (their server and client
+CPU, and the latency they add to the next KaiwoJob's path); against kaiwo-ray, what kaiwo-ray's own
+machinery (cache, queue, decide, settle window, Event recorder) adds beyond the writes it owes.
+Like ours it writes the child first; the four others follow at once, not after a settle window.
+
+Hosted like the other peers: `run(namespace, stop_flag, ready_flag)` on a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from peers.same_work import PENDING_EVENT, created_message, pending_status
+
+from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.reconcile.workload import FINALIZER, parse_workload
+from kaiwo_ray.render import render_all
+
+JsonObj = dict[str, Any]
+COMPONENT = "floor-same-work"
+
+
+def _event(involved: JsonObj, reason: str, message: str) -> JsonObj:
+    """An Event shaped as kaiwo-ray's recorder makes one (kaiwo_ray/kube/events.py)."""
+    meta = involved["metadata"]
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid", ""),
+                               "resourceVersion": meta.get("resourceVersion", "")},
+            "reason": reason, "message": message, "type": "Normal", "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT, "reportingInstance": COMPONENT, "firstTimestamp": now,
+            "lastTimestamp": now, "count": 1}
+
+
+async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> None:
+    obj.setdefault("kind", "KaiwoJob")
+    obj.setdefault("apiVersion", R.KAIWOJOBS.api_version)
+    meta = obj["metadata"]
+    children = render_all(parse_workload(obj), config, nodes)
+    for child in children:
+        await client.apply(R.for_object(child), child, field_manager="floor-peer")
+    if (obj.get("status") or {}).get("status"):
+        return  # (a restart's relist: already admitted)
+    await client.patch(R.KAIWOJOBS, meta["name"], {"metadata": {"finalizers": [FINALIZER]}}, meta["namespace"])
+    await client.patch(R.KAIWOJOBS, meta["name"], {"status": pending_status(obj, config, nodes, datetime.now(UTC))},
+                       meta["namespace"], subresource="status")
+    for child in children:
+        await client.create(R.EVENTS, _event(obj, "ResourceCreated", created_message(child)), meta["namespace"])
+    await client.create(R.EVENTS, _event(obj, *PENDING_EVENT), meta["namespace"])
+
+
+async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None) -> None:
+    client = await KubeClient.from_kubeconfig(os.environ.get("KUBECONFIG") or None)
+    config = KaiwoConfigSpec()
+    nodes, _ = await client.list_all(R.NODES)
+    pending: set[asyncio.Task[None]] = set()
+
+    def handle(obj: JsonObj) -> None:
+        task = asyncio.create_task(_admit(client, obj, config, nodes))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    async def watch() -> None:
+        items, rv = await client.list_all(R.KAIWOJOBS, namespace)
+        for item in items:
+            handle(item)
+        if ready_flag is not None:
+            ready_flag.set()
+        while True:
+            async for event in client.watch(R.KAIWOJOBS, namespace, resource_version=rv, timeout_seconds=300):
+                obj = event.get("object") or {}
+                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                if event.get("type") == "ADDED":
+                    handle(obj)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        while not stop_flag.is_set() and not watcher.done():
+            await asyncio.sleep(0.05)  # polling the thread's stop flag, not synchronisation
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, *pending, return_exceptions=True)
+        await client.close()
+
+
+def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
+    """Run on this thread until `stop_flag` is set, on uvloop where installed (as floor_operator.run)."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(_serve(namespace, stop_flag, ready_flag))
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_serve(namespace, stop_flag, ready_flag))
