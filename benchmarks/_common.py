@@ -190,6 +190,11 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send([(r.timestamp, f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}",
                             r.name) for r in records(user)
                            if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
+            elif command == "write_counts":  # (user, since) -> {"verb resource[/sub]": count} of successful writes
+                user, since = args
+                conn.send(dict(Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                                       for r in records(user)
+                                       if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300)))
             elif command == "requests":  # (user, since) -> {"verb resource[/sub]": count}, every verb
                 user, since = args
                 conn.send(dict(Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
