@@ -459,11 +459,12 @@ def _drain(sandbox: SandboxProcess, handle: OperatorProcess, seen: Any, names: l
     result.sandbox_cpu_ms_per_cr = (sandbox.cpu_s() - cpu_sb) / len(names) * 1000
 
 
-def _latency(loader: Loader, seen: Any, prefix: str, rate: float, seconds: float) -> Latency:
-    """Create->child latency at `rate` for `seconds`, after an unmeasured half second at the same rate:
-    the load client's threads and every party's connection pools are warm, as in steady state (cold,
-    the first few samples paid for TLS handshakes: 14-17 ms against a 7 ms median)."""
-    warm = [f"{prefix}-warm-{i}" for i in range(max(int(rate * 0.5), 4))]
+def _latency(loader: Loader, seen: Any, prefix: str, rate: float, seconds: float, warm_s: float = 0.5) -> Latency:
+    """Create->child latency at `rate` for `seconds`, after `warm_s` unmeasured at the same rate (4
+    creates at least): the load client's threads and every party's connection pools are warm, as in
+    steady state (cold, the first few samples paid for TLS handshakes: 14-17 ms against a 7 ms median);
+    a later slice, whose connections are kept alive from the first, warms up with the 4 alone."""
+    warm = [f"{prefix}-warm-{i}" for i in range(max(int(rate * warm_s), 4))]
     before = seen.count()
     loader.paced(warm, rate)
     wait_for(lambda: seen.count() >= before + len(warm), 20.0, interval=0.1)
@@ -524,19 +525,19 @@ class Party:
     sandbox: SandboxProcess
     user: str  # its audit-log identity
     child_write: str  # how it writes the child Job: "create jobs" or "patch jobs" (apply)
-    measure: Callable[[float, float, str], Latency]  # (rate, seconds, name prefix) -> the samples
+    measure: Callable[[float, float, str, float], Latency]  # (rate, seconds, name prefix, warm-up s) -> samples
     settle: Callable[[], None]  # returns once the last slice's trailing work is done
     report: Callable[[], None]  # prints its figures once every slice ran
 
 
 def _quiet(sandbox: SandboxProcess, user: str, since: float) -> None:
-    """Until `user`'s writes since `since` held still for 0.3 s (a slice's trailing status patches and
+    """Until `user`'s writes since `since` held still for 0.2 s (a slice's trailing status patches and
     Events must not land in the next party's slice)."""
     counts: list[int] = []
 
     def still() -> bool:
         counts.append(len(sandbox.timed_writes(user, since)))
-        return len(counts) > 3 and counts[-1] == counts[-4]
+        return len(counts) > 2 and counts[-1] == counts[-3]
 
     wait_for(still, 10.0, interval=0.1)
 
@@ -558,7 +559,7 @@ def measure_latencies(parties: list[Party], scale: Scale, rounds: int) -> None:
                     import psutil
                     procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
                     before = {p.pid: (p.name(), sum(p.cpu_times()[:2])) for p in procs}
-                slices[i].append(parties[i].measure(rate, seconds / rounds, f"l{rate}-r{r}"))
+                slices[i].append(parties[i].measure(rate, seconds / rounds, f"l{rate}-r{r}", 0.5 if r == 0 else 0.0))
                 if os.environ.get("BENCH_SLICE_CPU"):
                     used = sorted(((sum(p.cpu_times()[:2]) - before[p.pid][1], p.pid, " ".join(p.cmdline())[-40:])
                                    for p in procs if p.is_running()), reverse=True)
@@ -631,6 +632,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             out(f"  (the operator's garbage-collector pauses from its start to the resync drained: "
                 f"{_gc_pauses(health['gc_pauses'])})")
             second.ask("gc-reset")
+            reconciles_before = second.ask("health")["reconciles"]
             out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
             sandbox.gc_pauses()
 
@@ -656,9 +658,16 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                 out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
                 out(_spells_line(result.lat100))
                 out(_segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
+                since = min(result.lat20.at, default=0.0) - 1.0
+                created = sandbox.ask("requests", "loader", since).get("create kaiwojobs", 0) or 1
+                asked = sandbox.ask("requests", "kaiwo-ray", since)
+                per_cr = ", ".join(f"{k}: {v / created:.2f}" for k, v in sorted(asked.items()) if v / created >= 0.005)
+                out(f"  (the operator's API requests per KaiwoJob created during the latency runs, its watches "
+                    f"aside: {per_cr}; reconciles per KaiwoJob: "
+                    f"{(health['reconciles'] - reconciles_before) / created:.2f})")
 
             yield Party(result, sandbox, "kaiwo-ray", "create jobs",
-                        lambda rate, seconds, prefix: _latency(loader, seen, prefix, rate, seconds),
+                        lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: second.ask("drain"), report)
 
 
@@ -770,7 +779,7 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
             yield Party(result, sandbox, "peer", "patch jobs",
-                        lambda rate, seconds, prefix: _latency(loader, seen, prefix, rate, seconds),
+                        lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: None, report)
 
 
@@ -1014,7 +1023,7 @@ def bench_ray(scale: Scale) -> None:
 def floor_figures() -> tuple[str, list[str]]:
     from _sandbox_floor import percentile, sandbox_floor
 
-    figures = sandbox_floor(creates=200, gets=100, watch_seconds=1.0)
+    figures = sandbox_floor(creates=120, gets=60, watch_seconds=0.8)
     watch = f"p50 {percentile(figures.watch_ms, 50):.1f} ms, p99 {percentile(figures.watch_ms, 99):.1f} ms"
     return watch, figures.lines()
 
@@ -1036,7 +1045,7 @@ def main() -> int:
     parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
     parser.add_argument("--pairs", type=int, default=None,
                         help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running; "
-                             "default 20, 60 with --scale)")
+                             "default 12, 60 with --scale)")
     parser.add_argument("--workers", type=int, default=None,
                         help="reconcile workers of the KaiwoJob controller (default: HostSettings' default)")
     parser.add_argument("--cold-starts", type=int, default=1,
@@ -1107,7 +1116,7 @@ def main() -> int:
     if "running" in phases:
         with timed("running"):
             bench_to_running(args.running)
-            bench_end_to_end(args.pairs if args.pairs is not None else (60 if args.scale else 20))
+            bench_end_to_end(args.pairs if args.pairs is not None else (60 if args.scale else 12))
     if "ray" in phases:
         with timed("ray"):
             bench_ray(scale)
