@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
@@ -33,7 +34,12 @@ async def _apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigS
         await client.apply(R.for_object(child), child, field_manager="floor-peer")
 
 
-async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None) -> None:
+Admit = Callable[[KubeClient, JsonObj, KaiwoConfigSpec, list[JsonObj]], Awaitable[None]]
+"""What the floor does for each KaiwoJob it sees created (each in a task of its own)."""
+
+
+async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None,
+                 admit: Admit) -> None:
     # KUBECONFIG read now, not when the kubernetes package was imported (its default is fixed then)
     client = await KubeClient.from_kubeconfig(os.environ.get("KUBECONFIG") or None)
     config = KaiwoConfigSpec()
@@ -41,7 +47,7 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
     pending: set[asyncio.Task[None]] = set()
 
     def handle(obj: JsonObj) -> None:
-        task = asyncio.create_task(_apply_children(client, obj, config, nodes))
+        task = asyncio.create_task(admit(client, obj, config, nodes))
         pending.add(task)
         task.add_done_callback(pending.discard)
 
@@ -68,13 +74,18 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
         await client.close()
 
 
-def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
-    """Run on this thread until `stop_flag` is set, on uvloop where installed: the loop our operator
-    gets in its Ray actor, so the floor is measured on the same one."""
+def serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None, admit: Admit) -> None:
+    """Watch and `admit` on this thread until `stop_flag` is set, on uvloop where installed: the loop
+    our operator gets in its Ray actor, so the floor is measured on the same one."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(_serve(namespace, stop_flag, ready_flag))
+        asyncio.run(_serve(namespace, stop_flag, ready_flag, admit))
         return
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(namespace, stop_flag, ready_flag))
+        runner.run(_serve(namespace, stop_flag, ready_flag, admit))
+
+
+def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
+    """Run on this thread until `stop_flag` is set."""
+    serve(namespace, stop_flag, ready_flag, _apply_children)

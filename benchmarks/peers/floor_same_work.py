@@ -13,13 +13,12 @@ Hosted like the other peers: `run(namespace, stop_flag, ready_flag)` on a thread
 
 from __future__ import annotations
 
-import asyncio
-import os
 import secrets
 import threading
 from datetime import UTC, datetime
 from typing import Any
 
+from peers.floor_operator import serve
 from peers.same_work import PENDING_EVENT, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
@@ -63,46 +62,6 @@ async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, node
     await client.create(R.EVENTS, _event(obj, *PENDING_EVENT), meta["namespace"])
 
 
-async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None) -> None:
-    client = await KubeClient.from_kubeconfig(os.environ.get("KUBECONFIG") or None)
-    config = KaiwoConfigSpec()
-    nodes, _ = await client.list_all(R.NODES)
-    pending: set[asyncio.Task[None]] = set()
-
-    def handle(obj: JsonObj) -> None:
-        task = asyncio.create_task(_admit(client, obj, config, nodes))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-
-    async def watch() -> None:
-        items, rv = await client.list_all(R.KAIWOJOBS, namespace)
-        for item in items:
-            handle(item)
-        if ready_flag is not None:
-            ready_flag.set()
-        while True:
-            async for event in client.watch(R.KAIWOJOBS, namespace, resource_version=rv, timeout_seconds=300):
-                obj = event.get("object") or {}
-                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-                if event.get("type") == "ADDED":
-                    handle(obj)
-
-    watcher = asyncio.create_task(watch())
-    try:
-        while not stop_flag.is_set() and not watcher.done():
-            await asyncio.sleep(0.05)  # polling the thread's stop flag, not synchronisation
-    finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, *pending, return_exceptions=True)
-        await client.close()
-
-
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
-    """Run on this thread until `stop_flag` is set, on uvloop where installed (as floor_operator.run)."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(_serve(namespace, stop_flag, ready_flag))
-        return
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(namespace, stop_flag, ready_flag))
+    """Run on this thread until `stop_flag` is set (the floor operator's watch and loop)."""
+    serve(namespace, stop_flag, ready_flag, _admit)
