@@ -172,6 +172,13 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         def records(user: str) -> list[AuditRecord]:
             return [r for r in earlier if r.user == user] + sandbox.audit.records(user=user)
 
+        def written(user: str, since: float) -> list[AuditRecord]:
+            """`user`'s successful writes since `since`."""
+            return [r for r in records(user) if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300]
+
+        def what(r: AuditRecord) -> str:
+            return f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+
         while True:
             command, *args = await loop.run_in_executor(None, conn.recv)
             if command == "stop":
@@ -182,25 +189,16 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 times = process.cpu_times()
                 conn.send(times.user + times.system)
             elif command == "writes":  # (user, since timestamp) -> [(verb, resource, subresource, ns, name)]
-                user, since = args
-                conn.send([(r.verb, r.resource, r.subresource, r.namespace, r.name) for r in records(user)
-                           if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
+                conn.send([(r.verb, r.resource, r.subresource, r.namespace, r.name) for r in written(*args)])
             elif command == "timed_writes":  # (user, since) -> [(timestamp, "verb resource[/sub]", name)]
-                user, since = args
-                conn.send([(r.timestamp, f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}",
-                            r.name) for r in records(user)
-                           if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300])
+                conn.send([(r.timestamp, what(r), r.name) for r in written(*args)])
             elif command == "write_counts":  # (user, since) -> {"verb resource[/sub]": count} of successful writes
-                user, since = args
-                conn.send(dict(Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
-                                       for r in records(user)
-                                       if r.verb in WRITE_VERBS and r.timestamp >= since and r.code < 300)))
+                conn.send(dict(Counter(what(r) for r in written(*args))))
             elif command == "requests":  # (user, since) -> {"verb resource[/sub]": count}, every verb
                 user, since = args
-                conn.send(dict(Counter(f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
-                                       for r in records(user) if r.timestamp >= since)))
+                conn.send(dict(Counter(what(r) for r in records(user) if r.timestamp >= since)))
             elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
-                conn.send(dict(Counter(f"{r.code} {r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
+                conn.send(dict(Counter(f"{r.code} {what(r)}"
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
             elif command == "gc_pauses":  # since the last ask, then reset
                 conn.send(gc_pauses.take())

@@ -524,22 +524,23 @@ class Party:
     result: Result
     sandbox: SandboxProcess
     user: str  # its audit-log identity
-    child_write: str  # how it writes the child Job: "create jobs" or "patch jobs" (apply)
     measure: Callable[[float, float, str, float], Latency]  # (rate, seconds, name prefix, warm-up s) -> samples
     settle: Callable[[], None]  # returns once the last slice's trailing work is done
     report: Callable[[], None]  # prints its figures once every slice ran
 
 
-def _quiet(sandbox: SandboxProcess, user: str, since: float) -> None:
-    """Until `user`'s writes since `since` held still for 0.2 s (a slice's trailing status patches and
-    Events must not land in the next party's slice)."""
+def _writes_held_still(sandbox: SandboxProcess, user: str, since: float, *, polls: int, interval: float,
+                       timeout: float, expected: float = float("inf")) -> int:
+    """Poll `user`'s write count since `since` every `interval` s until it reached `expected` or held
+    still over the last `polls` polls, or `timeout` passed; returns the last count."""
     counts: list[int] = []
 
-    def still() -> bool:
-        counts.append(len(sandbox.timed_writes(user, since)))
-        return len(counts) > 2 and counts[-1] == counts[-3]
+    def settled() -> bool:
+        counts.append(sum(_writes_by_resource(sandbox, user, since).values()))
+        return counts[-1] >= expected or (len(counts) > polls and counts[-1] == counts[-1 - polls])
 
-    wait_for(still, 10.0, interval=0.1)
+    wait_for(settled, timeout, interval=interval)
+    return counts[-1]
 
 
 def measure_latencies(parties: list[Party], scale: Scale, rounds: int) -> None:
@@ -549,25 +550,27 @@ def measure_latencies(parties: list[Party], scale: Scale, rounds: int) -> None:
     operator's own p99 at 100 CR/s swung 9-19 ms between runs), while short slices in turn spread it
     over all, so the ratios measure the operators, not the moment. Each slice starts with the warm-up
     `_latency` describes and ends with the party's trailing writes landed (`Party.settle`)."""
+    slice_cpu = bool(os.environ.get("BENCH_SLICE_CPU"))
     for rate, seconds in ((20, scale.seconds20), (100, scale.seconds100)):
         slices: list[list[Latency]] = [[] for _ in parties]
         for r in range(rounds):
             shift = r % len(parties)
             for i in [*range(shift, len(parties)), *range(shift)]:
                 began = time.time()
-                if os.environ.get("BENCH_SLICE_CPU"):
+                if slice_cpu:
                     import psutil
                     procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
                     before = {p.pid: (p.name(), sum(p.cpu_times()[:2])) for p in procs}
                 slices[i].append(parties[i].measure(rate, seconds / rounds, f"l{rate}-r{r}", 0.5 if r == 0 else 0.0))
-                if os.environ.get("BENCH_SLICE_CPU"):
+                if slice_cpu:
                     used = sorted(((sum(p.cpu_times()[:2]) - before[p.pid][1], p.pid, " ".join(p.cmdline())[-40:])
                                    for p in procs if p.is_running()), reverse=True)
                     lat = slices[i][-1]
                     out(f"    slice {parties[i].result.name} {rate} r{r}: p50 {lat.p(50):.1f} p99 {lat.p(99):.1f}; "
                         f"{time.time() - began:.1f} s; cpu " + ", ".join(f"{pid}:{c:.2f}" for c, pid, _ in used[:6]))
                 parties[i].settle()
-                _quiet(parties[i].sandbox, parties[i].user, began)
+                # still for 0.2 s: a slice's trailing status patches and Events must not land in the next
+                _writes_held_still(parties[i].sandbox, parties[i].user, began, polls=2, interval=0.1, timeout=10.0)
         for party, parts in zip(parties, slices, strict=True):
             merged = Latency.merged(parts)
             if rate == 20:
@@ -632,7 +635,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             out(f"  (the operator's garbage-collector pauses from its start to the resync drained: "
                 f"{_gc_pauses(health['gc_pauses'])})")
             second.ask("gc-reset")
-            reconciles_before = second.ask("health")["reconciles"]
+            reconciles_before = health["reconciles"]  # (the cold starts since ran in other processes)
             out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
             sandbox.gc_pauses()
 
@@ -666,7 +669,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                     f"aside: {per_cr}; reconciles per KaiwoJob: "
                     f"{(health['reconciles'] - reconciles_before) / created:.2f})")
 
-            yield Party(result, sandbox, "kaiwo-ray", "create jobs",
+            yield Party(result, sandbox, "kaiwo-ray",
                         lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: second.ask("drain"), report)
 
@@ -718,16 +721,11 @@ def _gc_pauses(pauses: dict[int, tuple[float, float, float]]) -> str:
 def _settled_writes(sandbox: SandboxProcess, user: str, since: float, expected: int) -> tuple[Counter[str], float]:
     """The user's writes since `since`, once `expected` of them landed (a peer's last status patches,
     annotations and Events trail its last Job: at 10,000 CRs, 40,000 of them for the same-work floor)
-    or, short of that, once the count held still for 1 s; and the wall time it saw them all (0.1 s
+    or, short of that, once the count held still for 2 s; and the wall time it saw them all (0.2 s
     resolution; NaN when short). A peer's backlog still writing would load the latency runs after it."""
-    counts: list[int] = []
-
-    def settled() -> bool:
-        counts.append(sum(_writes_by_resource(sandbox, user, since).values()))
-        return counts[-1] >= expected or (len(counts) > 10 and counts[-1] == counts[-11])
-
-    complete = wait_for(settled, max(15.0, expected / 400), interval=0.2) and counts[-1] >= expected
-    return _writes_by_resource(sandbox, user, since), time.time() if complete else float("nan")
+    count = _writes_held_still(sandbox, user, since, polls=10, interval=0.2, timeout=max(15.0, expected / 400),
+                               expected=expected)
+    return _writes_by_resource(sandbox, user, since), time.time() if count >= expected else float("nan")
 
 
 def _check_writes(peer: Peer, writes: Counter[str], crs: int) -> str:
@@ -778,7 +776,7 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
-            yield Party(result, sandbox, "peer", "patch jobs",
+            yield Party(result, sandbox, "peer",
                         lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: None, report)
 

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from _common import run_deployed
+
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
@@ -75,15 +77,9 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
 
 
 def serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None, admit: Admit) -> None:
-    """Watch and `admit` on this thread until `stop_flag` is set, on uvloop where installed: the loop
-    our operator gets in its Ray actor, so the floor is measured on the same one."""
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(_serve(namespace, stop_flag, ready_flag, admit))
-        return
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(namespace, stop_flag, ready_flag, admit))
+    """Watch and `admit` on this thread until `stop_flag` is set, on the loop our operator gets in its
+    Ray actor (`_common.deployed_loop`), so the floor is measured on the same one."""
+    run_deployed(_serve(namespace, stop_flag, ready_flag, admit))
 
 
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:

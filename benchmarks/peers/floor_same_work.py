@@ -13,7 +13,6 @@ Hosted like the other peers: `run(namespace, stop_flag, ready_flag)` on a thread
 
 from __future__ import annotations
 
-import secrets
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -24,25 +23,12 @@ from peers.same_work import PENDING_EVENT, created_message, pending_status
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.reconcile.workload import FINALIZER, parse_workload
 from kaiwo_ray.render import render_all
 
 JsonObj = dict[str, Any]
 COMPONENT = "floor-same-work"
-
-
-def _event(involved: JsonObj, reason: str, message: str) -> JsonObj:
-    """An Event shaped as kaiwo-ray's recorder makes one (kaiwo_ray/kube/events.py)."""
-    meta = involved["metadata"]
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": involved["apiVersion"], "kind": involved["kind"], "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid", ""),
-                               "resourceVersion": meta.get("resourceVersion", "")},
-            "reason": reason, "message": message, "type": "Normal", "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT, "reportingInstance": COMPONENT, "firstTimestamp": now,
-            "lastTimestamp": now, "count": 1}
 
 
 async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> None:
@@ -57,9 +43,11 @@ async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, node
     await client.patch(R.KAIWOJOBS, meta["name"], {"metadata": {"finalizers": [FINALIZER]}}, meta["namespace"])
     await client.patch(R.KAIWOJOBS, meta["name"], {"status": pending_status(obj, config, nodes, datetime.now(UTC))},
                        meta["namespace"], subresource="status")
+    # each Event written at once, in this task: kaiwo-ray's recorder body, none of its queue
+    events = EventRecorder(client, COMPONENT, COMPONENT)
     for child in children:
-        await client.create(R.EVENTS, _event(obj, "ResourceCreated", created_message(child)), meta["namespace"])
-    await client.create(R.EVENTS, _event(obj, *PENDING_EVENT), meta["namespace"])
+        await events.record(obj, "Normal", "ResourceCreated", created_message(child))
+    await events.record(obj, "Normal", *PENDING_EVENT)
 
 
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from _common import deployed_loop
 from peers.same_work import PENDING_EVENT, children_of, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
@@ -100,19 +101,11 @@ async def release(**_: Any) -> None:
     them. Having this handler makes kopf keep a finalizer on each KaiwoJob, as kaiwo-ray does."""
 
 
-def _loop_factory() -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
-
-
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
     """Run the operator on this thread until `stop_flag` is set (KUBECONFIG names the cluster)."""
     logging.getLogger("kopf").setLevel(logging.WARNING)
     kopf.configure(verbose=False, quiet=True)
     # on uvloop where installed, as `kopf run` deploys it (kopf.run() alone leaves the loop to us)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=deployed_loop) as runner:
         kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
                  ready_flag=ready_flag, loop=runner.get_loop())

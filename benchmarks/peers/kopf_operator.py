@@ -16,7 +16,7 @@ Configured to be fast and fair, as a kopf user tuning for throughput would:
 kopf still writes its diff-base annotation (`last-handled-configuration`) after each handled change:
 that is how `on.update` finds what changed, and part of its design.
 
-Standalone:  KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/kopf_operator.py
+Standalone:  PYTHONPATH=benchmarks KUBECONFIG=... kopf run --standalone -n NAMESPACE benchmarks/peers/kopf_operator.py
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import threading
 from typing import Any
 
 import kopf
+from _common import deployed_loop
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
@@ -73,19 +74,11 @@ async def ensure_children(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await client.apply(R.for_object(child), child, field_manager="kopf-peer")
 
 
-def _loop_factory() -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop
-    return uvloop.new_event_loop
-
-
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
     """Run the operator on this thread until `stop_flag` is set (KUBECONFIG names the cluster)."""
     logging.getLogger("kopf").setLevel(logging.WARNING)
     kopf.configure(verbose=False, quiet=True)
     # on uvloop where installed, as `kopf run` deploys it (kopf.run() alone leaves the loop to us)
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=deployed_loop) as runner:
         kopf.run(standalone=True, namespaces=[namespace], clusterwide=False, stop_flag=stop_flag,
                  ready_flag=ready_flag, loop=runner.get_loop())
