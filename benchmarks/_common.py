@@ -10,6 +10,7 @@ processes on the same machine.
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import gc
 import multiprocessing
 import os
@@ -168,6 +169,7 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         earlier: list[AuditRecord] = []  # the audit records of the incarnations before a restart
         fault_rules: list[dict[str, Any]] = []  # applied again after a restart
         earlier_hits: Counter[int] = Counter()  # requests the rules hit before a restart
+        profiler: cProfile.Profile | None = None  # diagnosis only: the "profile" command
 
         def records(user: str) -> list[AuditRecord]:
             return [r for r in earlier if r.user == user] + sandbox.audit.records(user=user)
@@ -204,6 +206,15 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(gc_pauses.take())
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
+            elif command == "profile":  # (path or None): start a cProfile; with a path, stop it and dump it there
+                if args[0] is None:
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                elif profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(args[0])
+                    profiler = None
+                conn.send(None)
             elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
                 conn.send(_seed(sandbox.store, args[0]))
             elif command == "seed_unrelated":  # (count, kinds) -> seconds it took

@@ -310,23 +310,20 @@ class KubeClient:
         complete = False
         chunks = _read_chunks(response)
         buffer = b""
+        idle = _IdleCut(response.conn, idle_timeout) if idle_timeout is not None else None
         try:
             while True:
                 try:
-                    if idle_timeout is None:
-                        chunk = await anext(chunks)
-                    else:
-                        async with asyncio.timeout(idle_timeout):
-                            chunk = await anext(chunks)
+                    chunk = await anext(chunks)
                 except StopAsyncIteration:
                     complete = True
                     break
-                except TimeoutError as exc:
-                    if asyncio.get_running_loop().time() < response.deadline:
+                except _TRANSPORT_ERRORS as exc:
+                    if idle is not None and idle.cut:
                         raise _idle(res, idle_timeout) from exc
                     raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
-                except _TRANSPORT_ERRORS as exc:
-                    raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
+                if idle is not None:
+                    idle.heard()
                 buffer += chunk
                 if b"\n" not in chunk:
                     continue
@@ -338,6 +335,8 @@ class KubeClient:
             if buffer.strip():  # a last line without its newline, as aiohttp's readline returns it
                 yield _json(buffer.strip(), "watch", res.plural)
         finally:
+            if idle is not None:
+                idle.stop()
             await chunks.aclose()
             self._finish(pool, response, complete=complete)
 
@@ -391,10 +390,12 @@ class KubeClient:
                 return items, str(meta.get("resourceVersion", ""))
 
     async def create(self, res: Resource, body: JsonObj, namespace: str | None = None, *,
-                     field_manager: str = FIELD_MANAGER) -> JsonObj:
+                     field_manager: str = FIELD_MANAGER, answer: bool = True) -> JsonObj:
+        """`answer` False: the created object is not decoded ({} is returned), for a writer that never
+        reads it (an Event: two a workload, each answer as long as the Event)."""
         ns = namespace or (body.get("metadata") or {}).get("namespace")
-        result: JsonObj = await self.request("POST", res.path(ns), body=body,
-                                             query={"fieldManager": field_manager})
+        result: JsonObj = await self.request("POST", res.path(ns), body=body, query={"fieldManager": field_manager},
+                                             decode=None if answer else _unread)
         return result
 
     async def replace(self, res: Resource, body: JsonObj, *, subresource: str | None = None,
@@ -654,6 +655,36 @@ async def _read_head(conn: _Connection) -> tuple[int, dict[str, str], bool]:
         return status, headers, keep_alive
 
 
+class _IdleCut:
+    """Cuts a watch's connection once nothing arrived for `seconds` (the pending read then fails and
+    `cut` says why). One timer for the stream, pushed back lazily when it fires, instead of a
+    timeout scope per chunk: that was 4% of the operator at 100 workloads a second."""
+
+    __slots__ = ("_conn", "_handle", "_last", "_loop", "_seconds", "cut")
+
+    def __init__(self, conn: _Connection, seconds: float) -> None:
+        self._conn = conn
+        self._seconds = seconds
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self.cut = False
+        self._handle = self._loop.call_at(self._last + seconds, self._check)
+
+    def heard(self) -> None:
+        self._last = self._loop.time()
+
+    def _check(self) -> None:
+        due = self._last + self._seconds
+        if self._loop.time() < due:
+            self._handle = self._loop.call_at(due, self._check)
+            return
+        self.cut = True
+        self._conn.abort()
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
 async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
     """The body's pieces as they arrive (decoded); the connection is left at the body's end."""
     reader = response.conn.reader
@@ -708,6 +739,10 @@ def _json(data: bytes, method: str, path: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise TransportError(0, "TransportError", f"{method} {path}: malformed JSON in the answer: {exc}") from exc
+
+
+def _unread(data: bytes) -> JsonObj:
+    return {}
 
 
 def _decoded(data: bytes, method: str, path: str, decode: PageDecoder | None) -> Any:

@@ -105,7 +105,7 @@ class EventRecorder:
 
     async def _create(self, namespace: str, event: JsonObj) -> None:
         try:
-            await self.client.create(EVENTS, event, namespace)
+            await self.client.create(EVENTS, event, namespace, answer=False)
             self.recorded += 1
         except KubeError as err:  # losing an event must never fail a reconcile
             log.debug("event %s on %s/%s not recorded: %s", event["reason"], namespace,

@@ -14,7 +14,6 @@ Single event loop, no locks: every method is called from the loop that owns the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import itertools
 import time
@@ -167,14 +166,17 @@ class WorkQueue(Generic[K]):
             if self._shutting_down:
                 raise asyncio.CancelledError("work queue shut down")
             self._ready.clear()
-            # Awaited in this task (asyncio.timeout), not through wait_for, which ran the wait in a
-            # task of its own: one more task and two more loop passes for every key handed out.
             if wait is None:
                 await self._ready.wait()
             else:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await self._ready.wait()
+                # A timer that sets the flag, not asyncio.timeout (a context manager, a rescheduled
+                # handle and an uncancel in Python for every key handed out while anything is
+                # delayed: 2% of the operator at 100 workloads a second) nor wait_for (a task more).
+                wake = asyncio.get_running_loop().call_later(wait, self._ready.set)
+                try:
+                    await self._ready.wait()
+                finally:
+                    wake.cancel()
 
     def done(self, key: K) -> None:
         """The reconcile of `key` finished; re-queue it if it was added meanwhile."""

@@ -17,7 +17,7 @@ from kubernetes.aio import client as aio_client
 
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.kube.errors import KubeError
+from kaiwo_ray.kube.errors import KubeError, WatchIdle
 
 TIMEOUT = 0.3
 BODY = orjson.dumps({"kind": "ConfigMap", "metadata": {"name": "x", "resourceVersion": "1"}, "data": {"k": "v"}})
@@ -132,3 +132,52 @@ def test_a_watch_ends_with_events_or_a_typed_error(answer: bytes, hold: bool) ->
 def test_a_good_answer_still_reads(hold: bool) -> None:
     answer = status_line() + headers(transfer_encoding="chunked") + chunk(BODY[:7]) + chunk(BODY[7:]) + b"0\r\n\r\n"
     assert exchange(answer, hold, watch=False) == orjson.loads(BODY)
+
+
+def test_a_watch_is_cut_for_silence_not_for_length() -> None:
+    """The idle timeout counts from the last thing heard: a stream that sends an event every 0.1 s for
+    three idle timeouts is never cut; once it goes silent it ends with WatchIdle (not a transport error),
+    about one idle timeout later."""
+    idle, events = 0.3, 9
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(status_line() + headers(transfer_encoding="chunked"))
+            for i in range(events):
+                line = orjson.dumps({"type": "ADDED", "object": {**orjson.loads(BODY), "metadata": {
+                    "name": f"x{i}", "resourceVersion": str(i + 1)}}}) + b"\n"
+                writer.write(chunk(line))
+                await writer.drain()
+                await asyncio.sleep(0.1)
+            await reader.read()  # then silent, the connection held open
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> tuple[list[str], BaseException | None, float]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = KubeClient(aio_client.ApiClient(aio_client.Configuration(host=f"http://127.0.0.1:{port}")),
+                            request_timeout=5)
+        names: list[str] = []
+        error: BaseException | None = None
+        last = time.monotonic()
+        try:
+            async with asyncio.timeout(10):
+                async for event in client.watch(R.CONFIGMAPS, resource_version="1", timeout_seconds=30,
+                                                idle_timeout=idle):
+                    names.append(event["object"]["metadata"]["name"])
+                    last = time.monotonic()
+        except KubeError as err:
+            error = err
+        finally:
+            await client.close()
+            server.close()
+        return names, error, time.monotonic() - last
+
+    names, error, silent_for = asyncio.run(main())
+    assert names == [f"x{i}" for i in range(events)]
+    assert isinstance(error, WatchIdle), error
+    assert idle <= silent_for < idle + 2.0
