@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
 import importlib
 import json
@@ -186,10 +187,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
         await recv()  # "start"
         # BENCH_PROFILE=path: a cProfile of the start and first drain, to path.<pid> (diagnosis only)
         profile_to = os.environ.get("BENCH_PROFILE")
-        profiler = None
+        profiler: cProfile.Profile | None = None
         if profile_to:
-            import cProfile
-
             profiler = cProfile.Profile()
             profiler.enable()
         began_wall, began = time.time(), time.monotonic()
@@ -242,6 +241,15 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 report["gc_pauses"] = gc_pauses.snapshot()
                 report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
                 conn.send(report)
+            elif command == "profile":  # (path or None): start a cProfile; with a path, stop it and dump it there
+                if _args[0] is None:
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                elif profiler is not None:
+                    profiler.disable()
+                    profiler.dump_stats(_args[0])
+                    profiler = None
+                conn.send(None)
             elif command == "gc-reset":
                 gc_pauses.clear()
                 stalls.clear()

@@ -172,3 +172,73 @@ def test_backoff_survives_thousands_of_failures_at_the_cap() -> None:
     b = Backoff()
     delays = [b.next_delay("k") for _ in range(2_000)]  # 2.0**1024 overflowed at the 1,025th
     assert delays[-1] == 300.0 and b.retries("k") == 2_000
+
+
+def test_a_key_wakes_one_idle_worker_and_each_ready_key_gets_one() -> None:
+    """Idle workers are woken one per key, not all at once: with 4 idle, one add wakes one; three
+    adds at once wake three (each taker passes the rest on), and the fourth sleeps on."""
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        wakes = 0
+        taken: list[str] = []
+
+        async def worker() -> None:
+            nonlocal wakes
+            while True:
+                key = await q.get()
+                wakes += 1
+                taken.append(key)
+                q.done(key)
+
+        workers = [asyncio.create_task(worker()) for _ in range(4)]
+        for _ in range(3):
+            await asyncio.sleep(0)  # all four idle on the queue
+        assert len(q._waiters) == 4
+        q.add("a")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert taken == ["a"] and len(q._waiters) == 4
+        for key in ("b", "c", "d"):
+            q.add(key)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert sorted(taken) == ["a", "b", "c", "d"] and wakes == 4 and len(q._waiters) == 4
+        q.shutdown()
+        await asyncio.gather(*workers, return_exceptions=True)
+        assert all(w.done() for w in workers)
+
+    run(body())
+
+
+def test_delayed_keys_run_on_time_while_the_first_is_still_in_flight() -> None:
+    """Two keys due 50 ms apart, two workers: the first worker is busy with the first key for long
+    after the second is due, and the second key is still handed to the other worker on time: the queue's
+    one timer, spent on the first key, is armed again for the second by the idle worker."""
+    async def body() -> None:
+        q: WorkQueue[str] = WorkQueue()
+        started: dict[str, float] = {}
+        loop = asyncio.get_running_loop()
+        release = asyncio.Event()
+
+        async def worker() -> None:
+            while True:
+                key = await q.get()
+                started[key] = loop.time()
+                await release.wait()  # busy until the test ends
+                q.done(key)
+
+        workers = [asyncio.create_task(worker()) for _ in range(2)]
+        await asyncio.sleep(0)
+        began = loop.time()
+        q.add_after("first", 0.05)
+        q.add_after("second", 0.10)
+        deadline = loop.time() + 2.0
+        while len(started) < 2 and loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        assert set(started) == {"first", "second"}
+        assert started["second"] - began < 0.5  # not left until the first worker is free (2 s here)
+        release.set()
+        q.shutdown()
+        await asyncio.gather(*workers, return_exceptions=True)
+
+    run(body())
