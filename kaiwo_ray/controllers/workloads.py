@@ -218,6 +218,8 @@ class WorkloadController(Controller):
         # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
+        # key -> (uid, spec generation) a decision last rendered whole without an error: World.rendered_generation
+        self._rendered: dict[Key, tuple[str, int]] = {}
         # Foreign objects (kind, namespace, name) holding a name one of our CRs needs, and that CR:
         # an event of such an object (deleted, renamed away, handed to us) retries the CR at once.
         self._blocked: dict[tuple[str, str, str], Key] = {}
@@ -422,9 +424,14 @@ class WorkloadController(Controller):
             local_queue_exists=self.caches[R.LOCALQUEUES].get(namespace, queue) is not None,
             cluster_queue=cluster_queue, now=now, active_gpu_demand=demand, any_pending_workload=pending,
             settle_seconds=self.coalesce_seconds, settle_remaining=self._settle_remaining((namespace, name)),
+            rendered_generation=self._rendered_generation((namespace, name), uid),
             live_object=live_object,
             missing_apis=self._missing_apis,
         )
+
+    def _rendered_generation(self, key: Key, uid: str) -> int | None:
+        rendered = self._rendered.get(key)
+        return rendered[1] if rendered is not None and rendered[0] == uid else None
 
     def _settle_remaining(self, key: Key) -> float:
         created = self._main_created_at.get(key)
@@ -473,6 +480,7 @@ class WorkloadController(Controller):
         obj = self.caches[self.primary].get(namespace, name)
         if obj is None:
             self._main_created_at.pop(key, None)
+            self._rendered.pop(key, None)
             self._note_conflicts(key, [])
             return None  # deleted; ownerReferences let the garbage collector take the children
         obj = dict(obj)
@@ -502,6 +510,9 @@ class WorkloadController(Controller):
             err = rejected.error
             await self.execute(obj, child_rejected(world, rejected.kind, rejected.name, err.code, err.message))
             raise err from None
+        uid = str(obj["metadata"].get("uid") or "")
+        if plan.rendered_generation is not None:
+            self._rendered[key] = (uid, plan.rendered_generation)
         return plan.requeue_after
 
     async def _whole_children(self, world: World, bodies: list[JsonObj]) -> World:

@@ -112,6 +112,10 @@ class World:
     # APIs this cluster does not serve (KubeRay's ray.io/v1, AppWrapper's workload.codeflare.dev/v1beta2),
     # each with the line that says what to install: a workload whose children need one ends in ERROR.
     missing_apis: Mapping[str, str] = field(default_factory=dict)
+    # The spec generation a decision of this process last rendered whole without an error (None: none
+    # since it started). The settle pass after a create reads it: no status has observed the
+    # generation yet, and the template need not be rendered again to learn what the create did.
+    rendered_generation: int | None = None
 
 
 @dataclass(slots=True)
@@ -132,6 +136,9 @@ class Plan:
     creates: set[tuple[str, str]] = field(default_factory=set)
     # (kind, name) of foreign objects blocking a child: the shell retries when one of them changes.
     conflicts: list[tuple[str, str]] = field(default_factory=list)
+    # The spec generation this decision rendered the main child of whole, without an error (the shell
+    # remembers it for the next decision: World.rendered_generation).
+    rendered_generation: int | None = None
 
 
 def _stamp(moment: datetime) -> str:
@@ -351,6 +358,7 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                     return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
                 if not lean:  # (a lean body that did not drift: nothing to write)
                     _ensure(world, plan, [main_body])
+                    plan.rendered_generation = (world.obj.get("metadata") or {}).get("generation")
                 plan.created_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
                 wait = world.settle_seconds if plan.created_main else world.settle_remaining
                 if wait > 0 and phase == ph.PENDING:
@@ -363,15 +371,16 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
 def _template_known(world: World, workload: Workload, status: JsonObj, stored: str) -> bool:
     """May this decision skip rendering the main Job's pod template? Only when nothing would read it:
     the Job exists (its template is frozen, so a no-op pass compares everything but the template), and
-    a decision with the whole rendering already saw this generation of the spec without an error (the
-    status observed it: the first status write of a generation comes from a decision that rendered
+    a decision with the whole rendering already saw this generation of the spec without an error (this
+    process's last such decision says so, or the status observed it: the first status write of a
+    generation comes from a decision that rendered
     whole, because its observedGeneration was older; an error would have left the workload ERROR).
     At 10,000 KaiwoJobs the template was a fifth of every no-op reconcile of a cold start."""
     name = workload.metadata.name or ""
     if main_kind(workload)[1] != "Job" or ("Job", name) not in world.children or stored == ph.ERROR:
         return False
     generation = (world.obj.get("metadata") or {}).get("generation")
-    return generation is not None and status.get("observedGeneration") == generation
+    return generation is not None and generation in (status.get("observedGeneration"), world.rendered_generation)
 
 
 def _main_phase(workload: Workload, main: JsonObj | None, world: World, stored: str) -> str:

@@ -289,6 +289,24 @@ def test_a_job_whose_generation_was_observed_is_decided_without_rendering_its_te
     assert "template" in lean.apply[0]["spec"]  # an apply without it would drop our fields from a frozen path
 
 
+def test_the_settle_pass_after_a_create_is_decided_without_rendering_the_template_again() -> None:
+    """The pass that creates the Job rendered it whole and says so (rendered_generation); the next
+    pass, which no status has observed the spec for yet, reads that instead of rendering the template
+    again, and decides exactly as a whole rendering would. Another generation renders whole."""
+    obj = kaiwojob(SIMPLE)
+    created = decide(world(obj))
+    assert applied_kinds(created) == ["Job"] and created.rendered_generation == 1
+    job = live(created.apply[0], active=0)
+    lean = decide(world(obj, [job], rendered_generation=1))
+    whole = decide(world(obj, [job]))
+    assert lean.rendered_generation is None and whole.rendered_generation == 1  # only one rendered whole
+    assert (lean.apply, lean.status, lean.phase) == (whole.apply, whole.status, whole.phase)
+    assert lean.apply == [] and lean.phase == "PENDING"
+    edited = copy.deepcopy(obj)
+    edited["metadata"]["generation"] = 2
+    assert decide(world(edited, [job], rendered_generation=1)).rendered_generation == 2
+
+
 def test_a_spec_edit_or_an_error_is_decided_from_the_whole_rendering() -> None:
     obj = kaiwojob(SIMPLE)
     job = live(decide(world(obj)).apply[0], active=0)
