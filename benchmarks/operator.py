@@ -79,7 +79,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -445,6 +445,10 @@ class Result:
     cpu_ms_per_cr: float = float("nan")
     sandbox_cpu_ms_per_cr: float = float("nan")
     first_job: str = ""  # the first backlog CR's Job, uids masked (`_job_fingerprint`)
+    # load client's create -> child Job stored, as the API server answered the child's write (ms per
+    # sample, from the audit log): the same samples as lat20/lat100 without the Job watcher's share
+    stored20: list[float] = field(default_factory=list)
+    stored100: list[float] = field(default_factory=list)
 
     @property
     def throughput(self) -> float:
@@ -532,6 +536,7 @@ class Party:
     result: Result
     sandbox: SandboxProcess
     user: str  # its audit-log identity
+    child_write: str  # its child Job's write in the audit log ("create jobs", "patch jobs")
     measure: Callable[[float, float, str, float], Latency]  # (rate, seconds, name prefix, warm-up s) -> samples
     settle: Callable[[], None]  # returns once the last slice's trailing work is done
     report: Callable[[], None]  # prints its figures once every slice ran
@@ -581,10 +586,11 @@ def measure_latencies(parties: list[Party], scale: Scale, rounds: int) -> None:
                 _writes_held_still(parties[i].sandbox, parties[i].user, began, polls=2, interval=0.1, timeout=10.0)
         for party, parts in zip(parties, slices, strict=True):
             merged = Latency.merged(parts)
+            stored = [row[0] + row[1] for row in _sample_rows(party.sandbox, merged, party.user, party.child_write)]
             if rate == 20:
-                party.result.lat20 = merged
+                party.result.lat20, party.result.stored20 = merged, stored
             else:
-                party.result.lat100 = merged
+                party.result.lat100, party.result.stored100 = merged, stored
 
 
 @contextmanager
@@ -677,7 +683,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                     f"aside: {per_cr}; reconciles per KaiwoJob: "
                     f"{(health['reconciles'] - reconciles_before) / created:.2f})")
 
-            yield Party(result, sandbox, "kaiwo-ray",
+            yield Party(result, sandbox, "kaiwo-ray", "create jobs",
                         lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: second.ask("drain"), report)
 
@@ -687,14 +693,7 @@ def _segments_line(sandbox: SandboxProcess, lat: Latency, user: str, child_write
     answered): the load client's create to the KaiwoJob stored, stored to the operator's child Job
     stored (its watch, queue, reconcile and write), and that to the Job watcher's event. p50/p99 of
     each, and their medians over the samples slower than the p99 target."""
-    since = min(lat.at, default=0.0) - 1.0
-    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
-    child: dict[str, float] = {}
-    for t, what, name in sandbox.timed_writes(user, since):
-        if what == child_write:
-            child.setdefault(name, t)
-    rows = [((stored[n] - at) * 1000, (child[n] - stored[n]) * 1000, (at + ms / 1000 - child[n]) * 1000, ms)
-            for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
+    rows = _sample_rows(sandbox, lat, user, child_write)
     if not rows:
         return "  (where the time went: no audit records matched)"
     names = ("create -> stored", "stored -> child Job stored", "child stored -> watcher")
@@ -705,6 +704,21 @@ def _segments_line(sandbox: SandboxProcess, lat: Latency, user: str, child_write
         tail = f", {statistics.median(slow):.1f} in the {len(slow)} slow samples" if slow else ""
         parts.append(f"{what} p50 {percentile(values, 50):.1f} p99 {percentile(values, 99):.1f}{tail}")
     return f"  (where the time went at 100 CR/s, ms, from the audit log: {'; '.join(parts)})"
+
+
+def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
+                 child_write: str) -> list[tuple[float, float, float, float]]:
+    """Each sample of `lat` split at the sandbox's audit stamps, ms: (load client's create -> KaiwoJob
+    stored, -> `user`'s child Job stored, -> the Job watcher's event, the whole); samples the audit
+    log has no record of are left out."""
+    since = min(lat.at, default=0.0) - 1.0
+    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
+    child: dict[str, float] = {}
+    for t, what, name in sandbox.timed_writes(user, since):
+        if what == child_write:
+            child.setdefault(name, t)
+    return [((stored[n] - at) * 1000, (child[n] - stored[n]) * 1000, (at + ms / 1000 - child[n]) * 1000, ms)
+            for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
 
 
 def _spells_line(lat: Latency) -> str:
@@ -784,7 +798,7 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
-            yield Party(result, sandbox, "peer",
+            yield Party(result, sandbox, "peer", "patch jobs",
                         lambda rate, seconds, prefix, warm: _latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: None, report)
 
@@ -825,6 +839,17 @@ def versus_floor(ours: Result, floor: Result) -> None:
             ratio = mine.p(q) / theirs.p(q)
             out(f"create_to_child_p{q}_{rate}cps_vs_floor_operator: {ratio:.2f}x ({mine.p(q):.1f} vs "
                 f"{theirs.p(q):.1f} ms; target <= {TARGET_FLOOR_RATIO}x){' MISSED' if ratio > TARGET_FLOOR_RATIO else ''}")
+    # The same samples ending where the API server stored the child Job: on 2 cores the Job watcher
+    # (this benchmark's instrument) waits for a core while the operator does its bookkeeping after the
+    # child, which a watcher elsewhere would not; both views are printed, the target is the watcher's.
+    for rate, mine_ms, theirs_ms in ((20, ours.stored20, floor.stored20), (100, ours.stored100, floor.stored100)):
+        if not mine_ms or not theirs_ms:
+            continue
+        for q in (50, 99):
+            a, b = percentile(mine_ms, q), percentile(theirs_ms, q)
+            out(f"create_to_child_stored_p{q}_{rate}cps_vs_floor_operator: {a / b:.2f}x ({a:.1f} vs {b:.1f} ms; "
+                f"load client's create -> child Job stored by the API server, from its audit log, "
+                f"{len(mine_ms)} and {len(theirs_ms)} samples; the watcher's figure above is the target's)")
 
 
 def priced_writes(ours: Result | None, results: dict[str, Result]) -> None:
