@@ -206,14 +206,8 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(gc_pauses.take())
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
-            elif command == "profile":  # (path or None): start a cProfile; with a path, stop it and dump it there
-                if args[0] is None:
-                    profiler = cProfile.Profile()
-                    profiler.enable()
-                elif profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(args[0])
-                    profiler = None
+            elif command == "profile":  # diagnosis: see toggle_profile
+                profiler = toggle_profile(profiler, args[0])
                 conn.send(None)
             elif command == "seed":  # [(group, version, resource, object)] -> seconds it took
                 conn.send(_seed(sandbox.store, args[0]))
@@ -255,6 +249,19 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         conn.send("stopped")
 
     run_deployed(main())
+
+
+def toggle_profile(profiler: cProfile.Profile | None, path: str | None) -> cProfile.Profile | None:
+    """The "profile" command of the benchmark's child processes (diagnosis only): no path starts a
+    cProfile of the process; a path stops the running one and dumps it there. Returns the running one."""
+    if path is None:
+        started = cProfile.Profile()
+        started.enable()
+        return started
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(path)
+    return None
 
 
 def _seed(store: Any, objects: Any) -> float:

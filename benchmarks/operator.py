@@ -101,6 +101,7 @@ from _common import (
     run_deployed,
     sandbox_process,
     setup_cluster_objects,
+    toggle_profile,
     wait_for,
 )
 
@@ -241,14 +242,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 report["gc_pauses"] = gc_pauses.snapshot()
                 report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
                 conn.send(report)
-            elif command == "profile":  # (path or None): start a cProfile; with a path, stop it and dump it there
-                if _args[0] is None:
-                    profiler = cProfile.Profile()
-                    profiler.enable()
-                elif profiler is not None:
-                    profiler.disable()
-                    profiler.dump_stats(_args[0])
-                    profiler = None
+            elif command == "profile":  # diagnosis: see _common.toggle_profile
+                profiler = toggle_profile(profiler, _args[0])
                 conn.send(None)
             elif command == "gc-reset":
                 gc_pauses.clear()
