@@ -28,3 +28,13 @@ def test_the_sandbox_rbac_benchmark_runs() -> None:
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "RBAC decision" in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_sandbox_http_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sandbox_http.py"), "--requests", "30"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in ("server_cpu_per_request_bare:", "server_cpu_per_request_aiohttp_app_tls:",
+                 "sandbox_cpu_per_request_create_a_configmap:"):
+        assert line in done.stdout, done.stdout
