@@ -181,3 +181,46 @@ def test_a_watch_is_cut_for_silence_not_for_length() -> None:
     assert names == [f"x{i}" for i in range(events)]
     assert isinstance(error, WatchIdle), error
     assert idle <= silent_for < idle + 2.0
+
+
+def test_time_spent_on_an_event_is_not_silence() -> None:
+    """The idle timeout counts the waits for the next piece only. The server sends x0, x1 0.1 s later,
+    and x2 0.6 s after that, then ends; a consumer that holds each event for 2 idle timeouts (0.4 s)
+    never waits for anything, so it reads all 3 and the end, not WatchIdle."""
+    idle = 0.2
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(status_line() + headers(transfer_encoding="chunked"))
+            for i, pause in enumerate((0.1, 0.6, 0.0)):
+                writer.write(chunk(orjson.dumps({"type": "ADDED", "object": {**orjson.loads(BODY), "metadata": {
+                    "name": f"x{i}", "resourceVersion": str(i + 1)}}}) + b"\n"))
+                await writer.drain()
+                await asyncio.sleep(pause)
+            writer.write(b"0\r\n\r\n")  # the stream ends
+            await writer.drain()
+            await reader.read()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> list[str]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = KubeClient(aio_client.ApiClient(aio_client.Configuration(host=f"http://127.0.0.1:{port}")),
+                            request_timeout=5)
+        names: list[str] = []
+        try:
+            async with asyncio.timeout(10):
+                async for event in client.watch(R.CONFIGMAPS, resource_version="1", timeout_seconds=30,
+                                                idle_timeout=idle):
+                    names.append(event["object"]["metadata"]["name"])
+                    await asyncio.sleep(2 * idle)  # a slow consumer
+        finally:
+            await client.close()
+            server.close()
+        return names
+
+    assert asyncio.run(main()) == ["x0", "x1", "x2"]
