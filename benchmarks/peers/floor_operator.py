@@ -29,14 +29,18 @@ from kaiwo_ray.render import render_all
 JsonObj = dict[str, Any]
 
 
-async def _apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> None:
+async def apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec,
+                         nodes: list[JsonObj]) -> list[JsonObj]:
+    """Render the KaiwoJob's children and apply them in order; returns them."""
     obj.setdefault("kind", "KaiwoJob")
     obj.setdefault("apiVersion", R.KAIWOJOBS.api_version)
-    for child in render_all(parse_workload(obj), config, nodes):
+    children = render_all(parse_workload(obj), config, nodes)
+    for child in children:
         await client.apply(R.for_object(child), child, field_manager="floor-peer")
+    return children
 
 
-Admit = Callable[[KubeClient, JsonObj, KaiwoConfigSpec, list[JsonObj]], Awaitable[None]]
+Admit = Callable[[KubeClient, JsonObj, KaiwoConfigSpec, list[JsonObj]], Awaitable[object]]
 """What the floor does for each KaiwoJob it sees created (each in a task of its own)."""
 
 
@@ -84,4 +88,4 @@ def serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Even
 
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:
     """Run on this thread until `stop_flag` is set."""
-    serve(namespace, stop_flag, ready_flag, _apply_children)
+    serve(namespace, stop_flag, ready_flag, apply_children)

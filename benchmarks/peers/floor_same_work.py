@@ -17,27 +17,22 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from peers.floor_operator import serve
+from peers.floor_operator import apply_children, serve
 from peers.same_work import PENDING_EVENT, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.events import EventRecorder
-from kaiwo_ray.reconcile.workload import FINALIZER, parse_workload
-from kaiwo_ray.render import render_all
+from kaiwo_ray.reconcile.workload import FINALIZER
 
 JsonObj = dict[str, Any]
 COMPONENT = "floor-same-work"
 
 
 async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, nodes: list[JsonObj]) -> None:
-    obj.setdefault("kind", "KaiwoJob")
-    obj.setdefault("apiVersion", R.KAIWOJOBS.api_version)
+    children = await apply_children(client, obj, config, nodes)  # the floor operator's step, as is
     meta = obj["metadata"]
-    children = render_all(parse_workload(obj), config, nodes)
-    for child in children:
-        await client.apply(R.for_object(child), child, field_manager="floor-peer")
     if (obj.get("status") or {}).get("status"):
         return  # (a restart's relist: already admitted)
     await client.patch(R.KAIWOJOBS, meta["name"], {"metadata": {"finalizers": [FINALIZER]}}, meta["namespace"])

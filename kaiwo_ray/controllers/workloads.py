@@ -510,9 +510,8 @@ class WorkloadController(Controller):
             err = rejected.error
             await self.execute(obj, child_rejected(world, rejected.kind, rejected.name, err.code, err.message))
             raise err from None
-        uid = str(obj["metadata"].get("uid") or "")
         if plan.rendered_generation is not None:
-            self._rendered[key] = (uid, plan.rendered_generation)
+            self._rendered[key] = (str(obj["metadata"].get("uid") or ""), plan.rendered_generation)
         return plan.requeue_after
 
     async def _whole_children(self, world: World, bodies: list[JsonObj]) -> World:

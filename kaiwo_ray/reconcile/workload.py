@@ -373,8 +373,8 @@ def _template_known(world: World, workload: Workload, status: JsonObj, stored: s
     the Job exists (its template is frozen, so a no-op pass compares everything but the template), and
     a decision with the whole rendering already saw this generation of the spec without an error (this
     process's last such decision says so, or the status observed it: the first status write of a
-    generation comes from a decision that rendered
-    whole, because its observedGeneration was older; an error would have left the workload ERROR).
+    generation comes from a decision that rendered whole, because its observedGeneration was older; an
+    error would have left the workload ERROR).
     At 10,000 KaiwoJobs the template was a fifth of every no-op reconcile of a cold start."""
     name = workload.metadata.name or ""
     if main_kind(workload)[1] != "Job" or ("Job", name) not in world.children or stored == ph.ERROR:
