@@ -23,8 +23,9 @@ from kaiwo_sandbox.apiserver.audit import AuditLog
 from kaiwo_sandbox.apiserver.auth import bootstrap as rbac_bootstrap
 from kaiwo_sandbox.apiserver.auth.access import Access
 from kaiwo_sandbox.apiserver.auth.authz import AuthorizationMode
+from kaiwo_sandbox.apiserver.fastpath import LeanFront, LeanHttp
 from kaiwo_sandbox.apiserver.faults import FaultInjector
-from kaiwo_sandbox.apiserver.server import ApiServer
+from kaiwo_sandbox.apiserver.server import MAX_REQUEST_BODY_BYTES, ApiServer
 from kaiwo_sandbox.apiserver.tls import ServingCert, serving_cert
 from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.cluster.crds import preinstalled_crds
@@ -159,6 +160,8 @@ class Sandbox:
         self.cert: ServingCert | None = None
         self.cluster: Any = None
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
+        self.lean = LeanFront()  # the lean HTTP front's connections and counts
         self._persister: Persister | None = None
         self._event_expiry: EventExpiry | None = None
 
@@ -183,10 +186,17 @@ class Sandbox:
         if cfg.tls:
             self.cert = serving_cert(cfg.state_dir, cfg.host)
             ssl_context = self.cert.server_context()
-        site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True, ssl_context=ssl_context)
-        await site.start()
+        # Plain requests are parsed and answered by the lean front (apiserver/fastpath.py); a watch, a
+        # stream or anything unusual hands its connection to aiohttp's handler, as a TCPSite would run it.
+        aiohttp_server = runner.server
+        assert aiohttp_server is not None
+        front = self.lean
+        listener = await asyncio.get_running_loop().create_server(
+            lambda: LeanHttp(self.server.handle, aiohttp_server, MAX_REQUEST_BODY_BYTES, front),
+            cfg.host, cfg.port, ssl=ssl_context, reuse_address=True, backlog=128)
+        self._listener = listener
         self._runner = runner
-        sockets = getattr(site._server, "sockets", None) or []
+        sockets = list(listener.sockets)
         self.port = sockets[0].getsockname()[1] if sockets else cfg.port
         self.url = f"{'https' if cfg.tls else 'http'}://{cfg.host}:{self.port}"
         self.server.address = f"{cfg.host}:{self.port}"
@@ -243,6 +253,10 @@ class Sandbox:
                 if not self.server.open_watches:
                     break
                 await asyncio.sleep(0.01)
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            self.lean.close()
             await self._runner.cleanup()
             self._runner = None
         if self._persister is not None:
