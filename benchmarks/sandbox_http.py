@@ -12,6 +12,8 @@ is the server process's CPU per request:
   the sandbox registers it): what the HTTP framework adds, plain HTTP and then TLS;
 - the sandbox itself over TLS, through our client: GET /version (no store, no auth), GET of a
   namespace, and a ConfigMap create (store, admission, managedFields, audit, a watch-free commit).
+  These plain requests are answered by its lean HTTP front (kaiwo_sandbox/apiserver/fastpath.py),
+  not by aiohttp, which serves its watches and streams.
 
 No targets: these are the facts the operator benchmark's ratios stand on (docs/performance.md).
 
