@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 from email.utils import formatdate
@@ -124,15 +125,15 @@ def _head(method: str, target: str, headers: list[tuple[str, str]]) -> tuple[str
     if method not in LEAN_METHODS:
         return None
     path, _, query = target.partition("?")
-    if not (path.startswith(_API_PREFIXES) or path in _PLAIN_PATHS) or "%" in path:
-        return None
+    if not (path.startswith(_API_PREFIXES) or path in _PLAIN_PATHS) or "%" in path or "/." in path:
+        return None  # escapes and dot segments: aiohttp normalises those paths
     length = 0
     for name, value in headers:
         lower = name.lower()
         if lower in _HANDED_OFF_HEADERS:
             return None
         if lower == "content-length":
-            if not value.isdigit() or length:
+            if not (value.isascii() and value.isdigit()) or length:
                 return None  # malformed or repeated: aiohttp answers it
             length = int(value)
     if "watch" in query:
@@ -178,6 +179,11 @@ class LeanHttp(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         self._front.live.add(self)
 
+    @property
+    def busy(self) -> bool:
+        """A request of this connection is being answered."""
+        return self._task is not None
+
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
@@ -205,7 +211,10 @@ class LeanHttp(asyncio.Protocol):
                 self._hand_off()
             return
         try:
-            lines = bytes(buffer[:end]).decode().split("\r\n")
+            text = bytes(buffer[:end]).decode()
+            if "\n" in text.replace("\r\n", "") or "\x00" in text:
+                raise ValueError("a bare line feed or a NUL")
+            lines = text.split("\r\n")
             method, target, version = lines[0].split(" ")
             headers = [_header(line) for line in lines[1:]]
         except ValueError:  # UnicodeDecodeError included
@@ -265,10 +274,13 @@ class LeanHttp(asyncio.Protocol):
             self._buffer.clear()
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
 def _header(line: str) -> tuple[str, str]:
     name, colon, value = line.partition(":")
-    if not colon or not name or name != name.strip() or line[:1] in (" ", "\t"):
-        raise ValueError(line)  # no colon, whitespace around the name, or an obsolete folded line
+    if not colon or not _TOKEN.fullmatch(name):
+        raise ValueError(line)  # no colon, or a name that is not a token (a folded line, spaces)
     return name, value.strip(" \t")
 
 

@@ -161,6 +161,9 @@ def test_a_watch_after_plain_requests_is_handed_to_aiohttp_on_the_same_connectio
     ("a percent-escaped path", "escaped", 200),
     ("a malformed request line", "malformed", 400),
     ("a body past the server's limit", "too-large", 413),
+    ("a header name with a space", "bad-header", 400),
+    ("a Content-Length in other digits", "odd-length", 400),
+    ("a dot segment", "dots", 404),
 ])
 def test_what_the_lean_front_does_not_parse_is_answered_by_aiohttp(
         sandbox: RunningSandbox, conn: ssl.SSLSocket, what: str, request_bytes: str, status: int) -> None:
@@ -175,6 +178,13 @@ def test_what_the_lean_front_does_not_parse_is_answered_by_aiohttp(
         data = _request(sandbox, "GET", "/api/v1/namespaces/%64efault")
     elif request_bytes == "malformed":
         data = b"GET  /api/v1/namespaces HTTP/1.1 extra\r\nHost: x\r\n\r\n"
+    elif request_bytes == "bad-header":
+        data = _request(sandbox, "GET", "/api/v1/namespaces/default", extra="Bad Name: x\r\n")
+    elif request_bytes == "odd-length":
+        data = _request(sandbox, "POST", "/api/v1/namespaces/default/configmaps", None,
+                        extra="Content-Type: application/json\r\nContent-Length: \u00b2\r\n")
+    elif request_bytes == "dots":
+        data = _request(sandbox, "GET", "/api/v1/namespaces/kube-system/../default")
     else:
         data = _request(sandbox, "POST", "/api/v1/namespaces/default/configmaps", None,
                         extra=f"Content-Type: application/json\r\nContent-Length: {4 * 1024 * 1024}\r\n")
@@ -196,3 +206,19 @@ def test_clients_see_every_verb_through_the_lean_front(sandbox: RunningSandbox) 
         core.read_namespaced_config_map("c", "default")
     assert missing.value.status == 404
     assert front.served - served >= 7
+
+
+def test_a_client_that_leaves_mid_request_costs_the_server_nothing(sandbox: RunningSandbox,
+                                                                   conn: ssl.SSLSocket) -> None:
+    front = sandbox.sandbox.lean
+    rule = sandbox.sandbox.faults.delay(30.0, verbs="get", resources="configmaps")
+    try:
+        conn.sendall(_request(sandbox, "GET", "/api/v1/namespaces/default/configmaps/slow"))
+        eventually(lambda: any(c.busy for c in list(front.live)), timeout=5)
+        conn.close()  # the handler waits in the injected latency: cancelled, as aiohttp's would be
+        eventually(lambda: not any(c.busy for c in list(front.live)), timeout=5,
+                   message="the abandoned request's handler was not cancelled")
+    finally:
+        sandbox.sandbox.faults.remove(rule)
+    listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_config_map("default")
+    assert listed.metadata.resource_version
