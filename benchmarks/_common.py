@@ -14,6 +14,7 @@ import cProfile
 import gc
 import multiprocessing
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -69,6 +70,73 @@ def k8s() -> Any:
 
 def api_client(kubeconfig: Path) -> Any:
     return k8s().config.new_client_from_config(config_file=str(kubeconfig))
+
+
+class LoopStalls:
+    """Event-loop stalls in this process (BENCH_STALLS=1, diagnosis only): a watchdog thread polls a
+    heartbeat the loop beats every 5 ms; when the loop is late by more than 50 ms it records how late and
+    where the loop's thread was (its innermost frame in `ours`, else the innermost). Where the thread is
+    when the watchdog gets the GIL back is the first point the loop let go of it, not always where it
+    was stuck. The sampler takes the GIL 100 times a second: off by default."""
+
+    def __init__(self, ours: str) -> None:
+        self._ours = ours
+        self._beat = time.monotonic()
+        self._thread = threading.get_ident()
+        self.where: Counter[str] = Counter()
+        self.stalls: list[tuple[float, float]] = []  # (wall time the watchdog saw it, ms late)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """On the loop's thread, with the loop running."""
+        self._thread = threading.get_ident()
+        self._task = asyncio.get_running_loop().create_task(self._heartbeat(), name="bench-heartbeat")
+        threading.Thread(target=self._watch, daemon=True, name="bench-stall-watchdog").start()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self._beat = time.monotonic()
+            await asyncio.sleep(0.005)
+
+    def _watch(self) -> None:
+        seen_beat = 0.0
+        while True:
+            time.sleep(0.01)
+            beat = self._beat
+            lag = time.monotonic() - beat
+            if lag < 0.05 or beat == seen_beat:
+                continue
+            seen_beat = beat
+            frame = sys._current_frames().get(self._thread)
+            where, inner = "", ""
+            while frame is not None:
+                name = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_code.co_name}:{frame.f_lineno}"
+                inner = inner or name
+                if self._ours in frame.f_code.co_filename and not where:
+                    where = name
+                frame = frame.f_back
+            self.where[f"{where} <- {inner}"] += 1
+            self.stalls.append((time.time(), lag * 1000))
+
+    def take(self) -> tuple[int, float, list[tuple[str, int]], list[tuple[float, float]]]:
+        """(count, longest ms, the most frequent places, the 5 longest as (wall time, ms)) since the last take."""
+        stalls, where = self.stalls, self.where
+        self.stalls, self.where = [], Counter()
+        return (len(stalls), max((ms for _, ms in stalls), default=0.0), where.most_common(6),
+                sorted(stalls, key=lambda s: -s[1])[:5])
+
+
+def stalls_line(who: str, taken: tuple[int, float, list[tuple[str, int]], list[tuple[float, float]]],
+                since: float) -> str:
+    """`LoopStalls.take()` as a report line; times relative to `since` (the first 100 CR/s sample)."""
+    count, longest, where, worst = taken
+    at = ", ".join(f"{ms:.0f} ms at t={t - since:.1f} s" for t, ms in worst)
+    return (f"  ({who}: event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} ms"
+            f"{'; ' + at if at else ''}; sampled where: {where})")
 
 
 class GcPauses:
@@ -156,6 +224,9 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         sandbox = Sandbox(config)
         await sandbox.start()
         tune_for_long_lived_caches(freeze_after=0)  # as `kaiwo-ray sandbox` runs it
+        stalls = LoopStalls("kaiwo_sandbox")
+        if os.environ.get("BENCH_STALLS"):
+            stalls.start()
         paths = {"admin": str(admin)}
         tokens: dict[str, str] = {}
         for user in users:
@@ -204,6 +275,8 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
             elif command == "gc_pauses":  # since the last ask, then reset
                 conn.send(gc_pauses.take())
+            elif command == "stalls":  # BENCH_STALLS: since the last ask, then reset
+                conn.send(stalls.take())
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
             elif command == "profile":  # diagnosis: see toggle_profile
@@ -327,6 +400,11 @@ class SandboxProcess:
 
     def cpu_s(self) -> float:
         return float(self.ask("cpu_s"))
+
+    def stalls(self) -> tuple[int, float, list[tuple[str, int]], list[tuple[float, float]]]:
+        """The sandbox's event-loop stalls since the last call (BENCH_STALLS=1; `LoopStalls.take`)."""
+        count, longest, where, worst = self.ask("stalls")
+        return count, longest, list(where), list(worst)
 
     def gc_pauses(self) -> dict[int, tuple[float, float, float]]:
         """The collector's pauses in the sandbox since the last call: (count, total ms, longest ms) by

@@ -55,7 +55,9 @@ Phases (each on a fresh sandbox, API server only unless said):
 
 Targets are for a 2-core machine; a missed target is printed, never raised. Diagnosis only:
 BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of every process meanwhile
-(which process saturated the machine); BENCH_STALLS=1 and BENCH_PROFILE=path, see `_operator_main`.
+(which process saturated the machine); BENCH_STALLS=1 prints the event-loop stalls over 50 ms of the
+operator and of every party's sandbox during the latency runs, the longest with their time on the
+spells line's clock (`_common.LoopStalls`); BENCH_PROFILE=path, see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
@@ -89,6 +91,7 @@ from _common import (
     GcPauses,
     Latency,
     Loader,
+    LoopStalls,
     SandboxProcess,
     api_client,
     job_watcher,
@@ -101,6 +104,7 @@ from _common import (
     run_deployed,
     sandbox_process,
     setup_cluster_objects,
+    stalls_line,
     toggle_profile,
     wait_for,
 )
@@ -141,45 +145,12 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
 
     gc_pauses = GcPauses()  # the collector's pauses in this process
 
-    # BENCH_STALLS=1: event-loop stalls (a callback that ran > 50 ms): where the loop's thread was,
-    # sampled by a watchdog thread every 10 ms, by its innermost frame in kaiwo_ray (or the innermost).
-    beat = [time.monotonic()]
-    stalls: Counter[str] = Counter()
-    stall_ms: list[float] = []
-    loop_thread = threading.get_ident()
-
-    def watchdog() -> None:
-        seen_beat = 0.0
-        while True:
-            time.sleep(0.01)
-            lag = time.monotonic() - beat[0]
-            if lag < 0.05:
-                continue
-            frame = sys._current_frames().get(loop_thread)
-            where, inner = "", ""
-            while frame is not None:
-                name = f"{frame.f_code.co_filename.rsplit('/', 2)[-1]}:{frame.f_code.co_name}:{frame.f_lineno}"
-                inner = inner or name
-                if "kaiwo_ray" in frame.f_code.co_filename and not where:
-                    where = name
-                frame = frame.f_back
-            stalls[f"{where} <- {inner}"] += 1
-            if beat[0] != seen_beat:
-                seen_beat = beat[0]
-                stall_ms.append(lag * 1000)
-
-    sampling = bool(os.environ.get("BENCH_STALLS"))  # off by default: the sampler takes the GIL 100 times a second
-    if sampling:
-        threading.Thread(target=watchdog, daemon=True).start()
-
-    async def heartbeat() -> None:
-        while True:
-            beat[0] = time.monotonic()
-            await asyncio.sleep(0.005)
+    stalls = LoopStalls("kaiwo_ray")  # BENCH_STALLS=1: event-loop stalls over 50 ms, and where
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        background = {asyncio.create_task(heartbeat())} if sampling else set()
+        if os.environ.get("BENCH_STALLS"):
+            stalls.start()
 
         async def recv() -> Any:
             return await loop.run_in_executor(None, conn.recv)
@@ -240,19 +211,17 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
                 pool = getattr(controller.client, "_lean", None)
                 report["connections_opened"] = getattr(pool, "opened", None)
                 report["gc_pauses"] = gc_pauses.snapshot()
-                report["stalls"] = (len(stall_ms), max(stall_ms, default=0.0), stalls.most_common(6))
+                report["stalls"] = stalls.take()
                 conn.send(report)
             elif command == "profile":  # diagnosis: see _common.toggle_profile
                 profiler = toggle_profile(profiler, _args[0])
                 conn.send(None)
             elif command == "gc-reset":
                 gc_pauses.clear()
-                stalls.clear()
-                stall_ms.clear()
+                stalls.take()
                 conn.send("reset")
             elif command == "stop":
-                for task in background:
-                    task.cancel()
+                stalls.stop()
                 await operator.stop()
                 conn.send("stopped")
                 return
@@ -647,6 +616,8 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             reconciles_before = health["reconciles"]  # (the cold starts since ran in other processes)
             out(f"  (API connections opened by the operator before the latency runs: {health['connections_opened']})")
             sandbox.gc_pauses()
+            if os.environ.get("BENCH_STALLS"):
+                sandbox.stalls()  # from here on: the latency runs
 
             def report() -> None:
                 assert result.lat20 is not None and result.lat100 is not None
@@ -659,16 +630,16 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                     f"runs: {_gc_pauses(health['gc_pauses'])})")
                 out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
                     f"{_gc_pauses(sandbox.gc_pauses())})")
-                if os.environ.get("BENCH_STALLS"):
-                    count, longest, where = health["stalls"]
-                    out(f"  (event-loop stalls over 50 ms during the latency runs: {count}, longest {longest:.0f} "
-                        f"ms; sampled where: {where})")
                 floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
                 out(_lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
                 out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
                 out(_spells_line(result.lat100))
+                if os.environ.get("BENCH_STALLS"):
+                    first_100 = min(result.lat100.at, default=0.0)
+                    out(stalls_line("the operator", health["stalls"], first_100))
+                    out(stalls_line("its sandbox", sandbox.stalls(), first_100))
                 out(_segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
                 since = min(result.lat20.at, default=0.0) - 1.0
                 created = sandbox.ask("requests", "loader", since).get("create kaiwojobs", 0) or 1
@@ -781,6 +752,8 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))}; "
                 f"{_check_writes(peer, writes, crs)}; all landed {settled - handle.began_wall:.1f} s after start)")
             sandbox.gc_pauses()
+            if os.environ.get("BENCH_STALLS"):
+                sandbox.stalls()  # from here on: the latency runs
 
             def report() -> None:
                 assert result.lat20 is not None and result.lat100 is not None
@@ -790,6 +763,8 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
                     out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 50, None, ""))
                     out(_lat_line(f"{peer.key}_create_to_child", lat, rate, 99, None, ""))
+                if os.environ.get("BENCH_STALLS"):
+                    out(stalls_line(f"{peer.key}'s sandbox", sandbox.stalls(), min(result.lat100.at, default=0.0)))
                 out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
