@@ -22,18 +22,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import Callable
-from email.utils import formatdate
 from functools import lru_cache
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
 from aiohttp import web
-from aiohttp.helpers import parse_content_type
+from aiohttp.helpers import parse_content_type, rfc822_formatted_time
 from multidict import CIMultiDict, CIMultiDictProxy, MultiDict, MultiDictProxy
 
-from kaiwo_sandbox.apiserver.server import PUBLIC_PATHS
+from kaiwo_sandbox.apiserver.server import PUBLIC_PATHS, query_flag
 from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 
 log = logging.getLogger(__name__)
@@ -102,24 +100,6 @@ def _content_type(raw: str) -> str:
     return parse_content_type(raw)[0]  # aiohttp's own parsing: the same answer for odd values too
 
 
-class _Date:
-    """The Date header, formatted once a second."""
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-
-    def __call__(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._value = formatdate(now, usegmt=True).encode("latin-1")
-        return self._value
-
-
-_date = _Date()
-
-
 def _head(method: str, target: str, headers: list[tuple[str, str]]) -> tuple[str, str, int] | None:
     """(path, query string, body length) of a request this path serves, else None (aiohttp's)."""
     if method not in LEAN_METHODS:
@@ -136,10 +116,10 @@ def _head(method: str, target: str, headers: list[tuple[str, str]]) -> tuple[str
             if not (value.isascii() and value.isdigit()) or length:
                 return None  # malformed or repeated: aiohttp answers it
             length = int(value)
-    if "watch" in query:
-        for key, value in parse_qsl(query, keep_blank_values=True):
-            if key == "watch" and value.lower() in ("true", "1"):
-                return None
+    if "watch" in query:  # the first value, as `ApiServer.handle` reads it (aiohttp's query.get)
+        watch = next((value for key, value in parse_qsl(query, keep_blank_values=True) if key == "watch"), None)
+        if query_flag(watch):
+            return None
     if "/watch/" in path:
         return None  # the legacy watch paths
     last = path.rstrip("/").rsplit("/", 1)[-1]
@@ -290,11 +270,11 @@ _INTERNAL_ERROR = (b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/pl
 
 def _encode(response: web.StreamResponse, keep_alive: bool) -> bytes:
     """A whole `web.Response` as one write: status line, headers, Date, Content-Length, body."""
-    body = response.body if isinstance(response, web.Response) else None
-    if not isinstance(body, bytes | bytearray) and body is not None:
-        raise TypeError(f"a lean response's body must be bytes, not {type(body).__name__}")
     if type(response) is not web.Response:
         raise TypeError(f"a lean request cannot answer with a {type(response).__name__}")
+    body = response.body
+    if body is not None and not isinstance(body, bytes | bytearray):
+        raise TypeError(f"a lean response's body must be bytes, not {type(body).__name__}")
     payload = body or b""
     lines = [f"HTTP/1.1 {response.status} {response.reason}"]
     lines.extend(f"{name}: {value}" for name, value in response.headers.items()
@@ -302,7 +282,8 @@ def _encode(response: web.StreamResponse, keep_alive: bool) -> bytes:
     lines.append(f"Content-Length: {len(payload)}")
     if not keep_alive:
         lines.append("Connection: close")
-    return "\r\n".join(lines).encode() + b"\r\nDate: " + _date() + b"\r\n\r\n" + payload
+    lines.append(f"Date: {rfc822_formatted_time()}")  # aiohttp's own, formatted once a second
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload
 
 
 __all__ = ["LeanFront", "LeanHttp", "LeanRequest"]

@@ -84,7 +84,8 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type=JSON)
 
 
-def _flag(value: str | None) -> bool:
+def query_flag(value: str | None) -> bool:
+    """A boolean query parameter as the apiserver reads one (watch, force, allowWatchBookmarks)."""
     return value is not None and value.lower() in ("true", "1")
 
 
@@ -221,7 +222,7 @@ class ApiServer:
         if not api_path.resource:
             return self._discovery(api_path)
         query = request.query
-        verb = _verb(request.method, api_path, _flag(query.get("watch")))
+        verb = _verb(request.method, api_path, query_flag(query.get("watch")))
         code = 500
         streaming = False  # a watch is audited when its stream starts, not when it ends
         try:
@@ -408,7 +409,7 @@ class ApiServer:
         field_manager = query.get("fieldManager") if patch_type == "apply" else manager
         creating = patch_type == "apply" and self.store.find_ref(gvr, ns, path.name) is None
         patched = self.store.patch_owned(gvr, ns, path.name, patch, patch_type, subresource=path.subresource or None,
-                                         field_manager=field_manager, force=_flag(query.get("force")),
+                                         field_manager=field_manager, force=query_flag(query.get("force")),
                                          dry_run=dry_run, user=user)
         return self._object_response(request, info, gvr, patched, status=201 if creating else 200)
 
@@ -551,8 +552,8 @@ class ApiServer:
         include = self._table_request(request)
         _, timeout_seconds = list_options(query)
         timeout = timeout_seconds or DEFAULT_WATCH_TIMEOUT
-        bookmarks = _flag(query.get("allowWatchBookmarks"))
-        send_initial = _flag(query.get("sendInitialEvents"))
+        bookmarks = query_flag(query.get("allowWatchBookmarks"))
+        send_initial = query_flag(query.get("sendInitialEvents"))
         rv_param = query.get("resourceVersion") or ""
         if send_initial and query.get("resourceVersionMatch") != "NotOlderThan":
             raise ApiError.invalid("ListOptions", "meta.k8s.io", "", [{
