@@ -46,8 +46,9 @@ Phases (each on a fresh sandbox, API server only unless said):
    compared with ours (uids masked): same rendering, so the same object;
    then, with every party of 2-3 still up, create->child-Job latency at 20/s and 100/s with the N CRs
    live, in slices taken in turn;
-4. (phase running) API writes per KaiwoJob from create to RUNNING and on a no-op resync, on a sandbox
-   with the simulated cluster (Kueue, Job controller, scheduler, kubelet); then, on another, KaiwoJob
+4. (phase running) API writes per KaiwoJob from create to RUNNING (10 created at once as the operator
+   starts, then 50 at 10 a second: the target) and on a no-op resync, on a sandbox with the simulated
+   cluster (Kueue, Job controller, scheduler, kubelet); then, on another, KaiwoJob
    create -> RUNNING against the same Job created directly -> its pod Running: the operator's
    end-to-end share (`end_to_end_create_to_running_p*`);
 5. (phase ray) every default controller in its Ray actor: each actor's RSS idle and with the N
@@ -855,8 +856,19 @@ def reachable(results: dict[str, Result]) -> None:
                 f"({mine.p(99):.1f} vs {their.p(99):.1f} ms; the best ratio any operator could reach here)")
 
 
+RUNNING_RATE = 10.0  # KaiwoJobs created per second for the steady writes-to-RUNNING figure
+RUNNING_BURST = 10  # KaiwoJobs created at once, against a cold operator, for the burst figure
+
+
 def bench_to_running(count: int) -> None:
-    """Writes per KaiwoJob from create to RUNNING, and on a no-op resync, with the simulated cluster."""
+    """Writes per KaiwoJob from create to RUNNING, and on a no-op resync, with the simulated cluster.
+    Two figures: a burst of RUNNING_BURST created at once as the operator starts (cold, and every party
+    of the 2 cores busy at once), then `count` created at RUNNING_RATE per second, each counted from
+    its own create. The steady figure is the operator's write discipline; the burst one shows where it
+    gives: there the simulated Kueue takes about the settle window (50 ms) to admit, so PENDING and
+    STARTING each last about as long as the window, and a phase that outlasts the window is written
+    (docs/compatibility.md, "Status timing"), so the burst's figure swings with the machine's load
+    (3.7-4.5 in four runs on this machine) while the steady one does not (3.0-3.3)."""
     namespace = "run"
     with sandbox_process(cluster=True, time_factor=0.05, users=("kaiwo-ray", "loader")) as sandbox:
         setup_cluster_objects(sandbox.kubeconfigs["admin"], [namespace])
@@ -868,20 +880,40 @@ def bench_to_running(count: int) -> None:
             items = custom.list_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", namespace, "kaiwojobs")
             return Counter((i.get("status") or {}).get("status", "") for i in items["items"])
 
+        def writes_line(figure: str, names: list[str], since: float, how: str, ok: bool, gate: bool) -> None:
+            wanted = set(names)
+            # (an Event is named "<object>.<suffix>")
+            timed = [(what, name.split(".", 1)[0]) for _, what, name in sandbox.timed_writes("kaiwo-ray", since)
+                     if name.split(".", 1)[0] in wanted]
+            writes = Counter(what for what, _ in timed)
+            non_event = sum(v for k, v in writes.items() if not k.endswith(" events"))
+            # how many status writes each KaiwoJob got (1: straight to RUNNING; 2: one phase before it)
+            per_cr = Counter(Counter(n for what, n in timed if what == "patch kaiwojobs/status").values())
+            count = len(names)
+            verdict = " MISSED" if gate and non_event / count > TARGET_WRITES_TO_RUNNING else ""
+            out(f"{figure}: {non_event / count:.2f} writes + {(sum(writes.values()) - non_event) / count:.2f} "
+                f"Events ({'target <= ' + str(TARGET_WRITES_TO_RUNNING) if gate else 'not a target'}; {how}"
+                f"{'' if ok else ', NOT all RUNNING: ' + str(dict(phases()))}; "
+                f"{', '.join(f'{k}: {v / count:.2f}' for k, v in sorted(writes.items()))}; KaiwoJobs by status "
+                f"writes: {', '.join(f'{k}: {v}' for k, v in sorted(per_cr.items()))}){verdict}")
+
         with operator_process(sandbox.kubeconfigs["kaiwo-ray"]) as op:
             op.start()
             since = time.time()
+            burst = [f"burst-{i}" for i in range(RUNNING_BURST)]
             # sleep 600 at time factor 0.05 = 30 s of running: long enough to resync while RUNNING
-            loader.create_many([f"run-{i}" for i in range(count)], threads=2)
-            ok = wait_for(lambda: phases().get("RUNNING", 0) == count, 60.0, interval=0.2)
+            loader.create_many(burst, threads=2)
+            ok = wait_for(lambda: phases().get("RUNNING", 0) == len(burst), 60.0, interval=0.2)
             op.ask("drain")
-            writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
-            non_event = sum(v for k, v in writes.items() if not k.endswith(" events"))
-            verdict = " MISSED" if non_event / count > TARGET_WRITES_TO_RUNNING else ""
-            out(f"kaiwojob_writes_per_cr_to_running: {non_event / count:.2f} writes + "
-                f"{(sum(writes.values()) - non_event) / count:.2f} Events (target <= {TARGET_WRITES_TO_RUNNING}; "
-                f"{count} KaiwoJobs{'' if ok else ', NOT all RUNNING: ' + str(dict(phases()))}; "
-                f"{', '.join(f'{k}: {v / count:.2f}' for k, v in sorted(writes.items()))}){verdict}")
+            writes_line("kaiwojob_writes_per_cr_to_running_burst", burst, since,
+                        f"{len(burst)} KaiwoJobs created at once as the operator starts", ok, gate=False)
+            steady = [f"run-{i}" for i in range(count)]
+            since = time.time()
+            loader.paced(steady, RUNNING_RATE)
+            ok = wait_for(lambda: phases().get("RUNNING", 0) == len(burst) + count, 60.0, interval=0.2)
+            op.ask("drain")
+            writes_line("kaiwojob_writes_per_cr_to_running", steady, since,
+                        f"{count} KaiwoJobs created at {RUNNING_RATE:.0f}/s", ok, gate=True)
             since = time.time()
             resync = op.ask("resync")
             writes = _writes_by_resource(sandbox, "kaiwo-ray", since)
@@ -1043,7 +1075,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None,
                         help="slices per rate each party's latency is measured in, the parties in turn "
                              "(measure_latencies; default 3 with --scale, else 2)")
-    parser.add_argument("--running", type=int, default=10, help="KaiwoJobs driven to RUNNING")
+    parser.add_argument("--running", type=int, default=50,
+                        help=f"KaiwoJobs driven to RUNNING at {RUNNING_RATE:.0f}/s (after a burst of {RUNNING_BURST})")
     parser.add_argument("--pairs", type=int, default=None,
                         help="KaiwoJob + plain Job pairs timed create -> running end to end (phase running; "
                              "default 12, 60 with --scale)")
