@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from multiprocessing.connection import Connection
@@ -128,6 +128,104 @@ class LoopStalls:
         self.stalls, self.where = [], Counter()
         return (len(stalls), max((ms for _, ms in stalls), default=0.0), where.most_common(6),
                 sorted(stalls, key=lambda s: -s[1])[:5])
+
+
+class MachineSampler:
+    """Who used the machine when: the CPU time the hypervisor took from this VM (/proc/stat `steal`) and
+    each of this process's descendants' CPU time (/proc/<pid>/stat), read 20 times a second on a daemon
+    thread (about 0.1 ms a read), so a slow spell can be pinned on a process, or on the host: a VM whose
+    vCPU is not running stalls every process on it at once, the clocks keep going, and every latency
+    measured across the gap grows by it. Resolution: one clock tick (10 ms)."""
+
+    def __init__(self, interval: float = 0.05) -> None:
+        self._interval = interval
+        self._tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        # (wall time, (steal, busy) ticks since boot over all CPUs, {pid: CPU ticks since it started})
+        self._samples: list[tuple[float, tuple[int, int], dict[int, int]]] = []
+        self._labels: dict[int, str] = {os.getpid(): "benchmark"}
+        self._started = False
+
+    def label(self, pid: int | None, text: str) -> None:
+        if pid is not None:
+            self._labels[pid] = text
+
+    def start(self) -> MachineSampler:
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._sample, daemon=True, name="bench-machine-sampler").start()
+        return self
+
+    @staticmethod
+    def _machine() -> tuple[int, int]:
+        """(steal, busy) ticks since boot over all CPUs; busy: user, nice, system, irq and softirq."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = stat.readline().split()
+        except OSError:
+            return 0, 0
+        if len(fields) < 9 or fields[0] != "cpu":
+            return 0, 0
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[1:9])
+        return steal, user + nice + system + irq + softirq
+
+    @staticmethod
+    def _cpu_ticks(pid: int) -> int | None:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        return int(fields[11]) + int(fields[12])  # utime + stime
+
+    def _sample(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        pids: list[int] = [me.pid]
+        refreshed = 0.0
+        while True:
+            now = time.time()
+            if now - refreshed > 1.0:
+                with suppress(psutil.Error):
+                    pids = [me.pid, *(child.pid for child in me.children(recursive=True))]
+                refreshed = now
+            cpu = {pid: ticks for pid in pids if (ticks := self._cpu_ticks(pid)) is not None}
+            self._samples.append((now, self._machine(), cpu))
+            time.sleep(self._interval)
+
+    def _around(self, start: float, end: float) -> tuple[tuple[float, tuple[int, int], dict[int, int]],
+                                                            tuple[float, tuple[int, int], dict[int, int]]] | None:
+        samples = list(self._samples)
+        before = [s for s in samples if s[0] <= start] or samples[:1]
+        after = [s for s in samples if s[0] >= end] or samples[-1:]
+        return (before[-1], after[0]) if before and after and after[0][0] > before[-1][0] else None
+
+    def steal_ms(self, start: float, end: float) -> float:
+        """Steal (ms, summed over the CPUs) between two wall times, widened to the samples around them."""
+        around = self._around(start, end)
+        return (around[1][1][0] - around[0][1][0]) * self._tick_ms if around else 0.0
+
+    def busiest(self, start: float, end: float, top: int = 4) -> list[tuple[str, float]]:
+        """The processes that used the most CPU between two wall times: (label, ms), most first, then
+        what the rest of the machine used meanwhile."""
+        around = self._around(start, end)
+        if around is None:
+            return []
+        (_, (_, busy0), cpu0), (_, (_, busy1), cpu1) = around
+        used = [(self._labels.get(pid, f"pid {pid}"), (ticks - cpu0.get(pid, ticks)) * self._tick_ms)
+                for pid, ticks in cpu1.items()]
+        # the rest of the machine's busy time: other processes, kernel threads, interrupts
+        rest = (busy1 - busy0) * self._tick_ms - sum(ms for _, ms in used)
+        ranked = sorted((u for u in used if u[1] > 0), key=lambda u: -u[1])[:top]
+        return [*ranked, ("the rest of the machine", max(rest, 0.0))]
+
+    def during(self, start: float, end: float) -> str:
+        """One phrase: the host's steal and the busiest processes over a span (a slow spell)."""
+        busy = ", ".join(f"{label} {ms:.0f}" for label, ms in self.busiest(start, end))
+        return f"host steal {self.steal_ms(start, end):.0f} ms, CPU ms {busy or 'none'}"
+
+
+MACHINE = MachineSampler()  # started by a benchmark's main (MACHINE.start())
 
 
 def stalls_line(who: str, taken: tuple[int, float, list[tuple[str, int]], list[tuple[float, float]]],
@@ -270,6 +368,10 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
             elif command == "requests":  # (user, since) -> {"verb resource[/sub]": count}, every verb
                 user, since = args
                 conn.send(dict(Counter(what(r) for r in records(user) if r.timestamp >= since)))
+            elif command == "traffic":  # (start, end) -> {"user verb resource[/sub]": count}, every user
+                start, end = args
+                conn.send(dict(Counter(f"{r.user} {what(r)}" for r in [*earlier, *sandbox.audit.records()]
+                                       if start <= r.timestamp <= end)))
             elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
                 conn.send(dict(Counter(f"{r.code} {what(r)}"
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
@@ -419,6 +521,10 @@ class SandboxProcess:
         object name), oldest first."""
         return [tuple(w) for w in self.ask("timed_writes", user, since)]
 
+    def traffic(self, start: float, end: float) -> Counter[str]:
+        """Every request the server answered between two wall times, by "user verb resource[/sub]"."""
+        return Counter(self.ask("traffic", start, end))
+
     def failed_writes(self, user: str) -> dict[str, int]:
         """"code verb resource[/subresource]" -> writes by `user` the server answered with that error
         (injected faults included)."""
@@ -464,6 +570,7 @@ def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1
         process = CONTEXT.Process(target=_sandbox_main, args=(child, tmp, cluster, time_factor, list(users), state, cpu_nodes),
                                   daemon=True, name="sandbox")
         process.start()
+        MACHINE.label(process.pid, f"sandbox {process.pid}")
         if not parent.poll(90):
             process.kill()
             raise RuntimeError("the sandbox process did not start within 90 s")
@@ -721,6 +828,17 @@ class Latency:
         return cls(sum(p.sent for p in parts), sum(p.observed for p in parts), [ms for p in parts for ms in p.ms],
                    [at for p in parts for at in p.at], [n for p in parts for n in p.names],
                    [x for p in parts for x in p.instrument_pauses])
+
+    def spans(self, gap_s: float = 1.0) -> list[tuple[float, float]]:
+        """The wall-time spans the samples were sent in (a merged Latency has one per slice), each to
+        its last sample's answer."""
+        spans: list[list[float]] = []
+        for at, ms in sorted(zip(self.at, self.ms, strict=True)):
+            if spans and at - spans[-1][1] <= gap_s:
+                spans[-1][1] = max(spans[-1][1], at + ms / 1000)
+            else:
+                spans.append([at, at + ms / 1000])
+        return [(a, b) for a, b in spans]
 
     def slow_spells(self, over_ms: float, gap_s: float = 0.5) -> list[tuple[float, float, int, float]]:
         """Where the tail is: runs of samples slower than `over_ms` (sent at most `gap_s` apart), as

@@ -89,6 +89,7 @@ from typing import Any
 
 from _common import (
     CONTEXT,
+    MACHINE,
     GcPauses,
     Latency,
     Loader,
@@ -274,6 +275,7 @@ def child_process(target: Any, args: tuple[Any, ...], name: str) -> Iterator[Ope
     parent, child = CONTEXT.Pipe()
     process = CONTEXT.Process(target=target, args=(child, *args), daemon=True, name=name)
     process.start()
+    MACHINE.label(process.pid, f"{name} {process.pid}")
     handle = OperatorProcess(parent, process)
     try:
         yield handle
@@ -636,7 +638,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                 out(_lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
-                out(_spells_line(result.lat100))
+                out(_spells_line(result.lat100, sandbox))
                 if os.environ.get("BENCH_STALLS"):
                     first_100 = min(result.lat100.at, default=0.0)
                     out(stalls_line("the operator", health["stalls"], first_100))
@@ -688,18 +690,37 @@ def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
             for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
 
 
-def _spells_line(lat: Latency) -> str:
+def _spells_line(lat: Latency, sandbox: SandboxProcess | None = None) -> str:
     """Where the 100 CR/s tail came from: one long spell is a stall (a pause, a relist), many short
-    ones are load."""
+    ones are load. For each of the worst spells: the host's steal and the busiest processes meanwhile
+    (`MachineSampler`), and the API requests the sandbox answered then beyond the slice's own mix (the
+    audit log: those more frequent in the spell than over the whole 100 CR/s measurement)."""
     spells = lat.slow_spells(TARGET_P99_100_MS)
     slow = sum(n for _, _, n, _ in spells)
     first = min(lat.at, default=0.0)
     pauses = "; ".join(f"{who} {ms:.0f} ms at t={t - first:.1f} s" for t, ms, who in sorted(lat.instrument_pauses))
-    worst = "; ".join(f"{n} from t={start:.1f} s over {length:.2f} s, worst {ms:.0f} ms"
+    spans = lat.spans()
+
+    def extra_traffic(start: float, end: float) -> str:
+        if sandbox is None:
+            return ""
+        during = sandbox.traffic(start, end)
+        whole = Counter[str]()
+        for a, b in spans:
+            whole.update(sandbox.traffic(a, b))
+        scale = (end - start) / max(sum(b - a for a, b in spans), 1e-9)
+        extra = sorted(((k, n - whole[k] * scale) for k, n in during.items() if n - whole[k] * scale >= 2),
+                       key=lambda kv: -kv[1])[:4]
+        return "; requests beyond the usual mix: " + (", ".join(f"{k} +{n:.0f}" for k, n in extra) or "none")
+
+    worst = "; ".join(f"{n} from t={start:.1f} s over {length:.2f} s, worst {ms:.0f} ms ("
+                      f"{MACHINE.during(first + start - 0.1, first + start + length)}"
+                      f"{extra_traffic(first + start - 0.1, first + start + length)})"
                       for start, length, n, ms in spells[:3])
+    steal = sum(MACHINE.steal_ms(a, b) for a, b in spans)
     return (f"  (samples over {TARGET_P99_100_MS:.0f} ms at 100 CR/s: {slow} of {lat.observed} in {len(spells)} "
-            f"spells{': ' + worst if spells else ''}; the benchmark's own collector pauses over 10 ms: "
-            f"{pauses or 'none'})")
+            f"spells{': ' + worst if spells else ''}; host steal over the 100 CR/s slices: {steal:.0f} ms; "
+            f"the benchmark's own collector pauses over 10 ms: {pauses or 'none'})")
 
 
 def _gc_pauses(pauses: dict[int, tuple[float, float, float]]) -> str:
@@ -1092,6 +1113,7 @@ def main() -> int:
                              "default floor,ours,kopf-same,floor-op,floor-same,running: the children-only kopf peer "
                              "is a reference only, left out to keep the run under two minutes)")
     args = parser.parse_args()
+    MACHINE.start()
     crs = args.scale if args.scale is not None else args.crs
     seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else 3.0)
     seconds100 = args.seconds_100 if args.seconds_100 is not None else (
