@@ -143,6 +143,7 @@ class MachineSampler:
         # (wall time, (steal, busy) ticks since boot over all CPUs, {pid: CPU ticks since it started})
         self._samples: list[tuple[float, tuple[int, int], dict[int, int]]] = []
         self._labels: dict[int, str] = {os.getpid(): "benchmark"}
+        self._probes: list[tuple[float, int]] = []  # (wall time, thread CPU ns of the fixed probe)
         self._started = False
 
     def label(self, pid: int | None, text: str) -> None:
@@ -169,6 +170,17 @@ class MachineSampler:
         return steal, user + nice + system + irq + softirq
 
     @staticmethod
+    def _probe() -> int:
+        """This thread's CPU time (ns) for a fixed bit of interpreter work (about 90 us): when the host
+        slows this VM's CPUs without taking them (a busy sibling hyperthread, a lower clock), the
+        same work costs more CPU time, which neither steal nor any process's CPU share shows."""
+        began = time.thread_time_ns()
+        total = 0
+        for i in range(1_000):
+            total += i * i
+        return time.thread_time_ns() - began + (total & 0)
+
+    @staticmethod
     def _cpu_ticks(pid: int) -> int | None:
         try:
             with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
@@ -191,6 +203,7 @@ class MachineSampler:
                 refreshed = now
             cpu = {pid: ticks for pid in pids if (ticks := self._cpu_ticks(pid)) is not None}
             self._samples.append((now, self._machine(), cpu))
+            self._probes.append((now, self._probe()))
             time.sleep(self._interval)
 
     def _around(self, start: float, end: float) -> tuple[tuple[float, tuple[int, int], dict[int, int]],
@@ -219,10 +232,23 @@ class MachineSampler:
         ranked = sorted((u for u in used if u[1] > 0), key=lambda u: -u[1])[:top]
         return [*ranked, ("the rest of the machine", max(rest, 0.0))]
 
+    def slowdown(self, start: float, end: float) -> float | None:
+        """The probe's median CPU cost between two wall times over its median over the whole run:
+        1.0 is the CPU at its usual speed, 1.5 a third slower."""
+        probes = list(self._probes)
+        inside = sorted(ns for t, ns in probes if start <= t <= end)
+        every = sorted(ns for _, ns in probes)
+        if not inside or not every:
+            return None
+        return inside[len(inside) // 2] / max(every[len(every) // 2], 1)
+
     def during(self, start: float, end: float) -> str:
-        """One phrase: the host's steal and the busiest processes over a span (a slow spell)."""
+        """One phrase: the host's steal, the CPU's speed and the busiest processes over a span (a slow
+        spell)."""
         busy = ", ".join(f"{label} {ms:.0f}" for label, ms in self.busiest(start, end))
-        return f"host steal {self.steal_ms(start, end):.0f} ms, CPU ms {busy or 'none'}"
+        slowdown = self.slowdown(start, end)
+        speed = f", a fixed probe's CPU cost x{slowdown:.2f} of its run median" if slowdown is not None else ""
+        return f"host steal {self.steal_ms(start, end):.0f} ms{speed}, CPU ms {busy or 'none'}"
 
 
 MACHINE = MachineSampler()  # started by a benchmark's main (MACHINE.start())
