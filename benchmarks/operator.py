@@ -54,7 +54,10 @@ Phases (each on a fresh sandbox, API server only unless said):
 5. (phase ray) every default controller in its Ray actor: each actor's RSS idle and with the N
    KaiwoJobs, and Ray's daemons'.
 
-Targets are for a 2-core machine; a missed target is printed, never raised. Diagnosis only:
+Targets are for a 2-core machine; a missed target is printed, never raised. Each of the worst slow
+spells at 100 CR/s is printed with the host's steal, a fixed probe's CPU cost, each process's CPU and the
+rest of the machine's meanwhile (`_common.MachineSampler`), and the requests the sandbox answered then
+beyond the usual mix (its audit log). Diagnosis only:
 BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of every process meanwhile
 (which process saturated the machine); BENCH_STALLS=1 prints the event-loop stalls over 50 ms of the
 operator and of every party's sandbox during the latency runs, the longest with their time on the
