@@ -254,6 +254,63 @@ class MachineSampler:
 MACHINE = MachineSampler()  # started by a benchmark's main (MACHINE.start())
 
 
+class StackSampler:
+    """BENCH_SAMPLE=1 (diagnosis only): the event loop's thread's stack, 50 times a second, kept with its
+    wall time, so that what a process did during a slow spell can be set beside what it does otherwise.
+    A sample is its innermost frame, the two above it and the innermost frame in `ours`; an idle loop
+    samples as `selectors.py:select`. About 30 us a sample."""
+
+    def __init__(self, ours: str, interval: float = 0.02) -> None:
+        self._ours = ours
+        self._interval = interval
+        self._thread = threading.get_ident()
+        self.samples: list[tuple[float, str]] = []
+
+    def start(self) -> None:
+        """On the loop's thread."""
+        self._thread = threading.get_ident()
+        threading.Thread(target=self._run, daemon=True, name="bench-stack-sampler").start()
+
+    def _key(self, frame: Any) -> str:
+        names: list[str] = []
+        ours = ""
+        while frame is not None:
+            code = frame.f_code
+            name = f"{code.co_filename.rsplit('/', 1)[-1]}:{code.co_name}"
+            if len(names) < 3:
+                names.append(name)
+            if not ours and self._ours in code.co_filename:
+                ours = f"{name}:{frame.f_lineno}"
+            if len(names) >= 3 and ours:
+                break
+            frame = frame.f_back
+        return " < ".join(names) + (f" [{ours}]" if ours and ours.rsplit(":", 1)[0] not in names else "")
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._interval)
+            frame = sys._current_frames().get(self._thread)
+            self.samples.append((time.time(), self._key(frame)))
+
+    def between(self, spans: list[tuple[float, float]]) -> dict[str, int]:
+        """Samples by stack within any of `spans` (wall times)."""
+        counts: Counter[str] = Counter()
+        for t, key in list(self.samples):
+            if any(a <= t <= b for a, b in spans):
+                counts[key] += 1
+        return dict(counts)
+
+
+def stacks_line(who: str, spell: dict[str, int], whole: dict[str, int], top: int = 6) -> str:
+    """A process's sampled stacks in a spell against over the whole measurement, the ones that gained
+    most first: "share in the spell / share overall"."""
+    spell_n, whole_n = max(sum(spell.values()), 1), max(sum(whole.values()), 1)
+    gained = sorted(spell, key=lambda k: -(spell[k] / spell_n - whole.get(k, 0) / whole_n))[:top]
+    parts = ", ".join(f"{k} {100 * spell[k] / spell_n:.0f}%/{100 * whole.get(k, 0) / whole_n:.0f}%"
+                      for k in gained)
+    return f"    ({who}, sampled stacks in the worst spell / over the 100 CR/s slices ({spell_n} samples): {parts})"
+
+
 def stalls_line(who: str, taken: tuple[int, float, list[tuple[str, int]], list[tuple[float, float]]],
                 since: float) -> str:
     """`LoopStalls.take()` as a report line; times relative to `since` (the first 100 CR/s sample)."""
@@ -351,6 +408,9 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         stalls = LoopStalls("kaiwo_sandbox")
         if os.environ.get("BENCH_STALLS"):
             stalls.start()
+        stacks = StackSampler("kaiwo_sandbox")
+        if os.environ.get("BENCH_SAMPLE"):
+            stacks.start()
         paths = {"admin": str(admin)}
         tokens: dict[str, str] = {}
         for user in users:
@@ -405,6 +465,8 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(gc_pauses.take())
             elif command == "stalls":  # BENCH_STALLS: since the last ask, then reset
                 conn.send(stalls.take())
+            elif command == "stacks":  # BENCH_SAMPLE: [(start, end)] -> {stack: samples}
+                conn.send(stacks.between(args[0]))
             elif command == "errors":
                 conn.send(sandbox.cluster.errors if sandbox.cluster else 0)
             elif command == "profile":  # diagnosis: see toggle_profile
@@ -546,6 +608,10 @@ class SandboxProcess:
         """`user`'s successful writes since `since`: (when the server answered, "verb resource[/sub]",
         object name), oldest first."""
         return [tuple(w) for w in self.ask("timed_writes", user, since)]
+
+    def stacks(self, spans: list[tuple[float, float]]) -> dict[str, int]:
+        """BENCH_SAMPLE=1: the sandbox loop's sampled stacks within `spans` (`StackSampler.between`)."""
+        return dict(self.ask("stacks", spans))
 
     def traffic(self, start: float, end: float) -> Counter[str]:
         """Every request the server answered between two wall times, by "user verb resource[/sub]"."""

@@ -61,7 +61,10 @@ beyond the usual mix (its audit log). Diagnosis only:
 BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of every process meanwhile
 (which process saturated the machine); BENCH_STALLS=1 prints the event-loop stalls over 50 ms of the
 operator and of every party's sandbox during the latency runs, the longest with their time on the
-spells line's clock (`_common.LoopStalls`); BENCH_PROFILE=path, see `_operator_main`.
+spells line's clock (`_common.LoopStalls`); BENCH_SAMPLE=1 samples the stacks of our operator's and our
+sandbox's event loops 50 times a second and prints, for our worst 100 CR/s spell, the stacks that
+gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PROFILE=path,
+see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
@@ -98,6 +101,7 @@ from _common import (
     Loader,
     LoopStalls,
     SandboxProcess,
+    StackSampler,
     api_client,
     job_watcher,
     k8s,
@@ -109,6 +113,7 @@ from _common import (
     run_deployed,
     sandbox_process,
     setup_cluster_objects,
+    stacks_line,
     stalls_line,
     toggle_profile,
     wait_for,
@@ -151,11 +156,14 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
     gc_pauses = GcPauses()  # the collector's pauses in this process
 
     stalls = LoopStalls("kaiwo_ray")  # BENCH_STALLS=1: event-loop stalls over 50 ms, and where
+    stacks = StackSampler("kaiwo_ray")  # BENCH_SAMPLE=1: the loop's stack 50 times a second
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
         if os.environ.get("BENCH_STALLS"):
             stalls.start()
+        if os.environ.get("BENCH_SAMPLE"):
+            stacks.start()
 
         async def recv() -> Any:
             return await loop.run_in_executor(None, conn.recv)
@@ -221,6 +229,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             elif command == "profile":  # diagnosis: see _common.toggle_profile
                 profiler = toggle_profile(profiler, _args[0])
                 conn.send(None)
+            elif command == "stacks":  # BENCH_SAMPLE: [(start, end)] -> {stack: samples}
+                conn.send(stacks.between(_args[0]))
             elif command == "gc-reset":
                 gc_pauses.clear()
                 stalls.take()
@@ -642,6 +652,14 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                 out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
                 out(_spells_line(result.lat100, sandbox))
+                if os.environ.get("BENCH_SAMPLE"):
+                    spells = result.lat100.slow_spells(TARGET_P99_100_MS)
+                    if spells:
+                        first = min(result.lat100.at)
+                        worst = [(first + spells[0][0] - 0.1, first + spells[0][0] + spells[0][1])]
+                        whole = result.lat100.spans()
+                        out(stacks_line("its sandbox", sandbox.stacks(worst), sandbox.stacks(whole)))
+                        out(stacks_line("the operator", second.ask("stacks", worst), second.ask("stacks", whole)))
                 if os.environ.get("BENCH_STALLS"):
                     first_100 = min(result.lat100.at, default=0.0)
                     out(stalls_line("the operator", health["stalls"], first_100))
