@@ -63,7 +63,8 @@ BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of eve
 operator and of every party's sandbox during the latency runs, the longest with their time on the
 spells line's clock (`_common.LoopStalls`); BENCH_SAMPLE=1 samples the stacks of our operator's and our
 sandbox's event loops 50 times a second and prints, for our worst 100 CR/s spell, the stacks that
-gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PROFILE=path,
+gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PYSPY=dir
+records both with py-spy over the latency runs (`_py_spy`); BENCH_PROFILE=path,
 see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
@@ -634,9 +635,11 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             sandbox.gc_pauses()
             if os.environ.get("BENCH_STALLS"):
                 sandbox.stalls()  # from here on: the latency runs
+            spies = _py_spy({"sandbox": sandbox.process.pid, "operator": second.process.pid})
 
             def report() -> None:
                 assert result.lat20 is not None and result.lat100 is not None
+                _stop_py_spy(spies)
                 health = second.ask("health")
                 out(f"  (kaiwo-ray after the latency runs: {health['connections_opened']} API connections opened "
                     f"since the start, {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
@@ -709,6 +712,36 @@ def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
             child.setdefault(name, t)
     return [((stored[n] - at) * 1000, (child[n] - stored[n]) * 1000, (at + ms / 1000 - child[n]) * 1000, ms)
             for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
+
+
+def _py_spy(pids: dict[str, int]) -> list[Any]:
+    """BENCH_PYSPY=dir (diagnosis only): py-spy records each of `pids` at 50 Hz, without pausing it, to
+    dir/<name>.json (Chrome trace format: each sample with its time), from now to `_stop_py_spy`; the
+    wall time it started is written beside it (dir/<name>.start). Sampling from outside sees the work
+    whether or not it holds the GIL, which an in-process sampler (`StackSampler`) cannot."""
+    import subprocess
+
+    target = os.environ.get("BENCH_PYSPY")
+    if not target:
+        return []
+    Path(target).mkdir(parents=True, exist_ok=True)
+    spies = []
+    for name, pid in pids.items():
+        Path(target, f"{name}.start").write_text(str(time.time()))
+        spies.append(subprocess.Popen(
+            [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking", "-r", "50", "-f", "chrometrace",
+             "-o", str(Path(target, f"{name}.json")), "--pid", str(pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return spies
+
+
+def _stop_py_spy(spies: list[Any]) -> None:
+    import signal
+
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+    for spy in spies:
+        spy.wait(timeout=60)
 
 
 def _spells_line(lat: Latency, sandbox: SandboxProcess | None = None) -> str:
