@@ -715,33 +715,40 @@ def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
 
 
 def _py_spy(pids: dict[str, int]) -> list[Any]:
-    """BENCH_PYSPY=dir (diagnosis only): py-spy records each of `pids` at 50 Hz, without pausing it, to
-    dir/<name>.json (Chrome trace format: each sample with its time), from now to `_stop_py_spy`; the
-    wall time it started is written beside it (dir/<name>.start). Sampling from outside sees the work
-    whether or not it holds the GIL, which an in-process sampler (`StackSampler`) cannot."""
+    """BENCH_PYSPY=dir (diagnosis only): py-spy records each of `pids` (50 Hz, without pausing it) from
+    now to `_stop_py_spy`, in back-to-back one-second recordings of collapsed stacks, each file named
+    by the wall time it began (dir/<name>.<time>.txt): a slow spell's seconds can then be compared with
+    the others. Sampling from outside sees the work whether or not it holds the GIL, which an
+    in-process sampler (`StackSampler`) cannot."""
     import subprocess
 
     target = os.environ.get("BENCH_PYSPY")
     if not target:
         return []
     Path(target).mkdir(parents=True, exist_ok=True)
-    spies = []
-    for name, pid in pids.items():
-        Path(target, f"{name}.start").write_text(str(time.time()))
-        spies.append(subprocess.Popen(
-            [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking", "-r", "50", "-f", "chrometrace",
-             "-o", str(Path(target, f"{name}.json")), "--pid", str(pid)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    return spies
+    stop = threading.Event()
+    spy = str(Path(sys.executable).parent / "py-spy")
+
+    def record(name: str, pid: int) -> None:
+        while not stop.is_set():
+            began = time.time()
+            subprocess.run([spy, "record", "--nonblocking", "-r", "50", "-d", "1", "-f", "raw",
+                            "-o", str(Path(target, f"{name}.{began:.3f}.txt")), "--pid", str(pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+    threads = [threading.Thread(target=record, args=item, daemon=True) for item in pids.items()]
+    for thread in threads:
+        thread.start()
+    return [stop, *threads]
 
 
 def _stop_py_spy(spies: list[Any]) -> None:
-    import signal
-
-    for spy in spies:
-        spy.send_signal(signal.SIGINT)
-    for spy in spies:
-        spy.wait(timeout=60)
+    if not spies:
+        return
+    stop, *threads = spies
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=10)
 
 
 def _spells_line(lat: Latency, sandbox: SandboxProcess | None = None) -> str:
