@@ -780,7 +780,8 @@ def _spells_line(lat: Latency, sandbox: SandboxProcess | None = None) -> str:
                       for start, length, n, ms in spells[:3])
     steal = sum(MACHINE.steal_ms(a, b) for a, b in spans)
     return (f"  (samples over {TARGET_P99_100_MS:.0f} ms at 100 CR/s: {slow} of {lat.observed} in {len(spells)} "
-            f"spells{': ' + worst if spells else ''}; host steal over the 100 CR/s slices: {steal:.0f} ms; "
+            f"spells{': ' + worst if spells else ''}; t=0 is {first:.3f} on the wall clock; host steal over "
+            f"the 100 CR/s slices: {steal:.0f} ms; "
             f"the benchmark's own collector pauses over 10 ms: {pauses or 'none'})")
 
 
