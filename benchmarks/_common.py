@@ -130,6 +130,10 @@ class LoopStalls:
                 sorted(stalls, key=lambda s: -s[1])[:5])
 
 
+_MachineSample = tuple[float, tuple[int, int], dict[int, tuple[int, int, int, int]]]
+_REST_OF_MACHINE = "the rest of the machine"
+
+
 class MachineSampler:
     """Who used the machine when: the CPU time the hypervisor took from this VM (/proc/stat `steal`) and
     each of this process's descendants' CPU time (/proc/<pid>/stat), read 20 times a second on a daemon
@@ -140,10 +144,12 @@ class MachineSampler:
     def __init__(self, interval: float = 0.05) -> None:
         self._interval = interval
         self._tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
-        # (wall time, (steal, busy) ticks since boot over all CPUs, {pid: CPU ticks since it started})
-        self._samples: list[tuple[float, tuple[int, int], dict[int, int]]] = []
+        # (wall time, (steal, busy) ticks since boot over all CPUs, {pid: (user ticks, system ticks, minor
+        # page faults, its threads' run-queue wait ns) since it started})
+        self._samples: list[_MachineSample] = []
         self._labels: dict[int, str] = {os.getpid(): "benchmark"}
         self._probes: list[tuple[float, int]] = []  # (wall time, thread CPU ns of the fixed probe)
+        self._memory_probes: list[tuple[float, int]] = []  # (wall time, thread CPU ns of the memory probe)
         self._started = False
 
     def label(self, pid: int | None, text: str) -> None:
@@ -181,13 +187,39 @@ class MachineSampler:
         return time.thread_time_ns() - began + (total & 0)
 
     @staticmethod
-    def _cpu_ticks(pid: int) -> int | None:
+    def _memory_probe_data() -> tuple[Any, Any]:
+        """A 64 MB array (eight times the L3 cache here) and 5,000 fixed random places in it."""
+        import numpy
+
+        return (numpy.arange(8 * 2**20, dtype=numpy.int64),
+                numpy.random.default_rng(7).integers(0, 8 * 2**20, 5_000))
+
+    @staticmethod
+    def _memory_probe(data: tuple[Any, Any]) -> int:
+        """This thread's CPU time (ns) for 5,000 reads at random places in memory (about 0.1 ms): the
+        fixed probe runs from the caches, this one from memory, so it slows when something else on the
+        host takes the memory bandwidth or the shared cache, which a large heap's every request feels."""
+        array, places = data
+        began = time.thread_time_ns()
+        array.take(places).sum()
+        return time.thread_time_ns() - began
+
+    @staticmethod
+    def _cpu_ticks(pid: int) -> tuple[int, int, int, int] | None:
+        """(utime, stime, minflt, run-queue wait ns of its threads): system time and minor faults tell
+        kernel work (a heap growing page by page, TLS handshakes' syscalls) from the interpreter's own,
+        and the wait (/proc/<pid>/task/<tid>/schedstat: time runnable but not running) tells threads
+        that had work but no CPU, because other processes had both, from ones that were busy themselves."""
         try:
             with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
                 fields = stat.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            waited = 0
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with suppress(OSError), open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as schedstat:
+                    waited += int(schedstat.read().split()[1])
+        except (OSError, IndexError, ValueError):
             return None
-        return int(fields[11]) + int(fields[12])  # utime + stime
+        return int(fields[11]), int(fields[12]), int(fields[7]), waited
 
     def _sample(self) -> None:
         import psutil
@@ -195,6 +227,7 @@ class MachineSampler:
         me = psutil.Process()
         pids: list[int] = [me.pid]
         refreshed = 0.0
+        memory = self._memory_probe_data()
         while True:
             now = time.time()
             if now - refreshed > 1.0:
@@ -204,10 +237,10 @@ class MachineSampler:
             cpu = {pid: ticks for pid in pids if (ticks := self._cpu_ticks(pid)) is not None}
             self._samples.append((now, self._machine(), cpu))
             self._probes.append((now, self._probe()))
+            self._memory_probes.append((now, self._memory_probe(memory)))
             time.sleep(self._interval)
 
-    def _around(self, start: float, end: float) -> tuple[tuple[float, tuple[int, int], dict[int, int]],
-                                                            tuple[float, tuple[int, int], dict[int, int]]] | None:
+    def _around(self, start: float, end: float) -> tuple[_MachineSample, _MachineSample] | None:
         samples = list(self._samples)
         before = [s for s in samples if s[0] <= start] or samples[:1]
         after = [s for s in samples if s[0] >= end] or samples[-1:]
@@ -218,24 +251,37 @@ class MachineSampler:
         around = self._around(start, end)
         return (around[1][1][0] - around[0][1][0]) * self._tick_ms if around else 0.0
 
-    def busiest(self, start: float, end: float, top: int = 4) -> list[tuple[str, float]]:
-        """The processes that used the most CPU between two wall times: (label, ms), most first, then
-        what the rest of the machine used meanwhile."""
+    def busiest(self, start: float, end: float, top: int = 4) -> list[tuple[str, float, float, int, float]]:
+        """The processes that used the most CPU between two wall times: (label, ms, of which system ms,
+        minor page faults, ms its threads waited for a CPU), most first, then what the rest of the
+        machine used meanwhile."""
         around = self._around(start, end)
         if around is None:
             return []
         (_, (_, busy0), cpu0), (_, (_, busy1), cpu1) = around
-        used = [(self._labels.get(pid, f"pid {pid}"), (ticks - cpu0.get(pid, ticks)) * self._tick_ms)
-                for pid, ticks in cpu1.items()]
+        used = []
+        for pid, (user1, system1, faults1, wait1) in cpu1.items():
+            user0, system0, faults0, wait0 = cpu0.get(pid, (user1, system1, faults1, wait1))
+            used.append((self._labels.get(pid, f"pid {pid}"), (user1 + system1 - user0 - system0) * self._tick_ms,
+                         (system1 - system0) * self._tick_ms, faults1 - faults0, (wait1 - wait0) / 1e6))
         # the rest of the machine's busy time: other processes, kernel threads, interrupts
-        rest = (busy1 - busy0) * self._tick_ms - sum(ms for _, ms in used)
+        rest = (busy1 - busy0) * self._tick_ms - sum(u[1] for u in used)
         ranked = sorted((u for u in used if u[1] > 0), key=lambda u: -u[1])[:top]
-        return [*ranked, ("the rest of the machine", max(rest, 0.0))]
+        return [*ranked, (_REST_OF_MACHINE, max(rest, 0.0), 0.0, 0, 0.0)]
 
-    def slowdown(self, start: float, end: float) -> float | None:
+    def waited_ms(self, pid: int, start: float, end: float) -> tuple[float, float]:
+        """(ms a process's threads waited for a CPU, ms of CPU it used) between two wall times (a thread
+        that ended meanwhile takes its wait with it)."""
+        around = self._around(start, end)
+        if around is None or pid not in around[0][2] or pid not in around[1][2]:
+            return 0.0, 0.0
+        (user0, system0, _, wait0), (user1, system1, _, wait1) = around[0][2][pid], around[1][2][pid]
+        return (wait1 - wait0) / 1e6, (user1 + system1 - user0 - system0) * self._tick_ms
+
+    def slowdown(self, start: float, end: float, *, memory: bool = False) -> float | None:
         """The probe's median CPU cost between two wall times over its median over the whole run:
-        1.0 is the CPU at its usual speed, 1.5 a third slower."""
-        probes = list(self._probes)
+        1.0 is the CPU (or with `memory`, the memory) at its usual speed, 1.5 a third slower."""
+        probes = list(self._memory_probes if memory else self._probes)
         inside = sorted(ns for t, ns in probes if start <= t <= end)
         every = sorted(ns for _, ns in probes)
         if not inside or not every:
@@ -245,9 +291,12 @@ class MachineSampler:
     def during(self, start: float, end: float) -> str:
         """One phrase: the host's steal, the CPU's speed and the busiest processes over a span (a slow
         spell)."""
-        busy = ", ".join(f"{label} {ms:.0f}" for label, ms in self.busiest(start, end))
-        slowdown = self.slowdown(start, end)
+        busy = ", ".join(f"{label} {ms:.0f}" + (f" (system {system:.0f}, {faults} page faults, waited for a CPU "
+                                                  f"{waited:.0f})" if label != _REST_OF_MACHINE else "")
+                         for label, ms, system, faults, waited in self.busiest(start, end))
+        slowdown, memory = self.slowdown(start, end), self.slowdown(start, end, memory=True)
         speed = f", a fixed probe's CPU cost x{slowdown:.2f} of its run median" if slowdown is not None else ""
+        speed += f", a memory probe's x{memory:.2f}" if memory is not None else ""
         return f"host steal {self.steal_ms(start, end):.0f} ms{speed}, CPU ms {busy or 'none'}"
 
 
@@ -392,9 +441,13 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
     from kaiwo_ray.nodes import with_pool_labels
     from kaiwo_sandbox.apiserver.audit import AuditRecord
     from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo
+    from kaiwo_sandbox.contracts import WatchEvent
     from kaiwo_sandbox.instance import Sandbox, SandboxConfig, write_kubeconfig
 
     gc_pauses = GcPauses()  # the collector's pauses in the sandbox's process
+    # every committed change, the simulated cluster's own included (the audit log has only HTTP
+    # requests), counted per 100 ms: {(tenth of a second, "TYPE resource"): count}
+    store_changes: Counter[tuple[int, str]] = Counter()
 
     async def main() -> None:
         admin = Path(workdir) / "admin.kubeconfig"
@@ -411,6 +464,11 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         stacks = StackSampler("kaiwo_sandbox")
         if os.environ.get("BENCH_SAMPLE"):
             stacks.start()
+
+        def count_change(event: WatchEvent) -> None:
+            store_changes[(int(time.time() * 10), f"{event.type} {event.gvr.resource}")] += 1
+
+        sandbox.store.subscribe(count_change)
         paths = {"admin": str(admin)}
         tokens: dict[str, str] = {}
         for user in users:
@@ -458,6 +516,16 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 start, end = args
                 conn.send(dict(Counter(f"{r.user} {what(r)}" for r in [*earlier, *sandbox.audit.records()]
                                        if start <= r.timestamp <= end)))
+            elif command == "store_changes_by_tenth":  # (start, end) -> {tenth: {"TYPE resource": n}}
+                first_tenth, last_tenth = int(args[0] * 10), int(args[1] * 10)
+                series: dict[int, Counter[str]] = {}
+                for (tenth, what_changed), n in list(store_changes.items()):
+                    if first_tenth <= tenth <= last_tenth:
+                        series.setdefault(tenth, Counter())[what_changed] += n
+                conn.send({tenth: dict(kinds) for tenth, kinds in series.items()})
+            elif command == "connections_made":  # (start, end) -> connections the lean front accepted then
+                start, end = args
+                conn.send(sum(1 for t in sandbox.lean.made_at if start <= t <= end))
             elif command == "failed_writes":  # user -> {"code verb resource[/sub]": count} of writes answered >= 400
                 conn.send(dict(Counter(f"{r.code} {what(r)}"
                                        for r in records(args[0]) if r.verb in WRITE_VERBS and r.code >= 400)))
@@ -612,6 +680,22 @@ class SandboxProcess:
     def stacks(self, spans: list[tuple[float, float]]) -> dict[str, int]:
         """BENCH_SAMPLE=1: the sandbox loop's sampled stacks within `spans` (`StackSampler.between`)."""
         return dict(self.ask("stacks", spans))
+
+    def store_changes_by_tenth(self, start: float, end: float) -> dict[int, Counter[str]]:
+        """Every change committed in the tenths of a second from `start`'s to `end`'s (int(wall time *
+        10)), the simulated cluster's own included, by type and resource."""
+        return {tenth: Counter(kinds) for tenth, kinds in self.ask("store_changes_by_tenth", start, end).items()}
+
+    def store_changes(self, start: float, end: float) -> tuple[Counter[str], float]:
+        """`store_changes_by_tenth` summed, and the seconds its whole tenths cover."""
+        total = Counter[str]()
+        for kinds in self.store_changes_by_tenth(start, end).values():
+            total.update(kinds)
+        return total, (int(end * 10) - int(start * 10) + 1) / 10
+
+    def connections_made(self, start: float, end: float) -> int:
+        """Connections the sandbox accepted between two wall times (a TLS handshake each)."""
+        return int(self.ask("connections_made", start, end))
 
     def traffic(self, start: float, end: float) -> Counter[str]:
         """Every request the server answered between two wall times, by "user verb resource[/sub]"."""

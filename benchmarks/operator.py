@@ -55,17 +55,21 @@ Phases (each on a fresh sandbox, API server only unless said):
    KaiwoJobs, and Ray's daemons'.
 
 Targets are for a 2-core machine; a missed target is printed, never raised. Each of the worst slow
-spells at 100 CR/s is printed with the host's steal, a fixed probe's CPU cost, each process's CPU and the
-rest of the machine's meanwhile (`_common.MachineSampler`), and the requests the sandbox answered then
-beyond the usual mix (its audit log). Diagnosis only:
+spells at 100 CR/s is printed with the host's steal, a fixed probe's CPU cost, each process's CPU (with
+its system time, page faults and run-queue wait) and the rest of the machine's meanwhile
+(`_common.MachineSampler`), the requests the sandbox answered and the changes its store committed then
+beyond the usual mix (its audit log; every change, the simulated cluster's included), the connections it
+accepted, and the changes per tenth of a second before the worst one. Each party's `at 100 CR/s,
+threads` line says how long its sandbox's and operator's threads waited for a CPU. Diagnosis only:
 BENCH_SLICE_CPU=1 prints each latency slice's p50/p99 and the CPU seconds of every process meanwhile
 (which process saturated the machine); BENCH_STALLS=1 prints the event-loop stalls over 50 ms of the
 operator and of every party's sandbox during the latency runs, the longest with their time on the
 spells line's clock (`_common.LoopStalls`); BENCH_SAMPLE=1 samples the stacks of our operator's and our
 sandbox's event loops 50 times a second and prints, for our worst 100 CR/s spell, the stacks that
 gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PYSPY=dir
-records both with py-spy over the latency runs (`_py_spy`); BENCH_PROFILE=path,
-see `_operator_main`.
+records both with py-spy over the latency runs (`_py_spy`); BENCH_OPERATOR_NICE=n runs every
+operator process (ours and the peers) at nice n, below the sandbox and the benchmark's clients, as if
+the API server had a machine of its own; BENCH_PROFILE=path, see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
@@ -140,7 +144,15 @@ def out(line: str) -> None:
 # -- the operator under test, in its own process --------------------------------------------------
 
 
+def _nice_from_env() -> None:
+    """BENCH_OPERATOR_NICE=n: this operator process below the sandbox and the benchmark's clients
+    (before any thread starts: threads take their creator's nice value)."""
+    if os.environ.get("BENCH_OPERATOR_NICE"):
+        os.nice(int(os.environ["BENCH_OPERATOR_NICE"]))
+
+
 def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> None:
+    _nice_from_env()
     imported = time.monotonic()
     import logging
 
@@ -333,6 +345,7 @@ FLOOR_SAME_WORK = Peer("floor_same_work", "floor_same_work",
 
 
 def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
+    _nice_from_env()
     os.environ["KUBECONFIG"] = kubeconfig
     import psutil
 
@@ -655,6 +668,7 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                 out(_lat_line("create_to_child", result.lat100, 100, 50, None, ""))
                 out(_lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
                 out(_spells_line(result.lat100, sandbox))
+                out(_waits_line("kaiwo-ray", result.lat100, sandbox, second.process.pid))
                 if os.environ.get("BENCH_SAMPLE"):
                     spells = result.lat100.slow_spells(TARGET_P99_100_MS)
                     if spells:
@@ -762,26 +776,74 @@ def _spells_line(lat: Latency, sandbox: SandboxProcess) -> str:
     pauses = "; ".join(f"{who} {ms:.0f} ms at t={t - first:.1f} s" for t, ms, who in sorted(lat.instrument_pauses))
     spans = lat.spans()
     whole = Counter[str]()  # the usual mix: every request over the 100 CR/s slices
+    changes = Counter[str]()  # and every change committed, the simulated cluster's own included
+    changes_s = 0.0  # the seconds `changes` covers (whole tenths)
+    connections = 0
     if spells:
         for a, b in spans:
             whole.update(sandbox.traffic(a, b))
+            seen, seconds = sandbox.store_changes(a, b)
+            changes.update(seen)
+            changes_s += seconds
+            connections += sandbox.connections_made(a, b)
     measured_s = max(sum(b - a for a, b in spans), 1e-9)
+
+    def beyond(usual: Counter[str], seen: Counter[str], scale: float) -> str:
+        extra = sorted(((k, n - usual[k] * scale) for k, n in seen.items() if n - usual[k] * scale >= 2),
+                       key=lambda kv: -kv[1])[:4]
+        return ", ".join(f"{k} +{n:.0f}" for k, n in extra) or "none"
 
     def extra_traffic(start: float, end: float) -> str:
         scale = (end - start) / measured_s
-        extra = sorted(((k, n - whole[k] * scale) for k, n in sandbox.traffic(start, end).items()
-                        if n - whole[k] * scale >= 2), key=lambda kv: -kv[1])[:4]
-        return "; requests beyond the usual mix: " + (", ".join(f"{k} +{n:.0f}" for k, n in extra) or "none")
+        seen, seconds = sandbox.store_changes(start, end)
+        return (f"; requests beyond the usual mix: {beyond(whole, sandbox.traffic(start, end), scale)}"
+                f"; changes beyond the usual mix: {beyond(changes, seen, seconds / max(changes_s, 1e-9))}"
+                f"; connections made {sandbox.connections_made(start, end)} (usual {connections * scale:.1f})")
 
     worst = "; ".join(f"{n} from t={start:.1f} s over {length:.2f} s, worst {ms:.0f} ms ("
                       f"{MACHINE.during(first + start - 0.1, first + start + length)}"
                       f"{extra_traffic(first + start - 0.1, first + start + length)})"
                       for start, length, n, ms in spells[:3])
+    if spells:
+        worst += "; " + _spell_timeline(first + spells[0][0], first + spells[0][0] + spells[0][1], sandbox)
     steal = sum(MACHINE.steal_ms(a, b) for a, b in spans)
     return (f"  (samples over {TARGET_P99_100_MS:.0f} ms at 100 CR/s: {slow} of {lat.observed} in {len(spells)} "
             f"spells{': ' + worst if spells else ''}; t=0 is {first:.3f} on the wall clock; host steal over "
             f"the 100 CR/s slices: {steal:.0f} ms; "
             f"the benchmark's own collector pauses over 10 ms: {pauses or 'none'})")
+
+
+def _waits_line(who: str, lat: Latency, sandbox: SandboxProcess, operator_pid: int | None) -> str:
+    """Over the 100 CR/s slices: how long the sandbox's and the operator's threads were runnable but had
+    no CPU (schedstat), beside the CPU each used: on 2 cores, what sharing them costs."""
+    parts = []
+    for name, pid in (("the sandbox", sandbox.process.pid), ("the operator", operator_pid)):
+        if pid is None:
+            continue
+        waited = used = 0.0
+        for a, b in lat.spans():
+            w, u = MACHINE.waited_ms(pid, a, b)
+            waited, used = waited + w, used + u
+        parts.append(f"{name} {waited:.0f} ms waiting for a CPU beside {used:.0f} ms on one")
+    return f"  ({who} at 100 CR/s, threads: {'; '.join(parts)})"
+
+
+def _spell_timeline(start: float, end: float, sandbox: SandboxProcess) -> str:
+    """In each tenth of a second from half a second before the worst spell to its end: the changes the
+    store committed (the simulated cluster's own included) and the requests each user had answered
+    (watches aside): whether a burst of some work came first, and from whom."""
+    series = sandbox.store_changes_by_tenth(start - 0.5, end)
+    cells = []
+    for tenth in range(int((start - 0.5) * 10), int(end * 10) + 1):
+        by_user = Counter[str]()
+        for what, n in sandbox.traffic(tenth / 10, (tenth + 1) / 10).items():
+            user, verb, _ = what.split(" ", 2)
+            if verb != "watch":
+                by_user[user] += n
+        users = ", ".join(f"{user} {n}" for user, n in sorted(by_user.items()))
+        cells.append(f"{sum(series.get(tenth, Counter[str]()).values())} ({users})")
+    return "changes committed (requests answered) per tenth of a second from 0.5 s before the worst spell: " + \
+        " | ".join(cells)
 
 
 def _gc_pauses(pauses: dict[int, tuple[float, float, float]]) -> str:
@@ -849,6 +911,7 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 if os.environ.get("BENCH_STALLS"):
                     out(stalls_line(f"{peer.key}'s sandbox", sandbox.stalls(), min(result.lat100.at, default=0.0)))
                 out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
+                out(_waits_line(peer.key, result.lat100, sandbox, handle.process.pid))
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
             yield Party(result, sandbox, "peer", "patch jobs",

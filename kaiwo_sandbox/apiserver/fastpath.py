@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
+from collections import deque
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, cast
@@ -129,12 +131,14 @@ def _head(method: str, target: str, headers: list[tuple[str, str]]) -> tuple[str
 
 
 class LeanFront:
-    """The server's lean connections (closed at its stop) and how many requests it served and handed off."""
+    """The server's lean connections (closed at its stop), how many requests it served and handed off,
+    and when the latest connections were made (a TLS handshake each: what a client's pool growing costs)."""
 
     def __init__(self) -> None:
         self.live: set[LeanHttp] = set()
         self.served = 0
         self.handed_off = 0  # connections given to aiohttp
+        self.made_at: deque[float] = deque(maxlen=4096)  # wall times, the newest last
 
     def close(self) -> None:
         for connection in list(self.live):
@@ -158,6 +162,7 @@ class LeanHttp(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         self._front.live.add(self)
+        self._front.made_at.append(time.time())
 
     @property
     def busy(self) -> bool:

@@ -222,3 +222,22 @@ def test_a_client_that_leaves_mid_request_costs_the_server_nothing(sandbox: Runn
         sandbox.sandbox.faults.remove(rule)
     listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_config_map("default")
     assert listed.metadata.resource_version
+
+
+def test_each_connection_made_is_stamped_once_and_requests_on_it_add_none(sandbox: RunningSandbox) -> None:
+    """`LeanFront.made_at`: when each connection was made (a TLS handshake each), so a benchmark can
+    tell a client's pool growing from its steady state."""
+    front = sandbox.sandbox.lean
+    host, port = sandbox.url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=sandbox.ca_cert_path)
+    made = len(front.made_at)
+    began = time.time()
+    for _ in range(2):
+        with context.wrap_socket(socket.create_connection((host, int(port)), timeout=10),
+                                 server_hostname=host) as tls:
+            reader = Reader(tls)
+            for _ in range(3):
+                tls.sendall(_request(sandbox, "GET", "/version"))
+                assert reader.response()[0] == 200
+    assert len(front.made_at) == made + 2
+    assert all(began <= stamp <= time.time() for stamp in list(front.made_at)[-2:])
