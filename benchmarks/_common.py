@@ -259,24 +259,27 @@ class MachineSampler:
         if around is None:
             return []
         (_, (_, busy0), cpu0), (_, (_, busy1), cpu1) = around
-        used = []
-        for pid, (user1, system1, faults1, wait1) in cpu1.items():
-            user0, system0, faults0, wait0 = cpu0.get(pid, (user1, system1, faults1, wait1))
-            used.append((self._labels.get(pid, f"pid {pid}"), (user1 + system1 - user0 - system0) * self._tick_ms,
-                         (system1 - system0) * self._tick_ms, faults1 - faults0, (wait1 - wait0) / 1e6))
+        used = [(self._labels.get(pid, f"pid {pid}"), *self._used(cpu0.get(pid, now), now))
+                for pid, now in cpu1.items()]
         # the rest of the machine's busy time: other processes, kernel threads, interrupts
         rest = (busy1 - busy0) * self._tick_ms - sum(u[1] for u in used)
         ranked = sorted((u for u in used if u[1] > 0), key=lambda u: -u[1])[:top]
         return [*ranked, (_REST_OF_MACHINE, max(rest, 0.0), 0.0, 0, 0.0)]
 
+    def _used(self, before: tuple[int, int, int, int], after: tuple[int, int, int, int]) -> tuple[float, float, int, float]:
+        """What a process used between two of its samples: (CPU ms, of which system ms, minor page faults,
+        ms its threads waited for a CPU; a thread that ended meanwhile takes its wait with it)."""
+        (user0, system0, faults0, wait0), (user1, system1, faults1, wait1) = before, after
+        return ((user1 + system1 - user0 - system0) * self._tick_ms, (system1 - system0) * self._tick_ms,
+                faults1 - faults0, (wait1 - wait0) / 1e6)
+
     def waited_ms(self, pid: int, start: float, end: float) -> tuple[float, float]:
-        """(ms a process's threads waited for a CPU, ms of CPU it used) between two wall times (a thread
-        that ended meanwhile takes its wait with it)."""
+        """(ms a process's threads waited for a CPU, ms of CPU it used) between two wall times."""
         around = self._around(start, end)
         if around is None or pid not in around[0][2] or pid not in around[1][2]:
             return 0.0, 0.0
-        (user0, system0, _, wait0), (user1, system1, _, wait1) = around[0][2][pid], around[1][2][pid]
-        return (wait1 - wait0) / 1e6, (user1 + system1 - user0 - system0) * self._tick_ms
+        cpu_ms, _, _, waited = self._used(around[0][2][pid], around[1][2][pid])
+        return waited, cpu_ms
 
     def slowdown(self, start: float, end: float, *, memory: bool = False) -> float | None:
         """The probe's median CPU cost between two wall times over its median over the whole run:
@@ -494,6 +497,14 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
         def what(r: AuditRecord) -> str:
             return f"{r.verb} {r.resource}{'/' + r.subresource if r.subresource else ''}"
 
+        def by_tenth(counted: list[tuple[tuple[int, str], int]], start: float, end: float) -> dict[int, dict[str, int]]:
+            """{tenth: {what: n}} for the tenths of a second from `start`'s to `end`'s (int(wall time * 10))."""
+            series: dict[int, Counter[str]] = {}
+            for (tenth, key), n in counted:
+                if int(start * 10) <= tenth <= int(end * 10):
+                    series.setdefault(tenth, Counter())[key] += n
+            return {tenth: dict(keys) for tenth, keys in series.items()}
+
         while True:
             command, *args = await loop.run_in_executor(None, conn.recv)
             if command == "stop":
@@ -517,12 +528,11 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                 conn.send(dict(Counter(f"{r.user} {what(r)}" for r in [*earlier, *sandbox.audit.records()]
                                        if start <= r.timestamp <= end)))
             elif command == "store_changes_by_tenth":  # (start, end) -> {tenth: {"TYPE resource": n}}
-                first_tenth, last_tenth = int(args[0] * 10), int(args[1] * 10)
-                series: dict[int, Counter[str]] = {}
-                for (tenth, what_changed), n in list(store_changes.items()):
-                    if first_tenth <= tenth <= last_tenth:
-                        series.setdefault(tenth, Counter())[what_changed] += n
-                conn.send({tenth: dict(kinds) for tenth, kinds in series.items()})
+                conn.send(by_tenth(list(store_changes.items()), *args))
+            elif command == "traffic_by_tenth":  # (start, end) -> {tenth: {"user verb resource[/sub]": n}}
+                first, last = int(args[0] * 10), int(args[1] * 10)
+                conn.send(by_tenth([((tenth, f"{r.user} {what(r)}"), 1) for r in [*earlier, *sandbox.audit.records()]
+                                    if first <= (tenth := int(r.timestamp * 10)) <= last], *args))
             elif command == "connections_made":  # (start, end) -> connections the lean front accepted then
                 start, end = args
                 conn.send(sum(1 for t in sandbox.lean.made_at if start <= t <= end))
@@ -692,6 +702,10 @@ class SandboxProcess:
         for kinds in self.store_changes_by_tenth(start, end).values():
             total.update(kinds)
         return total, (int(end * 10) - int(start * 10) + 1) / 10
+
+    def traffic_by_tenth(self, start: float, end: float) -> dict[int, Counter[str]]:
+        """`traffic` per tenth of a second (int(wall time * 10)) from `start`'s to `end`'s, in one scan."""
+        return {tenth: Counter(keys) for tenth, keys in self.ask("traffic_by_tenth", start, end).items()}
 
     def connections_made(self, start: float, end: float) -> int:
         """Connections the sandbox accepted between two wall times (a TLS handshake each)."""

@@ -817,11 +817,12 @@ def _waits_line(who: str, lat: Latency, sandbox: SandboxProcess, operator_pid: i
     """Over the 100 CR/s slices: how long the sandbox's and the operator's threads were runnable but had
     no CPU (schedstat), beside the CPU each used: on 2 cores, what sharing them costs."""
     parts = []
+    spans = lat.spans()
     for name, pid in (("the sandbox", sandbox.process.pid), ("the operator", operator_pid)):
         if pid is None:
             continue
         waited = used = 0.0
-        for a, b in lat.spans():
+        for a, b in spans:
             w, u = MACHINE.waited_ms(pid, a, b)
             waited, used = waited + w, used + u
         parts.append(f"{name} {waited:.0f} ms waiting for a CPU beside {used:.0f} ms on one")
@@ -833,10 +834,11 @@ def _spell_timeline(start: float, end: float, sandbox: SandboxProcess) -> str:
     store committed (the simulated cluster's own included) and the requests each user had answered
     (watches aside): whether a burst of some work came first, and from whom."""
     series = sandbox.store_changes_by_tenth(start - 0.5, end)
+    traffic = sandbox.traffic_by_tenth(start - 0.5, end)
     cells = []
     for tenth in range(int((start - 0.5) * 10), int(end * 10) + 1):
         by_user = Counter[str]()
-        for what, n in sandbox.traffic(tenth / 10, (tenth + 1) / 10).items():
+        for what, n in traffic.get(tenth, Counter[str]()).items():
             user, verb, _ = what.split(" ", 2)
             if verb != "watch":
                 by_user[user] += n
