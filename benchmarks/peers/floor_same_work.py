@@ -1,12 +1,12 @@
 """The floor for kaiwo-ray's own writes: the floor operator (floor_operator.py: watch, render, apply,
 no framework) that then also writes what kaiwo-ray writes on a KaiwoJob's way to PENDING, through
-the same `KubeClient`: the finalizer (a merge patch), status PENDING with kaiwo-ray's conditions (a
-merge patch on /status) and the Events ResourceCreated and WorkloadPending; 5 writes, as ours.
+the same `KubeClient`: status PENDING with kaiwo-ray's conditions (a merge patch on /status) and the
+Events ResourceCreated and WorkloadPending; 4 writes, as ours (no finalizer, as upstream).
 
-Against the floor operator it prices those four writes on this machine (their server and client
+Against the floor operator it prices those three writes on this machine (their server and client
 CPU, and the latency they add to the next KaiwoJob's path); against kaiwo-ray, what kaiwo-ray's own
 machinery (cache, queue, decide, settle window, Event recorder) adds beyond the writes it owes.
-Like ours it writes the child first; the four others follow at once, not after a settle window.
+Like ours it writes the child first; the three others follow at once, not after a settle window.
 
 Hosted like the other peers: `run(namespace, stop_flag, ready_flag)` on a thread.
 """
@@ -24,7 +24,6 @@ from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.events import EventRecorder
-from kaiwo_ray.reconcile.workload import FINALIZER
 
 JsonObj = dict[str, Any]
 COMPONENT = "floor-same-work"
@@ -35,7 +34,6 @@ async def _admit(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec, node
     meta = obj["metadata"]
     if (obj.get("status") or {}).get("status"):
         return  # (a restart's relist: already admitted)
-    await client.patch(R.KAIWOJOBS, meta["name"], {"metadata": {"finalizers": [FINALIZER]}}, meta["namespace"])
     await client.patch(R.KAIWOJOBS, meta["name"], {"status": pending_status(obj, config, nodes, datetime.now(UTC))},
                        meta["namespace"], subresource="status")
     # each Event written at once, in this task: kaiwo-ray's recorder body, none of its queue

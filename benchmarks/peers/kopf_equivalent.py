@@ -2,7 +2,8 @@
 kaiwo-ray does on its way to PENDING, written as a kopf user would write it, with kopf's defaults.
 
 Per new KaiwoJob, like kaiwo-ray:
-- a finalizer (kopf adds its own, `kopf.zalando.org/KopfFinalizerMarker`, because of `on.delete`);
+- no finalizer (it has no `on.delete` handler, which would make kopf keep one: the children carry
+  ownerReferences and the garbage collector removes them);
 - the children rendered by `kaiwo_ray.render.render_all` (the same function kaiwo-ray uses), each
   server-side applied through the same thin `KubeClient`;
 - status `PENDING` with the same conditions (`Schedulable`, `Admitted=False`) and
@@ -93,12 +94,6 @@ async def admit(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: str
 async def reapply(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
     await apply_children(body, memo)
     patch.status["observedGeneration"] = body.get("metadata", {}).get("generation")
-
-
-@kopf.on.delete(*KAIWOJOBS)
-async def release(**_: Any) -> None:
-    """Nothing to clean up: the children carry ownerReferences and the garbage collector removes
-    them. Having this handler makes kopf keep a finalizer on each KaiwoJob, as kaiwo-ray does."""
 
 
 def run(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None = None) -> None:

@@ -5,8 +5,13 @@ queue config, the children it owns, their Kueue Workloads), decide the phase and
 list what to write. Differences from upstream (docs/compatibility.md): children and status are
 handled in the same pass (upstream needs two), children are updated wherever Kubernetes allows
 (upstream never updates them), only the condition types this reconciler owns are compared (foreign
-ones such as ResourceUnderutilization do not cause endless rewrites), and `observedGeneration` and
-`completionTime` are set.
+ones such as ResourceUnderutilization do not cause endless rewrites), `observedGeneration` and
+`completionTime` are set, and a same-named predecessor's children still being garbage collected are
+waited for (upstream's create fails on them).
+
+No finalizer, as upstream: the garbage collector deletes a deleted workload's children through their
+ownerReferences. A workload that still carries the finalizer an earlier version added gets it
+removed once its children are gone.
 """
 
 from __future__ import annotations
@@ -103,7 +108,7 @@ class World:
     # PENDING that is stale before it lands. A wait longer than this is still reported as PENDING.
     settle_seconds: float = 0.0
     # Seconds left of that window for a main child this controller created recently: a pass that runs
-    # inside it (woken by the echo of our own finalizer patch, say) does not write PENDING either.
+    # inside it (woken by the echo of the child's creation, say) does not write PENDING either.
     settle_remaining: float = 0.0
     # Any live object of (kind, name) in the CR's namespace, owned or not. A desired child whose name
     # is taken by an object this CR does not control is never written (nothing we do not own is
@@ -120,10 +125,9 @@ class World:
 
 @dataclass(slots=True)
 class Plan:
-    """What the controller shell must do, in order: finalizer, applies, deletes, status, events."""
+    """What the controller shell must do, in order: applies, deletes, status, finalizer removal, events."""
 
-    add_finalizer: bool = False
-    remove_finalizer: bool = False
+    remove_finalizer: bool = False  # the finalizer of an earlier version, on a deleted workload
     apply: list[JsonObj] = field(default_factory=list)
     delete: list[JsonObj] = field(default_factory=list)
     status: JsonObj | None = None
@@ -158,9 +162,9 @@ def decide(world: World) -> Plan:
     plan = Plan(phase=stored)
 
     if meta.get("deletionTimestamp"):
-        return _deleting(world, plan)
-    if FINALIZER not in (meta.get("finalizers") or []):
-        plan.add_finalizer = True
+        # The garbage collector takes the children; only a finalizer of ours (an earlier version
+        # added one to every workload) is left for us to release, once they are gone.
+        return _deleting(world, plan) if FINALIZER in (meta.get("finalizers") or []) else plan
 
     if stored in ph.TERMINAL:
         return plan
@@ -205,8 +209,8 @@ def child_name_taken(world: World, kind: str, name: str) -> Plan:
 
 
 def _deleting(world: World, plan: Plan) -> Plan:
-    """Delete what we own, and let the CR go once nothing is left (so a same-named successor never
-    meets our leftovers)."""
+    """A deleted workload that carries our finalizer (from an earlier version): delete what we own,
+    and let the CR go once nothing is left, as that version promised."""
     remaining = [child for child in world.children.values() if not (child.get("metadata") or {}).get(
         "deletionTimestamp")]
     plan.delete.extend(remaining)
@@ -283,6 +287,8 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
     # One render context (validation included) for the storage and the main object of this decision.
     render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers)
     storage_children = storage_of(render_ctx)
+    if _awaiting_collection(world, plan, storage_children):
+        return plan
     conflict = _name_conflict(world, plan, storage_children)
     if conflict is not None:
         return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
@@ -353,6 +359,8 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                 if lean and drifted(main_body, world.children.get(("Job", main_body["metadata"]["name"]))):
                     lean = False  # a write is due: planned from the whole rendering, as always
                     main_body = main_of(render_ctx)
+                if _awaiting_collection(world, plan, [main_body]):
+                    return plan
                 conflict = _name_conflict(world, plan, [main_body])
                 if conflict is not None:
                     return _write_status(world, plan, status, stored, ph.ERROR, [conflict], error=conflict)
@@ -455,6 +463,35 @@ def _local_queue(world: World, workload: Workload, queue: str) -> JsonObj | None
         },
         "spec": {"clusterQueue": queue},
     }
+
+
+def predecessor_leftover(live: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
+    """Is `live` a child of a deleted same-named predecessor of `workload`: its controller is a
+    workload of the same kind and name but another uid? Names are unique, so that owner is gone and
+    the garbage collector is deleting `live`; the workload waits for it (never writes it)."""
+    meta = workload.get("metadata") or {}
+    uid = meta.get("uid")
+    return any(ref.get("controller") and ref.get("kind") == workload.get("kind")
+               and ref.get("name") == meta.get("name") and ref.get("uid") != uid
+               for ref in (live.get("metadata") or {}).get("ownerReferences") or ())
+
+
+def _awaiting_collection(world: World, plan: Plan, desired: Sequence[JsonObj]) -> bool:
+    """True when a desired child's name is still held by a predecessor's leftover: nothing is written
+    (no status, no conflict reported) and the pass runs again when the leftover goes (its deletion
+    wakes us, as a conflicting object's does), or in a second at the latest."""
+    leftovers: list[tuple[str, str]] = []
+    for obj in desired:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in world.children:
+            continue
+        live = world.live_object(*key)
+        if live is not None and predecessor_leftover(live, world.obj):
+            leftovers.append(key)
+    if leftovers:
+        plan.conflicts.extend(leftovers)
+        plan.requeue_after = 1.0
+    return bool(leftovers)
 
 
 def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond | None:

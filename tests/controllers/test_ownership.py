@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from e2e_harness import OperatorSandbox
 from e2e_scenarios import kaiwo_job, kaiwo_service, wait_gone, wait_phase
 from e2e_support import KAIWO_API, JsonObj, Kube, Target, condition, wait_for
@@ -193,3 +194,45 @@ def test_caches_keep_what_the_controllers_read(operator_env: OperatorSandbox) ->
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
     target.kube.delete(KAIWO_API, "KaiwoJob", "trimmed", namespace)
     wait_gone(target, "KaiwoJob", "trimmed", namespace)
+
+
+@pytest.mark.parametrize("labelled", [True, False], ids=["cached", "found-by-its-create"])
+def test_a_successor_waits_for_its_predecessors_job_and_never_takes_it(operator_env: OperatorSandbox,
+                                                                       labelled: bool) -> None:
+    """No finalizer: a deleted KaiwoJob's Job is the garbage collector's to delete. A KaiwoJob created
+    again under the same name meanwhile waits for it, without calling it a conflict and without
+    touching it, and creates its own Job once it is gone (woken by the deletion, no resync). Without
+    its run-id label the leftover is not in the caches: the successor's create answers AlreadyExists,
+    and the read that follows tells the predecessor's Job from a stranger's (retried with backoff)."""
+    target = client_for(operator_env)
+    namespace = target.namespace("own-again")
+    first = target.kube.create(kaiwo_job("again", namespace, entrypoint="sleep 3600"))
+    old = wait_for(lambda: target.kube.get("batch/v1", "Job", "again", namespace), target.timeout, "the first Job")
+    # Someone else's finalizer keeps the old Job (deleting, not gone) for as long as this test wants.
+    hold: JsonObj = {"finalizers": ["example.com/hold"]}
+    if not labelled:
+        hold["labels"] = {"kaiwo.silogen.ai/run-id": None}
+    target.kube.patch("batch/v1", "Job", "again", {"metadata": hold}, namespace)
+    target.kube.delete(KAIWO_API, "KaiwoJob", "again", namespace)
+    wait_gone(target, "KaiwoJob", "again", namespace)
+    wait_for(lambda: (j := target.kube.get("batch/v1", "Job", "again", namespace)) and j["metadata"].get(
+        "deletionTimestamp"), target.timeout, "the garbage collector deleting the first Job")
+
+    controller: Any = operator_env.controller("kaiwojob")
+    before = controller.stats.reconciles
+    successor = target.kube.create(kaiwo_job("again", namespace, entrypoint="sleep 5"))
+    assert successor["metadata"]["uid"] != first["metadata"]["uid"]
+    # Its first pass and the retry a second later have both seen the leftover.
+    wait_for(lambda: controller.stats.reconciles >= before + 2, target.timeout, "two passes over the successor")
+    live = target.kube.get(KAIWO_API, "KaiwoJob", "again", namespace)
+    assert live is not None and not live.get("status"), live.get("status")
+    assert "ChildNameConflict" not in target.kube.event_reasons(namespace, "again", "KaiwoJob")
+    writes = operator_writes_to(operator_env, namespace, "jobs", "again")
+    assert len(writes) == 1 and writes[0].endswith(" create jobs/again"), writes  # the first Job's creation only
+
+    target.kube.patch("batch/v1", "Job", "again", {"metadata": {"finalizers": None}}, namespace)
+    wait_phase(target, "KaiwoJob", "again", namespace, "COMPLETE")
+    job = target.kube.get("batch/v1", "Job", "again", namespace)
+    assert job is not None and job["metadata"]["uid"] != old["metadata"]["uid"]
+    assert [r["uid"] for r in job["metadata"]["ownerReferences"] if r.get("controller")] == [
+        successor["metadata"]["uid"]]

@@ -61,7 +61,7 @@ def test_settled_workloads_cost_no_writes_on_resync(operator_env: OperatorSandbo
     assert operator_writes(operator_env, namespace) == before
 
 
-def test_a_job_lifecycle_writes_its_children_and_finalizer_once(operator_env: OperatorSandbox) -> None:
+def test_a_job_lifecycle_writes_its_child_once_and_no_finalizer(operator_env: OperatorSandbox) -> None:
     target = client_for_tests(operator_env)
     namespace = target.namespace("ctl-budget")
     with recording(target.kube, KAIWO_API, "KaiwoJob", namespace) as history:
@@ -73,12 +73,30 @@ def test_a_job_lifecycle_writes_its_children_and_finalizer_once(operator_env: Op
                           target.timeout, "the watch sees COMPLETE")
     writes = operator_writes(operator_env, namespace)
     assert writes[("create", "jobs")] == 1 and writes[("patch", "jobs")] == 0, writes  # created once, never drifted
-    assert writes[("patch", "kaiwojobs")] == 1, writes  # the finalizer
+    assert writes[("patch", "kaiwojobs")] == 0, writes  # no finalizer (upstream has none either)
+    assert not target.kube.get(KAIWO_API, "KaiwoJob", "counted", namespace)["metadata"].get("finalizers")
     # One status write per distinct status the watch saw: a new phase, or a condition that changed
     # within a phase (Admitted flips while PENDING when Kueue admits before the pod exists).
     states = history.states_of("counted")
     assert phases[-1] == "COMPLETE" and [s[0] for s in states][-1] == "COMPLETE", (phases, states)
     assert writes[("patch", "kaiwojobs/status")] == len(states), (writes, states)
+
+
+def test_an_earlier_versions_finalizer_is_released_after_the_children(operator_env: OperatorSandbox) -> None:
+    """A workload that an earlier version gave `kaiwo.silogen.ai/finalizer` (an upgrade): deleted, it
+    gets what that version promised, its children deleted first, then the finalizer released."""
+    target = client_for_tests(operator_env)
+    namespace = target.namespace("ctl-legacy")
+    target.kube.create(kaiwo_job("legacy", namespace, entrypoint="sleep 3600"))
+    wait_phase(target, "KaiwoJob", "legacy", namespace, "RUNNING")
+    target.kube.patch(KAIWO_API, "KaiwoJob", "legacy", {"metadata": {"finalizers": ["kaiwo.silogen.ai/finalizer"]}},
+                      namespace)
+    target.kube.delete(KAIWO_API, "KaiwoJob", "legacy", namespace)
+    wait_for(lambda: target.kube.get(KAIWO_API, "KaiwoJob", "legacy", namespace) is None, target.timeout,
+             "the KaiwoJob released")
+    assert target.kube.get("batch/v1", "Job", "legacy", namespace) is None
+    writes = operator_writes(operator_env, namespace)
+    assert writes[("delete", "jobs")] == 1 and writes[("patch", "kaiwojobs")] == 1, writes  # the release
 
 
 def test_events_name_the_controller_and_follow_the_phases(operator_env: OperatorSandbox) -> None:

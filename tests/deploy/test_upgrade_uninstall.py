@@ -1,7 +1,7 @@
 """Upgrade and uninstall as docs/install.md describes them. Upgrade: re-applying a newer deploy/ leaves
-running workloads alone. Uninstall: with the operator gone, a workload keeps running; deleting
-its namespace waits on the workload finalizer (Terminating), and the documented escape hatch (patch the
-finalizer away) lets the namespace and the workload's children go."""
+running workloads alone. Uninstall: with the operator gone, a workload keeps running, and deleting its
+namespace takes the workload and its children (no finalizer waits for an operator that is gone); a
+workload that still carries an earlier version's finalizer needs the documented escape hatch."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _long_running_job(custom: Any, namespace: str) -> None:
                         .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
 
 
-def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_namespace(kubectl_bin: str) -> None:
+def test_without_the_operator_workloads_run_and_their_namespace_can_go(kubectl_bin: str) -> None:
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
         core = kubernetes.client.CoreV1Api(sb.api_client())
         custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
@@ -41,6 +41,32 @@ def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_nam
         # leaving the block stopped the operator: it is uninstalled
         # Its workload keeps running.
         assert batch.read_namespaced_job("long", "team").status.active == 1
+        assert not custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")["metadata"].get(
+            "finalizers")
+        kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
+        subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
+
+        def gone() -> bool:
+            return "team" not in {n.metadata.name for n in core.list_namespace().items}
+
+        eventually(gone, timeout=30, interval=0.1)
+        assert not batch.list_job_for_all_namespaces(label_selector="kaiwo.silogen.ai/name=long").items
+
+
+def test_an_earlier_versions_finalizer_holds_its_namespace_until_the_escape_hatch(kubectl_bin: str) -> None:
+    """A workload created by an earlier version carries `kaiwo.silogen.ai/finalizer`: with the operator
+    gone, deleting its namespace waits on it, and patching the finalizer away (docs/install.md) lets
+    the namespace and the workload's children go."""
+    with start_sandbox(cluster=True, time_factor=0.05) as sb:
+        core = kubernetes.client.CoreV1Api(sb.api_client())
+        custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
+        batch = kubernetes.client.BatchV1Api(sb.api_client())
+        core.create_namespace({"metadata": {"name": "team"}})
+        with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
+            _long_running_job(custom, "team")
+        # what the earlier version left on every workload
+        custom.patch_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long",
+                                              {"metadata": {"finalizers": ["kaiwo.silogen.ai/finalizer"]}})
         kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
         subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
 
@@ -50,8 +76,6 @@ def test_without_the_operator_workloads_run_and_the_escape_hatch_frees_their_nam
             return namespace.status.phase == "Terminating" and bool(job["metadata"].get("deletionTimestamp"))
 
         eventually(stuck, timeout=30, interval=0.1)
-        assert custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")["metadata"]["finalizers"] == [
-            "kaiwo.silogen.ai/finalizer"]
         # The escape hatch of docs/install.md.
         subprocess.run([*kubectl, "patch", "kaiwojob", "long", "-n", "team", "--type=merge", "-p",
                         '{"metadata":{"finalizers":null}}'], check=True, capture_output=True)

@@ -301,7 +301,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             scenario_invalid_input(target)
             scenario_kaiwoconfig_live(target)
             namespace, _ = scenario_examples(target, include_singletons=True)
-            scenario_delete_examples(target, namespace)
+            scenario_delete_examples(target, namespace, earlier_version=True)  # the upgrade path's deletes
             scenario_child_name_conflicts(target)  # these two before the churn drops the default queue
             scenario_drift_repair(target)
             scenario_queue_churn(target)

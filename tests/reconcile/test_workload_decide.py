@@ -21,8 +21,7 @@ CQ = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata"
 
 
 def kaiwojob(spec: dict[str, Any], status: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
-    metadata = {"name": "hello", "namespace": "team-a", "uid": "U1", "generation": 1,
-                "finalizers": [FINALIZER], **meta}
+    metadata = {"name": "hello", "namespace": "team-a", "uid": "U1", "generation": 1, **meta}
     obj: dict[str, Any] = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
                            "metadata": metadata, "spec": spec}
     if status is not None:
@@ -63,10 +62,9 @@ SIMPLE = {"user": "jane@example.com", "image": "busybox", "entrypoint": "sleep 5
 
 
 def test_first_pass_creates_the_job_and_reports_pending() -> None:
-    obj = kaiwojob(SIMPLE, finalizers=[])
+    obj = kaiwojob(SIMPLE)
     plan = decide(world(obj))
-    assert plan.add_finalizer
-    assert applied_kinds(plan) == ["Job"]
+    assert applied_kinds(plan) == ["Job"]  # and nothing else: no finalizer, as upstream
     assert plan.status is not None and plan.status["status"] == "PENDING"
     assert plan.status["observedGeneration"] == 1
     admitted_cond = next(c for c in plan.status["conditions"] if c["type"] == "Admitted")
@@ -75,16 +73,16 @@ def test_first_pass_creates_the_job_and_reports_pending() -> None:
 
 
 def test_settling_defers_the_first_status_until_the_queue_answered() -> None:
-    obj = kaiwojob(SIMPLE, finalizers=[])
+    obj = kaiwojob(SIMPLE)
     creating = decide(world(obj, settle_seconds=0.05))
-    assert creating.add_finalizer and applied_kinds(creating) == ["Job"]
+    assert applied_kinds(creating) == ["Job"]
     assert creating.status is None and creating.requeue_after == 0.05
     assert [e.reason for e in creating.events] == ["ResourceCreated"]  # the creation is still reported
     job = live(creating.apply[0], active=1)
 
     assert creating.created_main
 
-    # A pass inside the window (woken by the echo of our own finalizer patch): still no PENDING.
+    # A pass inside the window (woken by the echo of the Job's creation): still no PENDING.
     echo = decide(world(obj, [live(creating.apply[0])], settle_seconds=0.05, settle_remaining=0.02))
     assert echo.status is None and echo.requeue_after == 0.02 and echo.events == [] and not echo.created_main
 
@@ -215,12 +213,48 @@ def _no_lq(w: World) -> World:
                  now=w.now)
 
 
-def test_deletion_removes_children_then_the_finalizer() -> None:
-    obj = kaiwojob(SIMPLE, deletionTimestamp="2026-11-21T12:00:00Z")
+def test_a_deleted_workload_is_left_to_the_garbage_collector() -> None:
+    """No finalizer of ours: the garbage collector deletes the children (a foreground deletion's
+    `foregroundDeletion` finalizer is its own), and the decision writes nothing."""
+    obj = kaiwojob(SIMPLE, deletionTimestamp="2026-11-21T12:00:00Z", finalizers=["foregroundDeletion"])
+    job = live(decide(world(kaiwojob(SIMPLE))).apply[0])
+    for children in ([job], []):
+        plan = decide(world(obj, children))
+        assert not (plan.delete or plan.apply or plan.remove_finalizer or plan.events) and plan.status is None
+
+
+def test_an_earlier_versions_finalizer_is_released_once_the_children_are_gone() -> None:
+    obj = kaiwojob(SIMPLE, deletionTimestamp="2026-11-21T12:00:00Z", finalizers=[FINALIZER])
     job = live(decide(world(kaiwojob(SIMPLE))).apply[0])
     plan = decide(world(obj, [job]))
     assert plan.delete == [job] and not plan.remove_finalizer
     assert decide(world(obj)).remove_finalizer
+
+
+def test_a_deleted_predecessors_leftover_is_waited_for_not_reported_as_a_conflict() -> None:
+    """Deleted and created again under the same name: the garbage collector may not have taken the
+    first one's Job yet. It is neither written nor reported (it is no stranger's): the successor
+    waits, woken when it goes or in a second, then creates its own."""
+    first = live(decide(world(kaiwojob(SIMPLE))).apply[0], active=1)
+    successor = kaiwojob(SIMPLE, uid="U2")
+    leftovers = {("Job", "hello"): first}
+    plan = decide(world(successor, live_object=lambda kind, name: leftovers.get((kind, name))))
+    assert plan.apply == [] and plan.status is None and plan.events == []
+    assert plan.conflicts == [("Job", "hello")] and plan.requeue_after == 1.0
+    gone = decide(world(successor))
+    assert applied_kinds(gone) == ["Job"]
+    assert gone.apply[0]["metadata"]["ownerReferences"][0]["uid"] == "U2"
+
+
+def test_a_strangers_object_of_another_kind_and_name_is_still_a_conflict() -> None:
+    """Only a controller of the workload's own kind and name marks a predecessor: a Job controlled by
+    some other object with our child's name stays a ChildNameConflict."""
+    job = live(decide(world(kaiwojob(SIMPLE))).apply[0])
+    for ref in ({"kind": "KaiwoService", "name": "hello"}, {"kind": "KaiwoJob", "name": "other"}):
+        job["metadata"]["ownerReferences"] = [{**job["metadata"]["ownerReferences"][0], **ref, "uid": "X"}]
+        plan = decide(world(kaiwojob(SIMPLE), live_object=lambda kind, name, j=job: j))
+        assert plan.apply == [] and plan.status is not None and plan.status["status"] == "ERROR"
+        assert any(c["reason"] == "ChildNameConflict" for c in plan.status["conditions"])
 
 
 @pytest.mark.parametrize(("demand", "pending", "expected"), [
@@ -258,8 +292,7 @@ def test_the_status_is_never_validated_as_spec() -> None:
     """A decision reads the status as stored; only metadata and spec are parsed into the model (a
     status the model would refuse, say an old operator's timestamp format, is not an InvalidSpec)."""
     obj = kaiwojob(SIMPLE, {"status": "PENDING", "startTime": "yesterday",
-                            "conditions": [{"type": "Admitted", "status": "False", "lastTransitionTime": "soon"}]},
-                   finalizers=[FINALIZER])
+                            "conditions": [{"type": "Admitted", "status": "False", "lastTransitionTime": "soon"}]})
     plan = decide(world(obj))
     assert plan.phase == "PENDING"
     assert applied_kinds(plan) == ["Job"]
