@@ -612,7 +612,8 @@ class WorkloadController(Controller):
             raise exists from None  # gone again meanwhile: retry the create
         owner: JsonObj = next((ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), {})
         if not controlled_by(live, str(owner.get("uid") or "")):
-            workload = {"kind": owner.get("kind"), "metadata": {"name": owner.get("name"), "uid": owner.get("uid")}}
+            workload = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                        "metadata": {"name": owner.get("name"), "uid": owner.get("uid")}}
             if owner and predecessor_leftover(live, workload):
                 raise exists from None
             raise ChildNameTaken(body["kind"], meta["name"], exists)

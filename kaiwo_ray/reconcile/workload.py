@@ -465,21 +465,36 @@ def _local_queue(world: World, workload: Workload, queue: str) -> JsonObj | None
     }
 
 
+PREDECESSOR_GRACE_SECONDS = 30.0
+"""How long a workload waits silently for a same-named predecessor's children to be garbage collected
+(usually well under a second); past that it reports them as a ChildNameConflict that says why."""
+
+
+def _api_group(api_version: Any) -> str:
+    return str(api_version or "").rpartition("/")[0]
+
+
 def predecessor_leftover(live: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
     """Is `live` a child of a deleted same-named predecessor of `workload`: its controller is a
-    workload of the same kind and name but another uid? Names are unique, so that owner is gone and
-    the garbage collector is deleting `live`; the workload waits for it (never writes it)."""
+    workload of the same group, kind and name but another uid? Names are unique, so that owner is gone
+    and the garbage collector is deleting `live`; the workload waits for it (never writes it)."""
     meta = workload.get("metadata") or {}
     uid = meta.get("uid")
+    group = _api_group(workload.get("apiVersion"))
     return any(ref.get("controller") and ref.get("kind") == workload.get("kind")
                and ref.get("name") == meta.get("name") and ref.get("uid") != uid
+               and _api_group(ref.get("apiVersion")) == group
                for ref in (live.get("metadata") or {}).get("ownerReferences") or ())
 
 
 def _awaiting_collection(world: World, plan: Plan, desired: Sequence[JsonObj]) -> bool:
     """True when a desired child's name is still held by a predecessor's leftover: nothing is written
     (no status, no conflict reported) and the pass runs again when the leftover goes (its deletion
-    wakes us, as a conflicting object's does), or in a second at the latest."""
+    wakes us, as a conflicting object's does), or in a second at the latest. A workload older than
+    PREDECESSOR_GRACE_SECONDS waits no longer silently: `_name_conflict` reports the leftover."""
+    created = parse_time((world.obj.get("metadata") or {}).get("creationTimestamp"))
+    if created is not None and (world.now - created).total_seconds() > PREDECESSOR_GRACE_SECONDS:
+        return False
     leftovers: list[tuple[str, str]] = []
     for obj in desired:
         key = (obj["kind"], obj["metadata"]["name"])
@@ -499,6 +514,7 @@ def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond
     does not control (a user's PVC `train-data`, say): we neither adopt nor overwrite it."""
     uid = str((world.obj.get("metadata") or {}).get("uid") or "")
     taken: list[str] = []
+    leftovers: list[str] = []
     for obj in desired:
         key = (obj["kind"], obj["metadata"]["name"])
         if key in world.children:
@@ -506,10 +522,18 @@ def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond
         live = world.live_object(*key)
         if live is not None and not controlled_by(live, uid):
             plan.conflicts.append(key)
-            taken.append(f"{key[0]} {key[1]}")
-    if not taken:
+            (leftovers if predecessor_leftover(live, world.obj) else taken).append(f"{key[0]} {key[1]}")
+    if leftovers and not taken:
+        kind, name = world.obj.get("kind") or "workload", (world.obj.get("metadata") or {}).get("name")
+        one = len(leftovers) == 1
+        return Cond("Schedulable", "False", CHILD_NAME_CONFLICT,
+                    f"{', '.join(leftovers)} of a deleted {kind} {name} still {'exists' if one else 'exist'} "
+                    f"{PREDECESSOR_GRACE_SECONDS:.0f} s after this one was created (a finalizer holding "
+                    f"{'it' if one else 'them'}?); the workload continues once {'it is' if one else 'they are'} "
+                    "gone")
+    if not taken and not leftovers:
         return None
-    return conflict_condition(taken)
+    return conflict_condition(taken + leftovers)
 
 
 def conflict_condition(taken: Sequence[str]) -> Cond:

@@ -246,11 +246,32 @@ def test_a_deleted_predecessors_leftover_is_waited_for_not_reported_as_a_conflic
     assert gone.apply[0]["metadata"]["ownerReferences"][0]["uid"] == "U2"
 
 
+def test_a_leftover_that_outstays_the_grace_period_is_reported() -> None:
+    """A predecessor's Job still there 30 s after the successor was created (someone's finalizer
+    holds it, say): no longer waited for in silence, but a ChildNameConflict that says whose it is."""
+    first = live(decide(world(kaiwojob(SIMPLE))).apply[0], active=1)
+    leftovers = {("Job", "hello"): first}
+    for age, reported in ((29, False), (31, True)):
+        successor = kaiwojob(SIMPLE, uid="U2", creationTimestamp=(NOW - timedelta(seconds=age)).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"))
+        plan = decide(world(successor, live_object=lambda kind, name: leftovers.get((kind, name))))
+        assert plan.apply == [] and plan.conflicts == [("Job", "hello")]
+        if not reported:
+            assert plan.status is None and plan.requeue_after == 1.0
+            continue
+        assert plan.status is not None and plan.status["status"] == "ERROR"
+        cond = next(c for c in plan.status["conditions"] if c["reason"] == "ChildNameConflict")
+        assert cond["message"] == ("Job hello of a deleted KaiwoJob hello still exists 30 s after this one was "
+                                   "created (a finalizer holding it?); the workload continues once it is gone")
+        assert [(e.type, e.reason) for e in plan.events] == [("Warning", "ChildNameConflict")]
+
+
 def test_a_strangers_object_of_another_kind_and_name_is_still_a_conflict() -> None:
     """Only a controller of the workload's own kind and name marks a predecessor: a Job controlled by
     some other object with our child's name stays a ChildNameConflict."""
     job = live(decide(world(kaiwojob(SIMPLE))).apply[0])
-    for ref in ({"kind": "KaiwoService", "name": "hello"}, {"kind": "KaiwoJob", "name": "other"}):
+    for ref in ({"kind": "KaiwoService", "name": "hello"}, {"kind": "KaiwoJob", "name": "other"},
+                {"kind": "KaiwoJob", "name": "hello", "apiVersion": "example.com/v1"}):
         job["metadata"]["ownerReferences"] = [{**job["metadata"]["ownerReferences"][0], **ref, "uid": "X"}]
         plan = decide(world(kaiwojob(SIMPLE), live_object=lambda kind, name, j=job: j))
         assert plan.apply == [] and plan.status is not None and plan.status["status"] == "ERROR"
