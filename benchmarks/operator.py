@@ -68,7 +68,8 @@ sandbox's event loops 50 times a second and prints, for our worst 100 CR/s spell
 gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PYSPY=dir
 records both with py-spy over the latency runs (`_py_spy`); BENCH_OPERATOR_NICE=n runs every
 operator process (ours and the peers) at nice n, below the sandbox and the benchmark's clients, as if
-the API server had a machine of its own; BENCH_PROFILE=path, see `_operator_main`.
+the API server had a machine of its own; BENCH_SETTLE_S=s runs our operator with another settle window
+(`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PROFILE=path, see `_operator_main`.
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
@@ -190,6 +191,8 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
             profiler.enable()
         began_wall, began = time.time(), time.monotonic()
         settings = HostSettings(kubeconfig=kubeconfig, lease=False, tune_gc=True)  # as `kaiwo-ray up` runs it
+        if os.environ.get("BENCH_SETTLE_S"):  # diagnosis only: another settle window (HostSettings.coalesce_seconds)
+            settings.coalesce_seconds = float(os.environ["BENCH_SETTLE_S"])
         if workers is not None:
             settings.workers = workers
         operator = Operator(["kaiwojob"], settings)
