@@ -30,27 +30,37 @@ def _long_running_job(custom: Any, namespace: str) -> None:
                         .get("status") or {}).get("status") == "RUNNING", timeout=60, interval=0.1)
 
 
+def _uninstalled_with_a_running_job(sb: Any) -> tuple[Any, Any, Any]:
+    """Namespace `team` with a RUNNING KaiwoJob `long`, and the operator that started it gone (it
+    ran in-process until it returned): (core, custom objects, batch) API clients."""
+    core = kubernetes.client.CoreV1Api(sb.api_client())
+    custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
+    batch = kubernetes.client.BatchV1Api(sb.api_client())
+    core.create_namespace({"metadata": {"name": "team"}})
+    with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
+        _long_running_job(custom, "team")
+    return core, custom, batch
+
+
+def _delete_team_and_wait_gone(kubectl: list[str], core: Any, batch: Any, *, before_gone: Any = None) -> None:
+    """`kubectl delete namespace team`, then (after `before_gone`, if any) wait until it and the
+    workload's Job are gone."""
+    subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
+    if before_gone is not None:
+        before_gone()
+    eventually(lambda: "team" not in {n.metadata.name for n in core.list_namespace().items}, timeout=30,
+               interval=0.1)
+    assert not batch.list_job_for_all_namespaces(label_selector="kaiwo.silogen.ai/name=long").items
+
+
 def test_without_the_operator_workloads_run_and_their_namespace_can_go(kubectl_bin: str) -> None:
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
-        core = kubernetes.client.CoreV1Api(sb.api_client())
-        custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
-        batch = kubernetes.client.BatchV1Api(sb.api_client())
-        core.create_namespace({"metadata": {"name": "team"}})
-        with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
-            _long_running_job(custom, "team")
-        # leaving the block stopped the operator: it is uninstalled
-        # Its workload keeps running.
+        core, custom, batch = _uninstalled_with_a_running_job(sb)
+        # Its workload keeps running, and carries no finalizer that would wait for the operator.
         assert batch.read_namespaced_job("long", "team").status.active == 1
         assert not custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")["metadata"].get(
             "finalizers")
-        kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
-        subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
-
-        def gone() -> bool:
-            return "team" not in {n.metadata.name for n in core.list_namespace().items}
-
-        eventually(gone, timeout=30, interval=0.1)
-        assert not batch.list_job_for_all_namespaces(label_selector="kaiwo.silogen.ai/name=long").items
+        _delete_team_and_wait_gone([kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)], core, batch)
 
 
 def test_an_earlier_versions_finalizer_holds_its_namespace_until_the_escape_hatch(kubectl_bin: str) -> None:
@@ -58,33 +68,24 @@ def test_an_earlier_versions_finalizer_holds_its_namespace_until_the_escape_hatc
     gone, deleting its namespace waits on it, and patching the finalizer away (docs/install.md) lets
     the namespace and the workload's children go."""
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
-        core = kubernetes.client.CoreV1Api(sb.api_client())
-        custom: Any = kubernetes.client.CustomObjectsApi(sb.api_client())
-        batch = kubernetes.client.BatchV1Api(sb.api_client())
-        core.create_namespace({"metadata": {"name": "team"}})
-        with in_process_operator(HostSettings(kubeconfig=str(sb.kubeconfig_path), lease=False)):
-            _long_running_job(custom, "team")
+        core, custom, batch = _uninstalled_with_a_running_job(sb)
         # what the earlier version left on every workload
         custom.patch_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long",
                                               {"metadata": {"finalizers": ["kaiwo.silogen.ai/finalizer"]}})
         kubectl = [kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path)]
-        subprocess.run([*kubectl, "delete", "namespace", "team", "--wait=false"], check=True, capture_output=True)
 
-        def stuck() -> bool:
-            namespace = core.read_namespace("team")
-            job = custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")
-            return namespace.status.phase == "Terminating" and bool(job["metadata"].get("deletionTimestamp"))
+        def stuck_then_escape_hatch() -> None:
+            def stuck() -> bool:
+                namespace = core.read_namespace("team")
+                job = custom.get_namespaced_custom_object(*KAIWO, "team", "kaiwojobs", "long")
+                return namespace.status.phase == "Terminating" and bool(job["metadata"].get("deletionTimestamp"))
 
-        eventually(stuck, timeout=30, interval=0.1)
-        # The escape hatch of docs/install.md.
-        subprocess.run([*kubectl, "patch", "kaiwojob", "long", "-n", "team", "--type=merge", "-p",
-                        '{"metadata":{"finalizers":null}}'], check=True, capture_output=True)
+            eventually(stuck, timeout=30, interval=0.1)
+            # The escape hatch of docs/install.md.
+            subprocess.run([*kubectl, "patch", "kaiwojob", "long", "-n", "team", "--type=merge", "-p",
+                            '{"metadata":{"finalizers":null}}'], check=True, capture_output=True)
 
-        def gone() -> bool:
-            return "team" not in {n.metadata.name for n in core.list_namespace().items}
-
-        eventually(gone, timeout=30, interval=0.1)
-        assert not batch.list_job_for_all_namespaces(label_selector="kaiwo.silogen.ai/name=long").items
+        _delete_team_and_wait_gone(kubectl, core, batch, before_gone=stuck_then_escape_hatch)
 
 
 def test_reapplying_a_newer_deploy_keeps_running_workloads(kubectl_bin: str, tmp_path: Path) -> None:
