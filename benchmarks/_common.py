@@ -47,9 +47,16 @@ def pin_apart(sandbox_pid: int) -> None:
     (wake-affine placement, wakeup preemption), so the API server's next writes wait for the operator's
     burst: at 20 CR/s that held the child Job's watch frame 1.4-1.8 ms after the create was answered
     for kaiwo-ray and 0.7-1.0 ms for the floor operator; pinned, 0.41-0.50 ms for both."""
-    cpus = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(sandbox_pid, {cpus[0]})
-    os.sched_setaffinity(0, set(cpus[1:]))
+    if not _CPU_SPLIT:  # the split is made once: every later sandbox goes to the same first CPU
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return
+        _CPU_SPLIT.extend(({cpus[0]}, set(cpus[1:])))
+        os.sched_setaffinity(0, _CPU_SPLIT[1])
+    os.sched_setaffinity(sandbox_pid, _CPU_SPLIT[0])
+
+
+_CPU_SPLIT: list[set[int]] = []  # (the sandboxes' CPUs, everything else's), once pin_apart has run
 
 
 def deployed_loop() -> asyncio.AbstractEventLoop:
@@ -773,7 +780,7 @@ def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1
                                   daemon=True, name="sandbox")
         process.start()
         MACHINE.label(process.pid, f"sandbox {process.pid}")
-        if os.environ.get("BENCH_PIN") and len(os.sched_getaffinity(0)) >= 2:
+        if os.environ.get("BENCH_PIN"):
             pin_apart(process.pid)
         if not parent.poll(90):
             process.kill()
