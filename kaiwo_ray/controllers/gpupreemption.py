@@ -31,6 +31,7 @@ from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import gpupreemption as gp
+from kaiwo_ray.reconcile.workload import controller_ref
 
 log = logging.getLogger(__name__)
 JsonObj = dict[str, Any]
@@ -72,11 +73,6 @@ def resource_for(api_version: str, kind: str) -> Resource:
 def _is_workload(obj: JsonObj) -> bool:
     """A Kueue Workload (informer objects may lack `kind`: tell by the spec)."""
     return obj.get("kind") == "Workload" or "podSets" in (obj.get("spec") or {})
-
-
-def _controller_ref(obj: JsonObj) -> JsonObj | None:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return next((r for r in refs if r.get("controller")), None)
 
 
 class GpuPreemptionController(Controller):
@@ -169,7 +165,7 @@ class GpuPreemptionController(Controller):
         current = obj
         namespace = (obj.get("metadata") or {}).get("namespace")
         for _ in range(MAX_HOPS):
-            ref = _controller_ref(current)
+            ref = controller_ref(current)
             if ref is None and current is obj and _is_workload(obj):
                 refs = (obj.get("metadata") or {}).get("ownerReferences") or []
                 ref = refs[0] if refs else None

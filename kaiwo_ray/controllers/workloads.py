@@ -39,6 +39,7 @@ from kaiwo_ray.reconcile.workload import (
     child_name_taken,
     child_rejected,
     controlled_by,
+    controller_ref,
     decide,
     predecessor_leftover,
 )
@@ -610,11 +611,8 @@ class WorkloadController(Controller):
             live = await self.client.get(res, meta["name"], meta.get("namespace"))
         except NotFound:
             raise exists from None  # gone again meanwhile: retry the create
-        owner: JsonObj = next((ref for ref in meta.get("ownerReferences") or () if ref.get("controller")), {})
-        if not controlled_by(live, str(owner.get("uid") or "")):
-            workload = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
-                        "metadata": {"name": owner.get("name"), "uid": owner.get("uid")}}
-            if owner and predecessor_leftover(live, workload):
+        if not controlled_by(live, str((controller_ref(body) or {}).get("uid") or "")):
+            if predecessor_leftover(live, body):
                 raise exists from None
             raise ChildNameTaken(body["kind"], meta["name"], exists)
         return await self.client.apply(res, body)

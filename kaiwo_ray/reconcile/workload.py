@@ -16,7 +16,7 @@ removed once its children are gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -77,6 +77,12 @@ class Event:
 
 def _no_object(kind: str, name: str) -> JsonObj | None:
     return None
+
+
+def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """`obj`'s controller ownerReference, if it has one."""
+    return next((ref for ref in (obj.get("metadata") or {}).get("ownerReferences") or () if ref.get("controller")),
+                None)
 
 
 def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -474,17 +480,28 @@ def _api_group(api_version: Any) -> str:
     return str(api_version or "").rpartition("/")[0]
 
 
-def predecessor_leftover(live: Mapping[str, Any], workload: Mapping[str, Any]) -> bool:
-    """Is `live` a child of a deleted same-named predecessor of `workload`: its controller is a
-    workload of the same group, kind and name but another uid? Names are unique, so that owner is gone
-    and the garbage collector is deleting `live`; the workload waits for it (never writes it)."""
-    meta = workload.get("metadata") or {}
-    uid = meta.get("uid")
-    group = _api_group(workload.get("apiVersion"))
-    return any(ref.get("controller") and ref.get("kind") == workload.get("kind")
-               and ref.get("name") == meta.get("name") and ref.get("uid") != uid
-               and _api_group(ref.get("apiVersion")) == group
-               for ref in (live.get("metadata") or {}).get("ownerReferences") or ())
+def predecessor_leftover(live: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Is `live`, which holds the name of the child `desired`, a child of a deleted same-named
+    predecessor of `desired`'s workload: its controller has the same API group, kind and name as
+    `desired`'s, but another uid? Names are unique, so that owner is gone and the garbage collector is
+    deleting `live`; the workload waits for it (never writes it)."""
+    ours, theirs = controller_ref(desired), controller_ref(live)
+    return (ours is not None and theirs is not None and theirs.get("kind") == ours.get("kind")
+            and theirs.get("name") == ours.get("name") and theirs.get("uid") != ours.get("uid")
+            and _api_group(theirs.get("apiVersion")) == _api_group(ours.get("apiVersion")))
+
+
+def _held_names(world: World, desired: Sequence[JsonObj]) -> Iterator[tuple[tuple[str, str], JsonObj, JsonObj]]:
+    """(key, desired child, live object) for each desired child whose name an object this workload
+    does not control holds."""
+    uid = str((world.obj.get("metadata") or {}).get("uid") or "")
+    for obj in desired:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in world.children:
+            continue
+        live = world.live_object(*key)
+        if live is not None and not controlled_by(live, uid):
+            yield key, obj, live
 
 
 def _awaiting_collection(world: World, plan: Plan, desired: Sequence[JsonObj]) -> bool:
@@ -495,14 +512,7 @@ def _awaiting_collection(world: World, plan: Plan, desired: Sequence[JsonObj]) -
     created = parse_time((world.obj.get("metadata") or {}).get("creationTimestamp"))
     if created is not None and (world.now - created).total_seconds() > PREDECESSOR_GRACE_SECONDS:
         return False
-    leftovers: list[tuple[str, str]] = []
-    for obj in desired:
-        key = (obj["kind"], obj["metadata"]["name"])
-        if key in world.children:
-            continue
-        live = world.live_object(*key)
-        if live is not None and predecessor_leftover(live, world.obj):
-            leftovers.append(key)
+    leftovers = [key for key, obj, live in _held_names(world, desired) if predecessor_leftover(live, obj)]
     if leftovers:
         plan.conflicts.extend(leftovers)
         plan.requeue_after = 1.0
@@ -512,17 +522,11 @@ def _awaiting_collection(world: World, plan: Plan, desired: Sequence[JsonObj]) -
 def _name_conflict(world: World, plan: Plan, desired: Sequence[JsonObj]) -> Cond | None:
     """Schedulable=False/ChildNameConflict when a desired child's name is held by an object this CR
     does not control (a user's PVC `train-data`, say): we neither adopt nor overwrite it."""
-    uid = str((world.obj.get("metadata") or {}).get("uid") or "")
     taken: list[str] = []
     leftovers: list[str] = []
-    for obj in desired:
-        key = (obj["kind"], obj["metadata"]["name"])
-        if key in world.children:
-            continue
-        live = world.live_object(*key)
-        if live is not None and not controlled_by(live, uid):
-            plan.conflicts.append(key)
-            (leftovers if predecessor_leftover(live, world.obj) else taken).append(f"{key[0]} {key[1]}")
+    for key, obj, live in _held_names(world, desired):
+        plan.conflicts.append(key)
+        (leftovers if predecessor_leftover(live, obj) else taken).append(f"{key[0]} {key[1]}")
     if leftovers and not taken:
         kind, name = world.obj.get("kind") or "workload", (world.obj.get("metadata") or {}).get("name")
         one = len(leftovers) == 1
