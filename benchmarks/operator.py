@@ -1019,7 +1019,7 @@ def bench_to_running(count: int) -> None:
     STARTING each last about as long as the window, and a phase that outlasts the window is written
     (docs/compatibility.md, "Status timing"), so the burst's figure swings with the machine's load
     (3.7-4.7 in seven runs on this machine). The steady one is a Job create and one or two status
-    writes (2.00-3.00 in four runs): the simulated pod runs about 60 ms after its Job is created, about
+    writes (2.00-3.00 in five runs): the simulated pod runs about 60 ms after its Job is created, about
     when the settle pass looks, so it finds RUNNING or STARTING (docs/performance.md)."""
     namespace = "run"
     with sandbox_process(cluster=True, time_factor=0.05, users=("kaiwo-ray", "loader")) as sandbox:
