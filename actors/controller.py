@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
+from kaiwo_ray.cpu_policy import is_batch
 
 # Options for `ray.remote`: the actor reserves no CPU (it is I/O bound and must never wait for a
 # slot behind user tasks), Ray restarts it forever and replays interrupted calls (all idempotent).
@@ -92,6 +93,7 @@ class ControllerActor:
             pid=os.getpid(),
             rss_bytes=self._process.memory_info().rss,
             uptime_s=round(time.monotonic() - self.born, 3),
+            batch_scheduling=is_batch(),  # of this thread, the one the controller's loop runs on
         )
         return report
 

@@ -34,7 +34,7 @@ DEFAULT_LEASE_NAMESPACE = "kaiwo-system"
 def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], str]:
     """(host settings, controller names, Ray namespace) from the environment; ValueError when they are wrong."""
     names = parse_controller_names(env.get("KAIWO_CONTROLLERS") or None)
-    settings = HostSettings(tune_gc=True)
+    settings = HostSettings(tune_gc=True, batch_scheduling=True)
     if (env.get("KAIWO_IN_CLUSTER") or "true").lower() in ("1", "true", "yes"):
         from kaiwo_ray.kube import incluster
 

@@ -204,7 +204,8 @@ class Instance:
 
         self.label = label
         settings = HostSettings(kubeconfig=str(kubeconfig), identity=f"chaos-{label}", lease=True,
-                                lease_seconds=lease_seconds, renew_every=max(0.2, lease_seconds / 7.5), tune_gc=True)
+                                lease_seconds=lease_seconds, renew_every=max(0.2, lease_seconds / 7.5), tune_gc=True,
+                                batch_scheduling=True)
         self.supervisor = Supervisor(settings, CONTROLLERS, namespace=ray_namespace, log_level=logging.ERROR)
         self.crashed = False
 

@@ -47,6 +47,7 @@ class ActorHealth(BaseModel):
     last_error: str = ""
     rss_bytes: int = 0
     uptime_s: float = 0.0
+    batch_scheduling: bool = False  # its loop's thread never preempts on wakeup (kaiwo_ray.cpu_policy)
     restarts: int = 0
     error: str = ""
 

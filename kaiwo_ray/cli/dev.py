@@ -161,7 +161,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True)
+        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=True)
         problem = telemetry_flags.configure(args, host)
         if problem is not None:
             print(f"kaiwo-ray dev: {problem}", file=sys.stderr)

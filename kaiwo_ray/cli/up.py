@@ -76,7 +76,7 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, tune_gc=True)
+    settings = HostSettings(lease=not args.no_lease, tune_gc=True, batch_scheduling=True)
     if args.in_cluster:
         from kaiwo_ray.kube import incluster
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kaiwo_ray.controllers.base import Controller
+from kaiwo_ray.cpu_policy import run_as_batch
 from kaiwo_ray.gc_tuning import (
     SWEEP_SECONDS,
     SWEEPS,
@@ -77,6 +78,9 @@ class HostSettings:
     coalesce_seconds: float = 0.05  # see Controller.coalesce_seconds; 0 reacts to every child event
     tune_gc: bool = False  # the process is the operator: see kaiwo_ray.gc_tuning (actors, `up`, `dev`)
     gc_sweep_seconds: float = SWEEP_SECONDS  # with tune_gc: between full collections of frozen objects
+    # The controller's thread never preempts on wakeup (SCHED_BATCH): see kaiwo_ray.cpu_policy. Set
+    # where the process is the operator (actors, `up`, `dev`), never in a shared process (tests).
+    batch_scheduling: bool = False
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
     # Extra keyword arguments for a controller's factory, by controller name (feature settings).
     controller_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -102,6 +106,8 @@ class ControllerHost:
         self._busy: Callable[[], bool] | None = None
 
     async def start(self) -> None:
+        if self.settings.batch_scheduling:  # this thread runs the controller's loop: see kaiwo_ray.cpu_policy
+            run_as_batch()
         self.client = await make_client(self.settings)
         self.controller = build_controller(self.name, self.client, workers=self.settings.workers,
                                            **self.settings.controller_options.get(self.name, {}))

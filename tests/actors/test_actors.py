@@ -67,10 +67,11 @@ def row(rows: list[Any], name: str) -> Any:
 
 def test_actors_run_a_kaiwojob_to_complete_and_report_health(instances: Any) -> None:
     api = Api(instances.sb)
-    sup = instances.supervisor("operator-a", NAMES)
+    sup = instances.supervisor("operator-a", NAMES, batch_scheduling=True)  # as the operator's entry points run it
     rows = sup.start()
     assert [r.name for r in rows] == NAMES
     assert all(r.alive and r.started and r.synced and r.pid not in (None, os.getpid()) for r in rows)
+    assert all(r.batch_scheduling for r in rows)  # each controller's loop thread, in its actor
     wait_for(lambda: all(r.leader for r in sup.health()), 30, "both actors lead")
 
     api.create_job("cpu-job")

@@ -34,6 +34,7 @@ def test_the_actor_starts_from_init_reports_health_and_stops_idempotently(sandbo
     assert ready["name"] == "kaiwoconfig" and ready["identity"] == "unit"
     assert ready["started"] and ready["alive"] and ready["synced"] and ready["leader"]
     assert ready["rss_bytes"] > 1 << 20 and ready["pid"] > 0 and "error" not in ready
+    assert ready["batch_scheduling"] is False  # not asked for: this test's own thread keeps its class
     assert stopped["error"] == "stopped" and not stopped["leader"]
     assert again["error"] == "stopped" and after["error"] == "stopped"
 

@@ -105,6 +105,7 @@ def test_a_relative_kubeconfig_becomes_absolute_for_the_actors(tmp_path: Path,
     settings = host_settings(parse("--kubeconfig", "kc", "--no-lease", "--identity", "me"))
     assert settings.kubeconfig == str(tmp_path / "kc")
     assert settings.lease is False and settings.identity == "me" and not settings.in_cluster
+    assert settings.tune_gc and settings.batch_scheduling  # the process is the operator
 
 
 def _service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: str | None) -> None:
