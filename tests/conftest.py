@@ -10,7 +10,9 @@ says so with its own `@settings`, only where the reason is specific to it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from kaiwo_ray.api.crd import all_crds
@@ -26,3 +28,14 @@ settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 use_world(crds=all_crds(), nodes=default_nodes())
+
+
+@pytest.fixture(autouse=True)
+def _default_cpu_class() -> Iterator[None]:
+    """Each test starts in the default CPU scheduling class. A controller host asks for SCHED_BATCH on
+    the thread it runs on (kaiwo_ray.cpu_policy), and `kaiwo-ray up --no-ray` run in this process
+    hosts them on pytest's own thread; the class is per thread and inherited by every thread started
+    later, so without this one test would change the timing of all the tests after it."""
+    yield
+    if hasattr(os, "sched_getscheduler") and os.sched_getscheduler(0) != os.SCHED_OTHER:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))

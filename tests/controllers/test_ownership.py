@@ -15,6 +15,8 @@ from e2e_harness import OperatorSandbox
 from e2e_scenarios import kaiwo_job, kaiwo_service, wait_gone, wait_phase
 from e2e_support import KAIWO_API, JsonObj, Kube, Target, condition, wait_for
 
+from kaiwo_ray.kube import resources as R
+
 TESTER = "ownership-tester"
 WRITES = ("create", "update", "patch", "delete")
 DATA_STORAGE = {"storageEnabled": True, "storageClassName": "standard", "data": {"storageSize": "1Gi"}}
@@ -209,16 +211,20 @@ def test_a_successor_waits_for_its_predecessors_job_and_never_takes_it(operator_
     first = target.kube.create(kaiwo_job("again", namespace, entrypoint="sleep 3600"))
     old = wait_for(lambda: target.kube.get("batch/v1", "Job", "again", namespace), target.timeout, "the first Job")
     # Someone else's finalizer keeps the old Job (deleting, not gone) for as long as this test wants.
-    hold: JsonObj = {"finalizers": ["example.com/hold"]}
-    if not labelled:
-        hold["labels"] = {"kaiwo.silogen.ai/run-id": None}
-    target.kube.patch("batch/v1", "Job", "again", {"metadata": hold}, namespace)
+    target.kube.patch("batch/v1", "Job", "again", {"metadata": {"finalizers": ["example.com/hold"]}}, namespace)
     target.kube.delete(KAIWO_API, "KaiwoJob", "again", namespace)
     wait_gone(target, "KaiwoJob", "again", namespace)
     wait_for(lambda: (j := target.kube.get("batch/v1", "Job", "again", namespace)) and j["metadata"].get(
         "deletionTimestamp"), target.timeout, "the garbage collector deleting the first Job")
-
     controller: Any = operator_env.controller("kaiwojob")
+    if not labelled:
+        # Only now that its owner is gone: while the first KaiwoJob lived, the operator rightly
+        # restored the label of its own Job (one more write, and a race with the delete).
+        target.kube.patch("batch/v1", "Job", "again", {"metadata": {"labels": {"kaiwo.silogen.ai/run-id": None}}},
+                          namespace)
+        wait_for(lambda: controller.caches[R.JOBS].get(namespace, "again") is None, target.timeout,
+                 "the operator's cache without the unlabelled Job")
+
     before = controller.stats.reconciles
     successor = target.kube.create(kaiwo_job("again", namespace, entrypoint="sleep 5"))
     assert successor["metadata"]["uid"] != first["metadata"]["uid"]
