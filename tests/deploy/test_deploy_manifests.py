@@ -141,3 +141,16 @@ def test_the_controller_actors_are_pinned_to_the_head(rendered: list[dict[str, A
     assert actor_resources(env) == {"node:__internal_head__": 0.001}
     with pytest.raises(ValueError, match="KAIWO_ACTOR_RESOURCES must be a JSON object of numbers"):
         actor_resources({"KAIWO_ACTOR_RESOURCES": '["head"]'})
+
+
+def test_the_deployed_controllers_run_batch_unless_the_admin_turns_it_off(rendered: list[dict[str, Any]]) -> None:
+    from actors.operator_app import settings_from_env
+
+    head = find(rendered, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]
+    env = {e["name"]: e.get("value") or "" for e in head["template"]["spec"]["containers"][0]["env"]}
+    env = {**env, "KAIWO_IN_CLUSTER": "false"}  # the manifest's settings, read outside a pod
+    assert settings_from_env(env)[0].batch_scheduling  # as deploy/ ships it: kaiwo_ray.cpu_policy
+    assert not settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "False"})[0].batch_scheduling
+    assert settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "yes"})[0].batch_scheduling
+    with pytest.raises(ValueError, match="KAIWO_BATCH_SCHEDULING must be true or false, not 'sometimes'"):
+        settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "sometimes"})
