@@ -350,11 +350,13 @@ FLOOR_SAME_WORK = Peer("floor_same_work", "floor_same_work",
 
 def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
     _nice_from_env()
-    # In the CPU scheduling class our controllers run in (kaiwo_ray.cpu_policy), its threads too: the
-    # comparison is of the work each party does, not of which one preempts the API server.
-    from kaiwo_ray.cpu_policy import run_as_batch
+    # The floors are yardsticks for work, so they run in the CPU scheduling class our controllers run in
+    # (kaiwo_ray.cpu_policy), threads and all: against them the comparison is of the work each party
+    # does, not of which one preempts the API server. kopf runs as its users deploy it (the default class).
+    if module.startswith("floor_"):
+        from kaiwo_ray.cpu_policy import run_as_batch
 
-    run_as_batch()
+        run_as_batch()
     os.environ["KUBECONFIG"] = kubeconfig
     import psutil
 
