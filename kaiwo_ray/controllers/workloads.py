@@ -543,12 +543,20 @@ class WorkloadController(Controller):
             self._main_created_at[(namespace or "", name)] = time.monotonic()
         for child in plan.delete:
             cmeta = child.get("metadata") or {}
+            res = _resource_of(child)
             try:
-                await self.client.delete(_resource_of(child), cmeta["name"], cmeta.get("namespace"),
-                                         propagation_policy="Foreground", uid=cmeta.get("uid"))
+                result = await self.client.delete(res, cmeta["name"], cmeta.get("namespace"),
+                                                  propagation_policy="Foreground", uid=cmeta.get("uid"))
                 self.writes += 1
             except NotFound:
-                pass
+                continue
+            # A foreground deletion answers the object, now deleting: written through, so that a pass
+            # before its watch event arrives waits for it instead of deleting it again.
+            if res in self.caches and isinstance(result, dict) and (result.get("metadata") or {}).get(
+                    "deletionTimestamp"):
+                result.setdefault("kind", child.get("kind"))
+                result.setdefault("apiVersion", child.get("apiVersion"))
+                self.caches[res].upsert_if_newer(result)
         if plan.status is not None:
             patch = {"metadata": {"resourceVersion": obj["metadata"].get("resourceVersion")},
                      "status": plan.status}

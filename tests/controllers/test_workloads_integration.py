@@ -13,6 +13,7 @@ from e2e_scenarios import kaiwo_job, kaiwo_service, wait_phase
 from e2e_support import KAIWO_API, Kube, Target, condition, phase, recording, wait_for
 
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.reconcile.workload import Plan
 
 TESTER = "workload-tester"
 WRITES = ("create", "update", "patch", "delete")
@@ -166,3 +167,25 @@ def test_running_job_past_its_duration_yields_to_a_pending_one(operator_env: Ope
     wait_for(lambda: target.kube.get("batch/v1", "Job", "hog", namespace) is None, target.timeout, "hog's Job gone")
     wait_phase(target, "KaiwoJob", "waiter", namespace, "COMPLETE")
     assert "WorkloadTerminated" in target.kube.event_reasons(namespace, "hog", "KaiwoJob")
+
+
+def test_a_childs_foreground_deletion_is_in_the_cache_when_the_delete_returns(operator_env: OperatorSandbox) -> None:
+    """The answer to a foreground delete (the child, now deleting) is written through to the cache,
+    so a pass that runs before the child's watch event arrives does not delete it a second time."""
+    target = client_for_tests(operator_env)
+    namespace = target.namespace("ctl-delete-through")
+    target.kube.create(kaiwo_job("held", namespace, entrypoint="sleep 3600"))
+    job = wait_for(lambda: target.kube.get("batch/v1", "Job", "held", namespace), target.timeout, "the Job")
+    # A foreign finalizer keeps the deleted Job, so only its deletionTimestamp says it is going.
+    target.kube.patch("batch/v1", "Job", "held", {"metadata": {"finalizers": ["example.com/hold"]}}, namespace)
+    controller: Any = operator_env.controller("kaiwojob")
+    kaiwojob = target.kube.get(KAIWO_API, "KaiwoJob", "held", namespace)
+    job = {**job, "kind": "Job", "apiVersion": "batch/v1"}
+
+    async def delete_then_look() -> Any:
+        await controller.execute(kaiwojob, Plan(delete=[job]))
+        return controller.caches[R.JOBS].get(namespace, "held")  # before any further await: no watch event yet
+
+    cached = operator_env.run(delete_then_look())
+    assert cached is not None and cached["metadata"].get("deletionTimestamp"), cached
+    target.kube.patch("batch/v1", "Job", "held", {"metadata": {"finalizers": None}}, namespace)
