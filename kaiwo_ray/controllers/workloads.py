@@ -550,10 +550,13 @@ class WorkloadController(Controller):
                 self.writes += 1
             except NotFound:
                 continue
-            # A foreground deletion answers the object, now deleting: written through, so that a pass
-            # before its watch event arrives waits for it instead of deleting it again.
-            if res in self.caches and isinstance(result, dict) and (result.get("metadata") or {}).get(
-                    "deletionTimestamp"):
+            # A foreground deletion answers the object, now deleting: written over the cached one, so
+            # that a pass before its watch event arrives waits for it instead of deleting it again.
+            # Only over a cached one: when the watch already delivered its DELETED event, writing the
+            # answer in would bring back an object that no event will ever remove.
+            if (res in self.caches and isinstance(result, dict)
+                    and (result.get("metadata") or {}).get("deletionTimestamp")
+                    and self.caches[res].get(cmeta.get("namespace"), cmeta["name"]) is not None):
                 result.setdefault("kind", child.get("kind"))
                 result.setdefault("apiVersion", child.get("apiVersion"))
                 self.caches[res].upsert_if_newer(result)
