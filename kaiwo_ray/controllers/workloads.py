@@ -208,6 +208,7 @@ class WorkloadController(Controller):
         self.name = "kaiwojob-controller" if kind == "KaiwoJob" else "kaiwoservice-controller"
         self.primary = R.KAIWOJOBS if kind == "KaiwoJob" else R.KAIWOSERVICES
         self.other = R.KAIWOSERVICES if kind == "KaiwoJob" else R.KAIWOJOBS
+        self._type_meta: JsonObj = {"kind": kind, "apiVersion": self.primary.api_version}
         self.recorder = EventRecorder(client, self.name)
         self.writes = 0
         # Keys of our CRs that are RUNNING with a duration, kept up to date from every primary event
@@ -552,21 +553,14 @@ class WorkloadController(Controller):
                 continue
             # A foreground deletion answers the object, now deleting: written over the cached one, so
             # that a pass before its watch event arrives waits for it instead of deleting it again.
-            # Only over a cached one: when the watch already delivered its DELETED event, writing the
-            # answer in would bring back an object that no event will ever remove.
-            if (res in self.caches and isinstance(result, dict)
-                    and (result.get("metadata") or {}).get("deletionTimestamp")
-                    and self.caches[res].get(cmeta.get("namespace"), cmeta["name"]) is not None):
-                result.setdefault("kind", child.get("kind"))
-                result.setdefault("apiVersion", child.get("apiVersion"))
-                self.caches[res].upsert_if_newer(result)
+            if isinstance(result, dict) and (result.get("metadata") or {}).get("deletionTimestamp"):
+                self._write_through(res, result, child, update_only=True)
         if plan.status is not None:
             patch = {"metadata": {"resourceVersion": obj["metadata"].get("resourceVersion")},
                      "status": plan.status}
             result = await self.client.patch(self.primary, name, patch, namespace, subresource="status")
             self.writes += 1
-            result.setdefault("kind", self.kind)
-            self.caches[self.primary].upsert_if_newer(result)
+            self._write_through(self.primary, result, self._type_meta)
             self._track_timed(self.caches[self.primary].get(namespace, name) or result)
             self._track_pending(result)
             obj = result
@@ -608,10 +602,16 @@ class WorkloadController(Controller):
                     raise ChildRejected(body["kind"], body["metadata"]["name"], err) from err
                 raise
             self.writes += 1
-            if res in self.caches:
-                result.setdefault("kind", body["kind"])
-                result.setdefault("apiVersion", body["apiVersion"])
-                self.caches[res].upsert_if_newer(result)
+            self._write_through(res, result, body)
+
+    def _write_through(self, res: Resource, result: JsonObj, body: JsonObj, *, update_only: bool = False) -> None:
+        """The server's answer to our write of `body`, into `res`'s cache (if one is kept): a pass
+        before the write's watch event arrives reads what was written. The answer may lack kind and
+        apiVersion (a status or delete answer from some servers); `body`'s fill them in."""
+        if res in self.caches:
+            result.setdefault("kind", body.get("kind"))
+            result.setdefault("apiVersion", body.get("apiVersion"))
+            self.caches[res].upsert_if_newer(result, update_only=update_only)
 
     async def _existing_child(self, res: Resource, body: JsonObj, exists: AlreadyExists) -> JsonObj:
         """A child we meant to create exists. Ours (its run-id label was removed, so the watch lost
@@ -636,9 +636,7 @@ class WorkloadController(Controller):
         except NotFound:
             return obj
         self.writes += 1
-        result.setdefault("kind", self.kind)
-        result.setdefault("apiVersion", self.primary.api_version)
-        self.caches[self.primary].upsert_if_newer(result)
+        self._write_through(self.primary, result, self._type_meta)
         return result
 
 

@@ -7,12 +7,17 @@ makes a no-op resync cost zero API calls. Objects are stored as received (plain 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 JsonObj = dict[str, Any]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 Transform = Callable[[JsonObj], JsonObj]
+TOMBSTONES = 4096
+"""How many removed keys a cache remembers (with the resourceVersion they went at), so that the answer
+to a write made before the removal is not written back in. The answer is processed within moments of
+the removal; thousands of later removals in between would take far longer."""
 """What of each object a cache keeps (client-go's SetTransform): a controller that reads a few fields
 of a large kind caches those only. It must keep `metadata.name`, `namespace` and `resourceVersion`,
 and whatever the cache indexes (labels, ownerReferences, `status.status`)."""
@@ -37,6 +42,8 @@ class ObjectCache:
         self._by_phase: dict[str, set[ObjectKey]] = {}
         self.resource_version = ""
         self._snapshot: tuple[JsonObj, ...] | None = None  # `snapshot()`, until the next change
+        # Removed keys -> the resourceVersion they were removed at, oldest first (`upsert_if_newer`).
+        self._tombstones: OrderedDict[ObjectKey, str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -86,21 +93,35 @@ class ObjectCache:
         self._index(key, obj)
         return old
 
-    def upsert_if_newer(self, obj: JsonObj) -> bool:
+    def upsert_if_newer(self, obj: JsonObj, *, update_only: bool = False) -> bool:
         """Write-through after our own write: store the server's answer unless the watch already
-        delivered something newer (resourceVersions are compared as integers when they are)."""
-        current = self._objects.get(object_key(obj))
-        if current is not None and _newer_or_same(current, obj):
+        delivered something as new or newer, its removal included (resourceVersions are compared as
+        integers when they are). An answer older than a removal the watch delivered first would
+        bring back an object that no event will ever remove. `update_only`: store it only over a
+        cached version (a delete's answer, the object now deleting, never adds one)."""
+        key = object_key(obj)
+        current = self._objects.get(key)
+        if current is None:
+            removed_at = self._tombstones.get(key)
+            if update_only or (removed_at is not None and _newer_or_same_rv(removed_at, _rv(obj))):
+                return False
+        elif _newer_or_same(current, obj):
             return False
         self.upsert(self.kept(obj))
         return True
 
-    def remove(self, obj: JsonObj) -> JsonObj | None:
+    def remove(self, obj: JsonObj, *, removed_at: str | None = None) -> JsonObj | None:
+        """Forget `obj`, remembering the resourceVersion it went at: `removed_at`, or the removed
+        object's own (a watch's DELETED event carries the version of the deletion)."""
         key = object_key(obj)
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key, old)
             self._snapshot = None
+        self._tombstones.pop(key, None)
+        self._tombstones[key] = removed_at if removed_at is not None else _rv(obj)
+        if len(self._tombstones) > TOMBSTONES:
+            self._tombstones.popitem(last=False)
         return old
 
     def replace_all(self, objs: list[JsonObj], resource_version: str) -> list[tuple[str, JsonObj, JsonObj | None]]:
@@ -119,7 +140,7 @@ class ObjectCache:
                 events.append(("MODIFIED", obj, old))
         for key in [k for k in self._objects if k not in seen]:
             gone = self._objects[key]
-            self.remove(gone)
+            self.remove(gone, removed_at=resource_version)  # gone by the list's version at the latest
             events.append(("DELETED", gone, gone))
         self.resource_version = resource_version
         return events
@@ -174,7 +195,10 @@ def _phase(obj: JsonObj) -> str | None:
 
 def _newer_or_same(a: JsonObj, b: JsonObj) -> bool:
     """Is `a` at least as new as `b`? Unknown orderings count as not newer (b wins)."""
-    ra, rb = _rv(a), _rv(b)
+    return _newer_or_same_rv(_rv(a), _rv(b))
+
+
+def _newer_or_same_rv(ra: str, rb: str) -> bool:
     if ra == rb:
         return True
     if ra.isdigit() and rb.isdigit():

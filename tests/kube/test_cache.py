@@ -87,3 +87,43 @@ def test_snapshot_is_one_tuple_until_the_cache_changes() -> None:
     assert [o["metadata"]["name"] for o in cache.snapshot()] == ["b"]
     cache.replace_all([obj("c", "5")], "5")
     assert [o["metadata"]["name"] for o in cache.snapshot()] == ["c"]
+
+
+def test_a_write_answer_older_than_a_seen_removal_is_not_written_back() -> None:
+    """The answer to a write made before an object's deletion, processed after the watch delivered the
+    DELETED event, would bring back an object no event removes again (a ghost)."""
+    cache = ObjectCache()
+    cache.upsert(obj("a", "5"))
+    cache.remove(obj("a", "7"))  # the DELETED event carries the deletion's version
+    assert not cache.upsert_if_newer(obj("a", "6"))  # an answer from before the deletion
+    assert not cache.upsert_if_newer(obj("a", "7"))
+    assert cache.get("ns", "a") is None
+    assert cache.upsert_if_newer(obj("a", "8"))  # a new object of that name, created after it
+    assert cache.get("ns", "a") is not None
+
+
+def test_a_relist_removal_refuses_answers_up_to_the_lists_version() -> None:
+    cache = ObjectCache()
+    cache.replace_all([obj("a", "3")], "3")
+    cache.replace_all([], "9")  # `a` went while nobody watched, at some version up to 9
+    assert not cache.upsert_if_newer(obj("a", "4"))
+    assert cache.upsert_if_newer(obj("a", "10"))
+
+
+def test_an_update_only_write_through_never_adds_an_object() -> None:
+    cache = ObjectCache()
+    assert not cache.upsert_if_newer(obj("a", "4"), update_only=True)
+    assert cache.get("ns", "a") is None
+    cache.upsert(obj("a", "4"))
+    assert cache.upsert_if_newer(obj("a", "5"), update_only=True)
+    assert cache.get("ns", "a")["metadata"]["resourceVersion"] == "5"  # type: ignore[index]
+
+
+def test_removed_keys_are_remembered_up_to_a_bound() -> None:
+    from kaiwo_ray.kube.cache import TOMBSTONES
+
+    cache = ObjectCache()
+    for i in range(TOMBSTONES + 1):
+        cache.remove(obj(f"o{i}", "7"))
+    assert cache.upsert_if_newer(obj("o0", "6"))  # the oldest, forgotten
+    assert not cache.upsert_if_newer(obj(f"o{TOMBSTONES}", "6"))
