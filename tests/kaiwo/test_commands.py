@@ -255,11 +255,43 @@ def test_explain_says_why_and_what_holds_it(kaiwo: Run, tmp_path: Path) -> None:
     assert data["running"] is False and data["reasons"]
 
 
-def test_delete_wait(kaiwo: Run, tmp_path: Path) -> None:
-    assert kaiwo("submit", "-f", write(tmp_path, job("goner", "ns-delete")))[0] == 0
-    code, out, _ = kaiwo("delete", "job/goner", "-n", "ns-delete", "--wait")
+def test_delete_wait_returns_once_the_workload_its_job_and_pods_are_gone(kaiwo: Run, tmp_path: Path,
+                                                                          cluster: OperatorSandbox) -> None:
+    """--wait is what a user waits for before resubmitting: the GPUs back, so the pods gone too, not
+    only the KaiwoJob (which, deleted in the background, goes at once and leaves its Job and pods to
+    the garbage collector). A finalizer holds the pod here, as a kubelet's grace period would."""
+    import threading
+
+    running(kaiwo, tmp_path, "goner", "ns-delete")
+
+    def pods() -> list[dict[str, Any]]:
+        status, _, body = cluster.sb.http("GET", "/api/v1/namespaces/ns-delete/pods")
+        assert status == 200, body
+        return list(json.loads(body)["items"])
+
+    (pod,) = pods()
+    pod_path = f"/api/v1/namespaces/ns-delete/pods/{pod['metadata']['name']}"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    assert cluster.sb.http("PATCH", pod_path, json.dumps({"metadata": {"finalizers": ["example.com/hold"]}}),
+                           headers=merge)[0] == 200
+    answer: list[tuple[int, str, str]] = []
+    waiting = threading.Thread(target=lambda: answer.append(kaiwo("delete", "job/goner", "-n", "ns-delete",
+                                                                  "--wait")))
+    waiting.start()
+    try:
+        wait_for(lambda: json.loads(cluster.sb.http("GET", pod_path)[2])["metadata"].get("deletionTimestamp"),
+                 message="the held pod deleting")
+        assert not answer, "returned while the workload's pod still existed"
+        assert cluster.sb.http("GET", "/apis/kaiwo.silogen.ai/v1alpha1/namespaces/ns-delete/kaiwojobs/goner")[0] == 200
+    finally:
+        assert cluster.sb.http("PATCH", pod_path, json.dumps({"metadata": {"finalizers": None}}),
+                               headers=merge)[0] == 200
+        waiting.join(timeout=60)
+    code, out, _ = answer[0]
     assert code == 0 and out == 'kaiwojob.kaiwo.silogen.ai "goner" deleted\n'
     assert kaiwo("get", "job/goner", "-n", "ns-delete")[0] == 1
+    assert cluster.sb.http("GET", "/apis/batch/v1/namespaces/ns-delete/jobs/goner")[0] == 404
+    assert pods() == []
     code, _, err = kaiwo("delete", "job/goner", "-n", "ns-delete")
     assert code == 1 and "not found" in err
 
