@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/livez", "/version", "/version/"})
 DEFAULT_WATCH_TIMEOUT = 1800.0  # a real server picks 30-60 min
+CLIENT_CLOSED_REQUEST = 499  # audited for a request whose client left before it was answered (nginx's code)
 JSON = "application/json"
 JOB_ORPHAN_WARNING = ("child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
                       "to remove them or set propagationPolicy=Orphan to suppress this warning")
@@ -244,7 +245,13 @@ class ApiServer:
                     streaming = True
                     self._audit(user, verb, api_path, 200)
 
-                return await self._watch(request, info, api_path, started)
+                try:
+                    return await self._watch(request, info, api_path, started)
+                except ConnectionResetError:
+                    # The client went away before its stream began (a watcher closed at once, an
+                    # operator shutting down): nothing to answer, and nothing wrong with the server.
+                    code = CLIENT_CLOSED_REQUEST
+                    return web.Response(status=CLIENT_CLOSED_REQUEST)
             validation = query.get("fieldValidation")
             if validation not in (None, "", "Strict", "Warn", "Ignore"):
                 raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
@@ -264,6 +271,9 @@ class ApiServer:
         except ApiError as err:
             code = err.code
             return error_response(err)
+        except asyncio.CancelledError:
+            code = CLIENT_CLOSED_REQUEST  # the client went away mid-request (aiohttp cancels its handler)
+            raise
         except Exception as exc:  # a bug must answer 500 like a real server, not drop the connection
             log.exception("sandbox: %s %s failed", request.method, path)
             code = 500

@@ -232,3 +232,23 @@ def test_malformed_patch_results_are_400(sandbox: RunningSandbox, core: Any) -> 
     status, _, raw = sandbox.http("PATCH", "/api/v1/namespaces/default/configmaps/ok", '{"metadata": "x"}',
                                   headers={"Content-Type": "application/merge-patch+json"})
     assert status == 400, raw
+
+
+def test_a_watcher_gone_before_its_stream_begins_is_no_server_error(sandbox: RunningSandbox,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A client that closes its connection before the watch's headers are written (an operator shutting
+    down) is the client's doing: audited as 499 (it was 500), never logged as a failure of the server.
+    Here the close lands while the request waits (aiohttp cancels the handler); the chaos soak met the
+    other timing, the transport closing as the headers were written, which printed a traceback."""
+    from kaiwo_sandbox.testing import eventually
+
+    sandbox.faults.delay(0.3, verbs="watch", namespaces="default")  # the client is gone by the time it answers
+    sandbox.audit.clear()
+    connection = sandbox._connection(5.0)
+    connection.request("GET", "/api/v1/namespaces/default/configmaps?watch=1",
+                       headers={"Authorization": f"Bearer {sandbox.token}"})
+    connection.close()
+    eventually(lambda: [(r.verb, r.code) for r in sandbox.audit.records()] == [("watch", 499)], 5.0,
+               "the watch audited as closed by its client")
+    assert not [r for r in caplog.records if r.levelno >= 30 and "failed" in r.getMessage()]
+    assert sandbox.http("GET", "/api/v1/namespaces/default/configmaps")[0] == 200
