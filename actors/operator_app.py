@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kaiwo_ray.controllers.manager import HostSettings
+from kaiwo_ray.cpu_policy import batch_wanted
 from kaiwo_ray.operator_runtime import ActorHealth, parse_controller_names
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ DEFAULT_LEASE_NAMESPACE = "kaiwo-system"
 def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], str]:
     """(host settings, controller names, Ray namespace) from the environment; ValueError when they are wrong."""
     names = parse_controller_names(env.get("KAIWO_CONTROLLERS") or None)
-    settings = HostSettings(tune_gc=True, batch_scheduling=_flag(env, "KAIWO_BATCH_SCHEDULING", default=True))
+    settings = HostSettings(tune_gc=True, batch_scheduling=batch_wanted(env))
     if (env.get("KAIWO_IN_CLUSTER") or "true").lower() in ("1", "true", "yes"):
         from kaiwo_ray.kube import incluster
 
@@ -45,18 +46,6 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], 
         settings.kubeconfig = env.get("KUBECONFIG") or None
         settings.lease_namespace = env.get("KAIWO_LEASE_NAMESPACE") or settings.lease_namespace
     return settings, names, env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
-
-
-def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
-    """A boolean variable: true/false, 1/0 or yes/no (any case); unset or empty is `default`."""
-    raw = (env.get(name) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("1", "true", "yes"):
-        return True
-    if raw in ("0", "false", "no"):
-        return False
-    raise ValueError(f"{name} must be true or false, not {env.get(name)!r}")
 
 
 def actor_resources(env: Mapping[str, str]) -> dict[str, float]:

@@ -20,8 +20,32 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
+
+BATCH_VARIABLE = "KAIWO_BATCH_SCHEDULING"
+"""Set false to keep the controllers in the default class (a node where the few ms a woken controller
+may wait matter more than what it shares the node with): read by the deployed actors, `kaiwo-ray up`
+and `kaiwo-ray dev` alike."""
+
+
+def batch_wanted(env: Mapping[str, str]) -> bool:
+    """Whether the operator's controllers should run batch: BATCH_VARIABLE, true when unset or empty.
+    ValueError naming the variable for anything but true/false, 1/0 or yes/no (any case)."""
+    return env_flag(env, BATCH_VARIABLE, default=True)
+
+
+def env_flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    """A boolean variable: true/false, 1/0 or yes/no (any case); unset or empty is `default`."""
+    raw = (env.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    raise ValueError(f"{name} must be true or false, not {env.get(name)!r}")
 
 
 def run_as_batch() -> bool:

@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
-from kaiwo_ray.cpu_policy import is_batch, run_as_batch
+from kaiwo_ray.cpu_policy import BATCH_VARIABLE, batch_wanted, is_batch, run_as_batch
 from kaiwo_sandbox.testing import RunningSandbox
 
 T = TypeVar("T")
@@ -61,3 +61,15 @@ def test_a_host_with_batch_scheduling_runs_its_controller_batch_and_one_without_
 
     assert in_thread(lambda: host_thread(True)) == (True, True)
     assert in_thread(lambda: host_thread(False)) == (False, False)
+
+
+@pytest.mark.parametrize(("value", "wanted"), [(None, True), ("", True), ("true", True), ("YES", True), ("1", True),
+                                               ("false", False), ("No", False), ("0", False)])
+def test_batch_is_wanted_unless_the_variable_says_false(value: str | None, wanted: bool) -> None:
+    env = {} if value is None else {BATCH_VARIABLE: value}
+    assert batch_wanted(env) is wanted
+
+
+def test_a_wrong_batch_value_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="KAIWO_BATCH_SCHEDULING must be true or false, not 'sometimes'"):
+        batch_wanted({BATCH_VARIABLE: "sometimes"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from kaiwo_ray.cli import telemetry_flags
+from kaiwo_ray.cpu_policy import batch_wanted
 from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
 
 READY_LINE = "Kubeconfig written to"
@@ -112,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
     if args.health_interval <= 0:
         print("kaiwo-ray dev: --health-interval must be greater than 0", file=sys.stderr)
         return 2
+    try:
+        batch_wanted(os.environ)  # read again where the controllers start; a wrong value fails here, first
+    except ValueError as exc:
+        print(f"kaiwo-ray dev: {exc}", file=sys.stderr)
+        return 2
     nodes: Path | None = None
     if args.nodes is not None:
         from kaiwo_ray.manifests import ManifestReadError
@@ -161,7 +168,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=True)
+        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=batch_wanted(os.environ))
         problem = telemetry_flags.configure(args, host)
         if problem is not None:
             print(f"kaiwo-ray dev: {problem}", file=sys.stderr)

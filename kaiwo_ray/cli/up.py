@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from kaiwo_ray.cli import telemetry_flags
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
+from kaiwo_ray.cpu_policy import batch_wanted
 from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 from kaiwo_ray.operator_runtime import (
     ActorHealth,
@@ -76,7 +77,7 @@ def resolve_kubeconfig(path: Path | None) -> Path:
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
-    settings = HostSettings(lease=not args.no_lease, tune_gc=True, batch_scheduling=True)
+    settings = HostSettings(lease=not args.no_lease, tune_gc=True, batch_scheduling=batch_wanted(os.environ))
     if args.in_cluster:
         from kaiwo_ray.kube import incluster
 

@@ -44,6 +44,15 @@ def test_dev_names_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_
     assert not (tmp_path / "kc").exists()  # nothing started
 
 
+def test_dev_rejects_a_wrong_batch_scheduling_value_before_starting_anything(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KAIWO_BATCH_SCHEDULING", "sometimes")
+    assert main(["dev", "--kubeconfig", str(tmp_path / "kc")]) == 2
+    err = capsys.readouterr().err
+    assert err == "kaiwo-ray dev: KAIWO_BATCH_SCHEDULING must be true or false, not 'sometimes'\n"
+    assert not (tmp_path / "kc").exists()  # nothing started
+
+
 def test_next_steps_point_at_the_kubeconfig_and_the_example(tmp_path: Path) -> None:
     assert "Admin API and dashboard: http://127.0.0.1:8000" in next_steps(tmp_path / "kc", "http://127.0.0.1:8000")
     text = next_steps(tmp_path / "kc")

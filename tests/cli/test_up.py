@@ -108,6 +108,17 @@ def test_a_relative_kubeconfig_becomes_absolute_for_the_actors(tmp_path: Path,
     assert settings.tune_gc and settings.batch_scheduling  # the process is the operator
 
 
+def test_up_keeps_the_default_cpu_class_when_the_admin_turns_batch_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "kc").write_text("{}")
+    monkeypatch.setenv("KAIWO_BATCH_SCHEDULING", "false")
+    assert not host_settings(parse("--kubeconfig", str(tmp_path / "kc"))).batch_scheduling
+    monkeypatch.setenv("KAIWO_BATCH_SCHEDULING", "sometimes")
+    assert main(["up", "--kubeconfig", str(tmp_path / "kc"), "--no-ray"]) == 2
+    assert capsys.readouterr().err == ("kaiwo-ray up: KAIWO_BATCH_SCHEDULING must be true or false, "
+                                       "not 'sometimes'\n")
+
+
 def _service_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: str | None) -> None:
     """A pod's view: the service-account mount (in a directory of our choosing) and the API's address."""
     (tmp_path / "token").write_text("a-token\n")
