@@ -14,13 +14,13 @@ from typing import Any
 JsonObj = dict[str, Any]
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 Transform = Callable[[JsonObj], JsonObj]
+"""What of each object a cache keeps (client-go's SetTransform): a controller that reads a few fields
+of a large kind caches those only. It must keep `metadata.name`, `namespace` and `resourceVersion`,
+and whatever the cache indexes (labels, ownerReferences, `status.status`)."""
 TOMBSTONES = 4096
 """How many removed keys a cache remembers (with the resourceVersion they went at), so that the answer
 to a write made before the removal is not written back in. The answer is processed within moments of
 the removal; thousands of later removals in between would take far longer."""
-"""What of each object a cache keeps (client-go's SetTransform): a controller that reads a few fields
-of a large kind caches those only. It must keep `metadata.name`, `namespace` and `resourceVersion`,
-and whatever the cache indexes (labels, ownerReferences, `status.status`)."""
 
 
 def object_key(obj: JsonObj) -> ObjectKey:
