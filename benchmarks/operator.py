@@ -70,7 +70,9 @@ records both with py-spy over the latency runs (`_py_spy`); BENCH_OPERATOR_NICE=
 operator process (ours and the peers) at nice n, below the sandbox and the benchmark's clients, as if
 the API server had a machine of its own; BENCH_SETTLE_S=s runs our operator with another settle window
 (`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PIN=1 runs every sandbox on a CPU of its own and
-everything else on the other (`_common.pin_apart`); BENCH_PROFILE=path, see `_operator_main`.
+everything else on the other (`_common.pin_apart`); BENCH_PROFILE=path, see `_operator_main`;
+BENCH_FLOOR_WATCH_JOBS=1 makes both floors watch the Jobs they make, as our operator does
+(`peers/floor_operator.py`).
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]

@@ -8,6 +8,10 @@ peers so that a ratio target can be read against what is reachable at all.
 
 Hosted like the kopf peers: `run(namespace, stop_flag, ready_flag)` on a thread, KUBECONFIG naming
 the cluster.
+
+BENCH_FLOOR_WATCH_JOBS=1 (diagnosis only, both floors): the floor also watches the Jobs it makes,
+with our operator's selector, and reads every event (no cache, no reaction): what a child watch,
+which every real operator needs to read its children's status, costs the Job event's other watchers.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from _common import run_deployed
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.controllers.workloads import CHILD_SELECTOR
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.reconcile.workload import parse_workload
@@ -70,13 +75,28 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
                 if event.get("type") == "ADDED":
                     handle(obj)
 
-    watcher = asyncio.create_task(watch())
+    async def watch_jobs() -> None:  # BENCH_FLOOR_WATCH_JOBS: events read and dropped
+        rv = ""
+        while True:
+            if not rv:  # at start, and after an ERROR (a 410): list again
+                _, rv = await client.list_all(R.JOBS, label_selector=CHILD_SELECTOR)
+            async for event in client.watch(R.JOBS, resource_version=rv, timeout_seconds=300,
+                                            label_selector=CHILD_SELECTOR):
+                if event.get("type") == "ERROR":
+                    rv = ""
+                    break
+                rv = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion", rv)
+
+    watchers = [asyncio.create_task(watch())]
+    if os.environ.get("BENCH_FLOOR_WATCH_JOBS"):
+        watchers.append(asyncio.create_task(watch_jobs()))
     try:
-        while not stop_flag.is_set() and not watcher.done():
+        while not stop_flag.is_set() and not any(w.done() for w in watchers):
             await asyncio.sleep(0.05)  # polling the thread's stop flag, not synchronisation
     finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, *pending, return_exceptions=True)
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, *pending, return_exceptions=True)
         await client.close()
 
 
