@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         print("kaiwo-ray dev: --health-interval must be greater than 0", file=sys.stderr)
         return 2
     try:
-        batch_wanted(os.environ)  # read again where the controllers start; a wrong value fails here, first
+        batch = batch_wanted(os.environ)  # read before anything starts: a wrong value fails here, first
     except ValueError as exc:
         print(f"kaiwo-ray dev: {exc}", file=sys.stderr)
         return 2
@@ -137,10 +137,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"kaiwo-ray dev: cannot create {kubeconfig.parent}: {exc}", file=sys.stderr)
         return 2
     with StopSignal() as stop:
-        return _run(kubeconfig, nodes, args, stop)
+        return _run(kubeconfig, nodes, args, stop, batch)
 
 
-def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal) -> int:
+def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal, batch: bool) -> int:
     from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 
     log_path = kubeconfig.parent / "sandbox.log"
@@ -168,7 +168,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         stop.install()
         if stop.event.is_set():
             return 0
-        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=batch_wanted(os.environ))
+        host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=batch)
         problem = telemetry_flags.configure(args, host)
         if problem is not None:
             print(f"kaiwo-ray dev: {problem}", file=sys.stderr)

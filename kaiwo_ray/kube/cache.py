@@ -99,13 +99,13 @@ class ObjectCache:
         integers when they are). An answer older than a removal the watch delivered first would
         bring back an object that no event will ever remove. `update_only`: store it only over a
         cached version (a delete's answer, the object now deleting, never adds one)."""
-        key = object_key(obj)
+        key, version = object_key(obj), _rv(obj)
         current = self._objects.get(key)
         if current is None:
             removed_at = self._tombstones.get(key)
-            if update_only or (removed_at is not None and _newer_or_same_rv(removed_at, _rv(obj))):
+            if update_only or (removed_at is not None and _newer_or_same(removed_at, version)):
                 return False
-        elif _newer_or_same(current, obj):
+        elif _newer_or_same(_rv(current), version):
             return False
         self.upsert(self.kept(obj))
         return True
@@ -193,12 +193,8 @@ def _phase(obj: JsonObj) -> str | None:
     return phase if isinstance(phase, str) else None
 
 
-def _newer_or_same(a: JsonObj, b: JsonObj) -> bool:
-    """Is `a` at least as new as `b`? Unknown orderings count as not newer (b wins)."""
-    return _newer_or_same_rv(_rv(a), _rv(b))
-
-
-def _newer_or_same_rv(ra: str, rb: str) -> bool:
+def _newer_or_same(ra: str, rb: str) -> bool:
+    """Is resourceVersion `ra` at least as new as `rb`? Unknown orderings count as not newer (rb wins)."""
     if ra == rb:
         return True
     if ra.isdigit() and rb.isdigit():
