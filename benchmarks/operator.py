@@ -32,7 +32,8 @@ Kueue Workload per KaiwoJob (shaped as Kueue makes them: the KaiwoJob controller
 and 5N unrelated objects (ConfigMaps, Secrets, Pods, suspended Jobs in 10 other namespaces, not
 labelled for kaiwo): issue 13's cluster, 1,000 KaiwoJobs by default, `--scale 10000` for its figures
 (30 s at 20 CR/s, 60 s at 100 CR/s, phases floor,ours,floor-op,floor-same,running,ray; 30 s, not 10: the p99 of
-200 samples is the second-worst one, and it swung 7-14 ms between runs of the floor operator alone). Issue 13's targets are
+200 samples is the third-worst one, and it swung 7-14 ms between runs of the floor operator alone; the
+default run's 10 s at 20 CR/s and 4 s at 100 CR/s, see DEFAULT_SECONDS_20). Issue 13's targets are
 printed beside the figures: create -> child Job p99 <= 20 ms at 100 CR/s, p50 and p99 at 20 and 100
 CR/s <= 1.2x the floor operator's in the same run (`create_to_child_p*_vs_floor_operator`), RSS <= 300
 MB, a cold start to a quiet resync <= 5 s with 0 writes.
@@ -66,7 +67,8 @@ operator and of every party's sandbox during the latency runs, the longest with 
 spells line's clock (`_common.LoopStalls`); BENCH_SAMPLE=1 samples the stacks of our operator's and our
 sandbox's event loops 50 times a second and prints, for our worst 100 CR/s spell, the stacks that
 gained most in it against the whole 100 CR/s measurement (`_common.StackSampler`); BENCH_PYSPY=dir
-records both with py-spy over the latency runs (`_py_spy`); BENCH_OPERATOR_NICE=n runs every
+records both, and every peer with its sandbox, with py-spy over the latency runs (`_py_spy`; BENCH_PYSPY_HZ
+sets its rate, 50 by default); BENCH_OPERATOR_NICE=n runs every
 operator process (ours and the peers) at nice n, below the sandbox and the benchmark's clients, as if
 the API server had a machine of its own; BENCH_SETTLE_S=s runs our operator with another settle window
 (`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PIN=1 runs every sandbox on a CPU of its own and
@@ -386,6 +388,14 @@ def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -
 
 
 # -- measurements ---------------------------------------------------------------------------------
+
+
+# The default run's paced load per rate. 3 s at 20 CR/s made its "p99" the second-worst of 60
+# samples: two parties' worst samples compared, which swung 0.81-1.31x between runs of unchanged code
+# (eighth session). 200 samples make it the third-worst, 400 at 100 CR/s the fifth-worst, and the
+# default run stays under two minutes (four parties in turn).
+DEFAULT_SECONDS_20 = 10.0
+DEFAULT_SECONDS_100 = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -742,11 +752,11 @@ def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
 
 
 def _py_spy(pids: dict[str, int]) -> list[Any]:
-    """BENCH_PYSPY=dir (diagnosis only): py-spy records each of `pids` (50 Hz, without pausing it) from
-    now to `_stop_py_spy`, in back-to-back one-second recordings of collapsed stacks, each file named
-    by the wall time it began (dir/<name>.<time>.txt): a slow spell's seconds can then be compared with
-    the others. Sampling from outside sees the work whether or not it holds the GIL, which an
-    in-process sampler (`StackSampler`) cannot."""
+    """BENCH_PYSPY=dir (diagnosis only): py-spy records each of `pids` (BENCH_PYSPY_HZ times a second,
+    50 by default, without pausing it) from now to `_stop_py_spy`, in back-to-back one-second
+    recordings of collapsed stacks, each file named by the wall time it began (dir/<name>.<time>.txt):
+    a slow spell's seconds can then be compared with the others. Sampling from outside sees the work
+    whether or not it holds the GIL, which an in-process sampler (`StackSampler`) cannot."""
     import subprocess
 
     target = os.environ.get("BENCH_PYSPY")
@@ -755,13 +765,14 @@ def _py_spy(pids: dict[str, int]) -> list[Any]:
     Path(target).mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     spy = str(Path(sys.executable).parent / "py-spy")
+    hz = os.environ.get("BENCH_PYSPY_HZ", "50")
 
     def record(name: str, pid: int) -> None:
         while not stop.is_set():
             began = time.time()
-            subprocess.run([spy, "record", "--nonblocking", "-r", "50", "-d", "1", "-f", "raw",
-                            "-o", str(Path(target, f"{name}.{began:.3f}.txt")), "--pid", str(pid)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            out_file = str(Path(target, f"{name}.{began:.3f}.txt"))
+            subprocess.run([spy, "record", "--nonblocking", "-r", hz, "-d", "1", "-f", "raw", "-o", out_file,
+                            "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
     threads = [threading.Thread(target=record, args=item, daemon=True) for item in pids.items()]
     for thread in threads:
@@ -914,9 +925,11 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
             sandbox.gc_pauses()
             if os.environ.get("BENCH_STALLS"):
                 sandbox.stalls()  # from here on: the latency runs
+            spies = _py_spy({f"{peer.key}-sandbox": sandbox.process.pid, peer.key: handle.process.pid})
 
             def report() -> None:
                 assert result.lat20 is not None and result.lat100 is not None
+                _stop_py_spy(spies)
                 result.rss_mb = handle.ask("health")["rss_mb"]
                 out(f"  ({peer.key}: the sandbox's garbage-collector pauses during the latency runs: "
                     f"{_gc_pauses(sandbox.gc_pauses())})")
@@ -1231,7 +1244,9 @@ def main() -> int:
     parser.add_argument("--crs", type=int, default=1000, help="live KaiwoJobs (default 1000)")
     parser.add_argument("--unrelated", type=int, default=None,
                         help=f"unrelated objects seeded beside them (default {UNRELATED_PER_CR} per KaiwoJob)")
-    parser.add_argument("--seconds", type=float, default=None, help="seconds of paced load per rate (default 3)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help=f"seconds of paced load per rate (default {DEFAULT_SECONDS_20:.0f} at 20 CR/s and "
+                             f"{DEFAULT_SECONDS_100:.0f} at 100 CR/s)")
     parser.add_argument("--seconds-100", type=float, default=None,
                         help="seconds of paced load at 100 CR/s (default --seconds; 60 with --scale)")
     parser.add_argument("--rounds", type=int, default=None,
@@ -1256,9 +1271,9 @@ def main() -> int:
     args = parser.parse_args()
     MACHINE.start()
     crs = args.scale if args.scale is not None else args.crs
-    seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else 3.0)
+    seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else DEFAULT_SECONDS_20)
     seconds100 = args.seconds_100 if args.seconds_100 is not None else (
-        args.seconds if args.seconds is not None else (60.0 if args.scale else 3.0))
+        args.seconds if args.seconds is not None else (60.0 if args.scale else DEFAULT_SECONDS_100))
     scale = Scale(crs, args.unrelated if args.unrelated is not None else UNRELATED_PER_CR * crs, seconds20, seconds100)
     default_phases = ("floor,ours,floor-op,floor-same,running,ray" if args.scale
                       else "floor,ours,kopf-same,floor-op,floor-same,running")
