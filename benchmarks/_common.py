@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import cProfile
 import gc
+import math
 import multiprocessing
 import os
 import sys
@@ -38,6 +39,31 @@ def percentile(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def quantile_interval(values: list[float], q: float, z: float = 1.645) -> tuple[float, float]:
+    """The order statistics between which the true q-th percentile lies with about 90% confidence (for
+    the default z), distribution-free: how many samples fall below the true percentile is
+    binomial(n, q/100), so [x_(r), x_(s)] with r, s that binomial's mean -/+ z standard deviations
+    (Conover, the normal approximation), ranks rounded outwards. Where s is past the worst sample the
+    upper end is unbounded (inf): 200 samples cannot bound a p99 from above, 400 can."""
+    if not values:
+        return float("nan"), float("nan")
+    ordered = sorted(values)
+    n, p = len(ordered), q / 100
+    half = z * math.sqrt(n * p * (1 - p))
+    low = max(1, math.floor(n * p - half))
+    high = math.ceil(n * p + half)
+    return ordered[low - 1], (ordered[high - 1] if high <= n else math.inf)
+
+
+def ratio_interval(mine: list[float], theirs: list[float], q: float) -> tuple[float, float]:
+    """The range the ratio of two samples' q-th percentiles spans when each percentile is anywhere in
+    its `quantile_interval`: how far one run's ratio can be from the parties' true one by sampling
+    alone (spells shared by the samples widen it further). inf where our percentile is unbounded."""
+    mine_low, mine_high = quantile_interval(mine, q)
+    their_low, their_high = quantile_interval(theirs, q)
+    return mine_low / their_high, mine_high / their_low
 
 
 def pin_apart(sandbox_pid: int) -> None:
