@@ -1017,11 +1017,11 @@ class Loader:
         loop = asyncio.get_running_loop()
         sent: dict[str, float] = {}
         in_flight = asyncio.Semaphore(self.PACED_IN_FLIGHT)
-        interval = 1.0 / rate
+        offsets = arrival_offsets(len(names), rate)
         start = loop.time() + 0.05
 
         async def one(index: int, name: str) -> None:
-            delay = start + index * interval - loop.time()
+            delay = start + offsets[index] - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)  # pacing, not synchronisation
             async with in_flight:
@@ -1030,6 +1030,24 @@ class Loader:
 
         await asyncio.gather(*(one(i, name) for i, name in enumerate(names)))
         return sent
+
+
+def arrival_offsets(count: int, rate: float) -> list[float]:
+    """Seconds from the start at which each of `count` paced creates is sent: one every 1/rate (the
+    default), or, with BENCH_ARRIVALS=poisson (diagnosis), a Poisson process of the same mean rate, as
+    independent submitters make, drawn the same for every party (seeded by count and rate). Steady
+    pacing at 20 a second puts each create exactly one 50 ms settle window after the one before, so
+    our deferred status write meets the next create every time; a Poisson stream meets it by chance."""
+    if os.environ.get("BENCH_ARRIVALS", "steady") != "poisson":
+        return [i / rate for i in range(count)]
+    import random
+
+    draw = random.Random(f"{count}/{rate}")
+    offsets, at = [], 0.0
+    for _ in range(count):
+        offsets.append(at)
+        at += draw.expovariate(rate)
+    return offsets
 
 
 def setup_cluster_objects(kubeconfig: Path, namespaces: list[str], cpu_nodes: int = 1) -> None:

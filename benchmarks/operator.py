@@ -74,7 +74,8 @@ the API server had a machine of its own; BENCH_SETTLE_S=s runs our operator with
 (`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PIN=1 runs every sandbox on a CPU of its own and
 everything else on the other (`_common.pin_apart`); BENCH_PROFILE=path, see `_operator_main`;
 BENCH_FLOOR_WATCH_JOBS=1 makes both floors watch the Jobs they make, as our operator does
-(`peers/floor_operator.py`).
+(`peers/floor_operator.py`); BENCH_ARRIVALS=poisson sends the paced creates as a Poisson stream of
+the same rate instead of one every 1/rate (`_common.arrival_offsets`).
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
         [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]

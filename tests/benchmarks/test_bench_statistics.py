@@ -1,12 +1,15 @@
-"""The benchmarks' percentile intervals (benchmarks/_common.py): they must cover the true percentile
-about as often as they claim, reach the worst sample when the samples are too few for the
-percentile, and bracket the ratio a run prints."""
+"""How the benchmarks send load and judge it (benchmarks/_common.py): the percentile intervals must
+cover the true percentile about as often as they claim, stay open above when the samples are too few
+for the percentile, and bracket the ratio a run prints; the paced creates' send times are steady by
+default and, with BENCH_ARRIVALS=poisson, the same Poisson draw for every party."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
+import pytest
 from test_chaos_soak import load  # (benchmarks/ is not a package)
 
 common = load("_common")
@@ -51,3 +54,17 @@ def test_ratio_interval_brackets_the_printed_ratio() -> None:
 def test_no_samples_give_no_interval() -> None:
     low, high = common.quantile_interval([], 99)
     assert math.isnan(low) and math.isnan(high)
+
+
+def test_steady_arrivals_are_one_interval_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BENCH_ARRIVALS", raising=False)
+    assert common.arrival_offsets(4, 20.0) == [0.0, 0.05, 0.1, 0.15]
+
+
+def test_poisson_arrivals_keep_the_rate_and_are_the_same_for_every_party(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCH_ARRIVALS", "poisson")
+    first = common.arrival_offsets(2000, 100.0)
+    assert first == common.arrival_offsets(2000, 100.0)
+    gaps = [b - a for a, b in itertools.pairwise(first)]
+    assert 0.009 < sum(gaps) / len(gaps) < 0.011  # mean 10 ms
+    assert min(gaps) < 0.001 < 0.03 < max(gaps)  # not steady: bursts and lulls
