@@ -85,8 +85,14 @@ def test_one_sandbox_actor_reports_every_simulated_gpu_node(sandbox: RunningSand
     assert {pod: [u.utilization for u in uses] for (_, pod), uses in answer.items()} == {"busy": [80.0],
                                                                                         "idle": [0.0]}
     (sample,) = [s for s in families["kaiwo_gpu_utilization_percent"] if s.labels["pod"] == "busy"]
-    history = ray_get(fleet.aggregator.history.remote(sample.labels["node"], sample.labels["uuid"]))
-    assert history["recent"] and all(value == 80.0 for _, value in history["recent"][-3:])
+
+    def recent() -> list[float]:
+        history = ray_get(fleet.aggregator.history.remote(sample.labels["node"], sample.labels["uuid"]))
+        return [value for _, value in history["recent"]]
+
+    # The GPU's history starts when its actor first sampled it, which may be before the busy pod was
+    # bound to it (0.0 then): its latest samples are the pod's.
+    assert eventually(lambda: (values := recent())[-3:] == [80.0] * 3 and values, timeout=10, interval=0.2)
 
     # the telemetry actor dies for good: its GPUs are unknown (None), never idle, once stale
     for handle in fleet.actors.values():
