@@ -60,7 +60,8 @@ def quantile_interval(values: list[float], q: float, z: float = 1.645) -> tuple[
 def ratio_interval(mine: list[float], theirs: list[float], q: float) -> tuple[float, float]:
     """The range the ratio of two samples' q-th percentiles spans when each percentile is anywhere in
     its `quantile_interval`: how far one run's ratio can be from the parties' true one by sampling
-    alone (spells shared by the samples widen it further). inf where our percentile is unbounded."""
+    alone (spells shared by the samples widen it further). The upper end is inf where our percentile
+    is unbounded above, the lower end 0 where theirs is."""
     mine_low, mine_high = quantile_interval(mine, q)
     their_low, their_high = quantile_interval(theirs, q)
     return mine_low / their_high, mine_high / their_low

@@ -1260,7 +1260,8 @@ def main() -> int:
                         help=f"seconds of paced load per rate (default {DEFAULT_SECONDS_20:.0f} at 20 CR/s and "
                              f"{DEFAULT_SECONDS_100:.0f} at 100 CR/s)")
     parser.add_argument("--seconds-100", type=float, default=None,
-                        help="seconds of paced load at 100 CR/s (default --seconds; 60 with --scale)")
+                        help=f"seconds of paced load at 100 CR/s (default: --seconds if given, else "
+                             f"{DEFAULT_SECONDS_100:.0f}; 60 with --scale)")
     parser.add_argument("--rounds", type=int, default=None,
                         help="slices per rate each party's latency is measured in, the parties in turn "
                              "(measure_latencies; default 3 with --scale, else 2)")
