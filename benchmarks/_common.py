@@ -10,6 +10,7 @@ processes on the same machine.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import cProfile
 import gc
 import math
@@ -67,13 +68,67 @@ def ratio_interval(mine: list[float], theirs: list[float], q: float) -> tuple[fl
     return mine_low / their_high, mine_high / their_low
 
 
+PATH_PARTS = ("create -> stored", "stored -> child stored", "child stored -> watcher")
+"""The parts of a create -> child sample's path, split at the sandbox's audit stamps."""
+
+
+@dataclass
+class PathOverlaps:
+    """`path_overlaps`' answer: per part of the path (`PATH_PARTS`), the latencies (ms) of the samples
+    another write met there and of the rest; how many samples were counted; which writes met them."""
+
+    parts: list[tuple[list[float], list[float]]]
+    counted: int
+    writes: Counter[str]
+
+
+def path_overlaps(samples: list[tuple[str, float, float, float]], stored: dict[str, float],
+                  child: dict[str, float], writes: list[tuple[float, str, str]]) -> PathOverlaps:
+    """Which samples another write of the operator met, and where. `samples`: (KaiwoJob name, sent, seen
+    by the watcher, ms); `stored` and `child`: when the API server answered each KaiwoJob's create and
+    its child's write; `writes`: every write of the operator, (answered, "verb resource[/sub]", name).
+    A write answered strictly inside a part counts; a sample's own child write ends its second part and
+    is not counted in its third. Samples without both stamps are left out."""
+    ordered = sorted(writes)
+    times = [t for t, _what, _name in ordered]
+    which: Counter[str] = Counter()
+
+    def met(start: float, end: float, own: float | None) -> bool:
+        found = False
+        i = bisect.bisect_right(times, start)
+        while i < len(times) and times[i] < end:
+            if times[i] != own:
+                which[ordered[i][1]] += 1
+                found = True
+            i += 1
+        return found
+
+    parts: list[tuple[list[float], list[float]]] = [([], []) for _ in PATH_PARTS]
+    counted = 0
+    for name, sent, seen, ms in samples:
+        if name not in stored or name not in child:
+            continue
+        counted += 1
+        spans = ((sent, stored[name], None), (stored[name], child[name], None), (child[name], seen, child[name]))
+        for (hit, rest), (start, end, own) in zip(parts, spans, strict=True):
+            (hit if met(start, end, own) else rest).append(ms)
+    return PathOverlaps(parts, counted, which)
+
+
+def pinned_apart() -> bool:
+    """Whether `sandbox_process` pins each sandbox apart (`pin_apart`): BENCH_PIN=1 asks for it, 0 (or
+    unset) does not. benchmarks/operator.py asks for it unless BENCH_PIN says otherwise."""
+    return os.environ.get("BENCH_PIN", "0").strip().lower() not in ("", "0", "false", "no")
+
+
 def pin_apart(sandbox_pid: int) -> None:
-    """BENCH_PIN=1 (diagnosis): the sandbox on the first CPU alone, this process (and so every party
-    and client it starts from now on) on the others, as if the API server had a machine of its own.
-    Shared, an operator woken by an answer is placed on the API server's CPU and runs there first
-    (wake-affine placement, wakeup preemption), so the API server's next writes wait for the operator's
-    burst: at 20 CR/s that held the child Job's watch frame 1.4-1.8 ms after the create was answered
-    for kaiwo-ray and 0.7-1.0 ms for the floor operator; pinned, 0.41-0.50 ms for both."""
+    """BENCH_PIN=1: the sandbox on the first CPU alone, this process (and so every party and client it
+    starts from now on) on the others, as if the API server had a machine of its own, as it does on a
+    cluster. Shared, an operator woken by an answer is placed on the API server's CPU and runs there
+    first (wake-affine placement, wakeup preemption), so the API server's next writes wait for the
+    operator's burst: at 20 CR/s that held the child Job's watch frame 1.4-1.8 ms after the create was
+    answered for kaiwo-ray and 0.7-1.0 ms for the floor operator; pinned, 0.41-0.50 ms for both. On one
+    CPU nothing is pinned."""
     if not _CPU_SPLIT:  # the split is made once: every later sandbox goes to the same first CPU
         cpus = sorted(os.sched_getaffinity(0))
         if len(cpus) < 2:
@@ -807,7 +862,7 @@ def sandbox_process(*, cluster: bool | list[str] = False, time_factor: float = 1
                                   daemon=True, name="sandbox")
         process.start()
         MACHINE.label(process.pid, f"sandbox {process.pid}")
-        if os.environ.get("BENCH_PIN"):
+        if pinned_apart() and process.pid is not None:
             pin_apart(process.pid)
         if not parent.poll(90):
             process.kill()

@@ -22,6 +22,13 @@ load client (this process), each on the event loop it is deployed on (uvloop whe
 `_common.deployed_loop`). Writes are counted from the sandbox's audit log by user: the operator,
 a peer and the load client each get their own token.
 
+The API server has a CPU of its own, as on a cluster: every sandbox runs on the first CPU, and every
+operator, peer and client of the benchmark on the others (`_common.pin_apart`; BENCH_PIN=0 shares them,
+the layout before the tenth session). Shared, the kernel ran each operator woken by an answer on the API
+server's CPU before the API server's next write (wake-affine placement), so on this 2-core machine the
+ratios measured where the scheduler put the parties as much as what they did: in eight 1,000-CR runs
+shared, five had all four ratios within 1.2x; in eight pinned, all eight (docs/performance.md).
+
 Latency is measured once every party is set up, each on its own sandbox: each rate in `--rounds`
 slices per party, the parties in turn (`measure_latencies`), so a spell of machine noise is shared
 rather than handed to whichever party ran then. Where each 100 CR/s sample's time went (load client
@@ -71,14 +78,14 @@ records both, and every peer with its sandbox, with py-spy over the latency runs
 sets its rate, 50 by default); BENCH_OPERATOR_NICE=n runs every
 operator process (ours and the peers) at nice n, below the sandbox and the benchmark's clients, as if
 the API server had a machine of its own; BENCH_SETTLE_S=s runs our operator with another settle window
-(`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PIN=1 runs every sandbox on a CPU of its own and
-everything else on the other (`_common.pin_apart`); BENCH_PROFILE=path, see `_operator_main`;
+(`HostSettings.coalesce_seconds`, 0.05 s); BENCH_PIN=0 lets every process share both CPUs instead
+of the default layout (below); BENCH_PROFILE=path, see `_operator_main`;
 BENCH_FLOOR_WATCH_JOBS=1 makes both floors watch the Jobs they make, as our operator does
 (`peers/floor_operator.py`); BENCH_ARRIVALS=poisson sends the paced creates as a Poisson stream of
 the same rate instead of one every 1/rate (`_common.arrival_offsets`).
 
     .venv/bin/python benchmarks/operator.py [--scale N | --crs N] [--unrelated M] [--seconds S] [--seconds-100 S]
-        [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,running,ray]
+        [--pairs P] [--phases floor,ours,kopf,floor-op,floor-same,floor-twin,running,ray]
     (kopf runs both kopf peers; kopf-same or kopf-children runs one)
 """
 
@@ -108,6 +115,7 @@ from typing import Any
 from _common import (
     CONTEXT,
     MACHINE,
+    PATH_PARTS,
     GcPauses,
     Latency,
     Loader,
@@ -120,7 +128,9 @@ from _common import (
     kaiwojob,
     latencies,
     machine_load,
+    path_overlaps,
     percentile,
+    pinned_apart,
     process_cpu_s,
     ratio_interval,
     run_deployed,
@@ -349,6 +359,11 @@ CHILDREN_ONLY = Peer("kopf_children_only", "kopf_operator", "children only, refe
                      {"patch jobs": 1, "patch kaiwojobs": 1}, False)
 FLOOR = Peer("floor_operator", "floor_operator", "watch + render + apply, nothing else: the reachable floor",
              {"patch jobs": 1}, False)
+# A/A calibration (phase floor-twin, not in the default run): a second floor operator, identical code on
+# a sandbox of its own, measured in turn with the others. Its ratio to the floor operator has nothing to
+# find, so how far it strays from 1.0x is how far this machine moves one run's ratio by itself.
+FLOOR_TWIN = Peer("floor_operator_twin", "floor_operator", "the floor operator again (A/A): this machine's own spread",
+                  {"patch jobs": 1}, False)
 FLOOR_SAME_WORK = Peer("floor_same_work", "floor_same_work",
                        "the floor operator plus kaiwo-ray's three other writes (status, 2 Events), no "
                        "framework: what those writes cost here",
@@ -708,6 +723,8 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
                     out(stalls_line("the operator", health["stalls"], first_100))
                     out(stalls_line("its sandbox", sandbox.stalls(), first_100))
                 out(_segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
+                for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
+                    out(_overlaps_line(sandbox, lat, rate, "kaiwo-ray", "create jobs"))
                 since = min(result.lat20.at, default=0.0) - 1.0
                 created = sandbox.ask("requests", "loader", since).get("create kaiwojobs", 0) or 1
                 asked = sandbox.ask("requests", "kaiwo-ray", since)
@@ -737,6 +754,29 @@ def _segments_line(sandbox: SandboxProcess, lat: Latency, user: str, child_write
         tail = f", {statistics.median(slow):.1f} in the {len(slow)} slow samples" if slow else ""
         parts.append(f"{what} p50 {percentile(values, 50):.1f} p99 {percentile(values, 99):.1f}{tail}")
     return f"  (where the time went at 100 CR/s, ms, from the audit log: {'; '.join(parts)})"
+
+
+def _overlaps_line(sandbox: SandboxProcess, lat: Latency, rate: int, user: str, child_write: str) -> str:
+    """How often the one-core API server answered another write of `user` (a status patch, an Event,
+    another CR's child) inside each part of a sample's path, from the audit log (`_common.path_overlaps`):
+    the share of samples such a write met, their median against the others', and which writes they
+    were: where the writes an operator owes meet the next KaiwoJob."""
+    since = min(lat.at, default=0.0) - 1.0
+    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
+    writes = sandbox.timed_writes(user, since)
+    child = {name: t for t, what, name in writes if what == child_write}
+    samples = [(name, at, at + ms / 1000, ms) for name, at, ms in zip(lat.names, lat.at, lat.ms, strict=True)]
+    overlaps = path_overlaps(samples, stored, child, writes)
+    if not overlaps.counted:
+        return f"  (other writes inside a sample's path at {rate} CR/s: no audit records matched)"
+    texts = []
+    for label, (hit, rest) in zip(PATH_PARTS, overlaps.parts, strict=True):
+        medians = (f", median {statistics.median(hit):.1f} ms against {statistics.median(rest):.1f}"
+                   if hit and rest else "")
+        texts.append(f"{label} {len(hit) / overlaps.counted * 100:.0f}%{medians}")
+    kinds = ", ".join(f"{what} {n}" for what, n in overlaps.writes.most_common())
+    return (f"  (samples whose path met another write of this operator, at {rate} CR/s, of {overlaps.counted}: "
+            f"{'; '.join(texts)}; the writes met: {kinds or 'none'})")
 
 
 def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
@@ -942,6 +982,8 @@ def peer_party(scale: Scale, peer: Peer) -> Iterator[Party]:
                 if os.environ.get("BENCH_STALLS"):
                     out(stalls_line(f"{peer.key}'s sandbox", sandbox.stalls(), min(result.lat100.at, default=0.0)))
                 out(_segments_line(sandbox, result.lat100, "peer", "patch jobs"))
+                for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
+                    out(_overlaps_line(sandbox, lat, rate, "peer", "patch jobs"))
                 out(_waits_line(peer.key, result.lat100, sandbox, handle.process.pid))
                 out(f"{peer.key}_rss_{crs}_crs: {result.rss_mb:.0f} MB (whole peer process)")
 
@@ -1027,6 +1069,23 @@ def priced_writes(ours: Result | None, results: dict[str, Result]) -> None:
                 if a is not None and b is not None:
                     out(f"create_to_child_p{q}_{rate}cps_vs_floor_same_work: {a.p(q) / b.p(q):.2f}x ({a.p(q):.1f} vs "
                         f"{b.p(q):.1f} ms; what kaiwo-ray adds beyond the writes it owes)")
+
+
+def floor_against_itself(results: dict[str, Result]) -> None:
+    """Phase floor-twin: the floor operator's twin against it, each ratio as the targets read ours. The
+    code is the same, so every distance from 1.0x is the machine's (process placement, each process's
+    own state, the slices' timing), and it bounds how far one run's ratio of ours can be trusted."""
+    floor, twin = results.get(FLOOR.key), results.get(FLOOR_TWIN.key)
+    if floor is None or twin is None:
+        return
+    for rate in (20, 100):
+        a, b = (r.lat20 if rate == 20 else r.lat100 for r in (twin, floor))
+        if a is None or b is None:
+            continue
+        for q in (50, 99):
+            out(f"floor_twin_vs_floor_operator_p{q}_{rate}cps: {a.p(q) / b.p(q):.2f}x ({a.p(q):.1f} vs "
+                f"{b.p(q):.1f} ms; the same code against itself: beyond {TARGET_FLOOR_RATIO}x either way "
+                f"{'YES' if max(a.p(q) / b.p(q), b.p(q) / a.p(q)) > TARGET_FLOOR_RATIO else 'no'})")
 
 
 def reachable(results: dict[str, Result]) -> None:
@@ -1248,6 +1307,16 @@ def floor_figures() -> tuple[str, list[str]]:
     return watch, figures.lines()
 
 
+def _layout() -> str:
+    """Where the processes run, for the run line (`_common.pin_apart`)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not pinned_apart():
+        return f"every process on any of CPUs {cpus} (BENCH_PIN=0)"
+    if len(cpus) < 2:
+        return f"one CPU ({cpus}): nothing pinned"
+    return f"each sandbox on CPU {cpus[0]}, every other process on {cpus[1:]}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=int, default=None, metavar="N",
@@ -1278,10 +1347,14 @@ def main() -> int:
     parser.add_argument("--phases", default=None,
                         help="comma-separated subset of floor,ours,kopf,kopf-same,kopf-children,floor-op,floor-same,"
                              "running,ray (kopf = both kopf peers; floor-op = benchmarks/peers/floor_operator.py; "
-                             "floor-same = benchmarks/peers/floor_same_work.py; ray is slow: off by default; "
+                             "floor-same = benchmarks/peers/floor_same_work.py; floor-twin = a second floor "
+                             "operator, the A/A check; ray is slow: off by default; "
                              "default floor,ours,kopf-same,floor-op,floor-same,running: the children-only kopf peer "
                              "is a reference only, left out to keep the run under two minutes)")
     args = parser.parse_args()
+    # The API server on a CPU of its own unless BENCH_PIN says otherwise (module docstring): set before
+    # any sandbox starts, read by `_common.sandbox_process` and inherited by every child process.
+    os.environ.setdefault("BENCH_PIN", "1")
     MACHINE.start()
     crs = args.scale if args.scale is not None else args.crs
     seconds20 = args.seconds if args.seconds is not None else (30.0 if args.scale else DEFAULT_SECONDS_20)
@@ -1293,8 +1366,8 @@ def main() -> int:
     phases = set((args.phases or default_phases).split(","))
     rounds = args.rounds if args.rounds is not None else (3 if args.scale else 2)
     out(f"run: {scale.crs} live KaiwoJobs, {scale.unrelated} unrelated objects, {scale.seconds20:.0f} s at 20 CR/s, "
-        f"{scale.seconds100:.0f} s at 100 CR/s; phases {','.join(sorted(phases))}; load average at start "
-        f"{machine_load()}")
+        f"{scale.seconds100:.0f} s at 100 CR/s; phases {','.join(sorted(phases))}; {_layout()}; load average "
+        f"at start {machine_load()}")
     started = time.monotonic()
     walls: dict[str, float] = {}  # phase -> wall seconds, to keep the whole run short
 
@@ -1319,7 +1392,7 @@ def main() -> int:
                 parties.append(stack.enter_context(kaiwo_party(scale, floor_watch, args.workers, args.cold_starts)))
                 ours = parties[-1].result
         for peer, phase in ((SAME_WORK, "kopf-same"), (CHILDREN_ONLY, "kopf-children"), (FLOOR, "floor-op"),
-                            (FLOOR_SAME_WORK, "floor-same")):
+                            (FLOOR_SAME_WORK, "floor-same"), (FLOOR_TWIN, "floor-twin")):
             if (phase.startswith("kopf") and "kopf" in phases) or phase in phases:
                 with timed(peer.key):
                     parties.append(stack.enter_context(peer_party(scale, peer)))
@@ -1332,11 +1405,12 @@ def main() -> int:
             for party in parties:
                 party.report()
     for peer, theirs in results:
-        if ours is not None:
+        if ours is not None and peer is not FLOOR_TWIN:
             compare(ours, peer, theirs)
             if peer is FLOOR:
                 versus_floor(ours, theirs)
     priced_writes(ours, dict((peer.key, theirs) for peer, theirs in results))
+    floor_against_itself(dict((peer.key, theirs) for peer, theirs in results))
     reachable(dict((peer.key, theirs) for peer, theirs in results))
     if "running" in phases:
         with timed("running"):

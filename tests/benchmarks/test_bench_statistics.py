@@ -68,3 +68,38 @@ def test_poisson_arrivals_keep_the_rate_and_are_the_same_for_every_party(monkeyp
     gaps = [b - a for a, b in itertools.pairwise(first)]
     assert 0.009 < sum(gaps) / len(gaps) < 0.011  # mean 10 ms
     assert min(gaps) < 0.001 < 0.03 < max(gaps)  # not steady: bursts and lulls
+
+
+def test_path_overlaps_places_each_write_in_the_part_of_the_path_it_was_answered_in() -> None:
+    # Three samples: sent at 0, KaiwoJob stored at 1, child stored at 2, the watcher's event at 3 (+10 each).
+    samples = [(f"j{i}", 10.0 * i, 10.0 * i + 3, 3000.0 + i) for i in range(3)]
+    stored = {f"j{i}": 10.0 * i + 1 for i in range(3)}
+    child = {f"j{i}": 10.0 * i + 2 for i in range(3)}
+    writes = [(10.0 * i + 2, "create jobs", f"j{i}") for i in range(3)]  # each sample's own child
+    writes += [(1.5, "patch kaiwojobs/status", "j9"),  # j0: between stored and child stored
+               (12.5, "create events", "j1.abc"), (12.7, "create events", "j1.def"),  # j1: after its child
+               (23.0, "create events", "j2.abc"),  # j2: at the watcher's event itself: not inside
+               (40.0, "create events", "late")]  # no sample's
+    found = common.path_overlaps(samples, stored, child, writes)
+    assert found.counted == 3
+    (before_hit, before_rest), (middle_hit, middle_rest), (after_hit, after_rest) = found.parts
+    assert before_hit == [] and len(before_rest) == 3
+    assert middle_hit == [3000.0] and middle_rest == [3001.0, 3002.0]
+    assert after_hit == [3001.0] and after_rest == [3000.0, 3002.0]  # its own child write is not counted
+    assert found.writes == {"patch kaiwojobs/status": 1, "create events": 2}
+
+
+def test_path_overlaps_leaves_out_samples_the_audit_log_has_no_stamps_for() -> None:
+    found = common.path_overlaps([("gone", 0.0, 3.0, 3000.0)], {}, {}, [(1.5, "create events", "x")])
+    assert found.counted == 0 and all(hit == rest == [] for hit, rest in found.parts)
+
+
+@pytest.mark.parametrize(("value", "pinned"), [(None, False), ("", False), ("0", False), ("false", False),
+                                                ("1", True), ("yes", True)])
+def test_bench_pin_decides_whether_sandboxes_are_pinned_apart(monkeypatch: pytest.MonkeyPatch, value: str | None,
+                                                               pinned: bool) -> None:
+    if value is None:
+        monkeypatch.delenv("BENCH_PIN", raising=False)
+    else:
+        monkeypatch.setenv("BENCH_PIN", value)
+    assert common.pinned_apart() is pinned
