@@ -87,21 +87,17 @@ def path_overlaps(samples: list[tuple[str, float, float, float]], stored: dict[s
     """Which samples another write of the operator met, and where. `samples`: (KaiwoJob name, sent, seen
     by the watcher, ms); `stored` and `child`: when the API server answered each KaiwoJob's create and
     its child's write; `writes`: every write of the operator, (answered, "verb resource[/sub]", name).
-    A write answered strictly inside a part counts; a sample's own child write ends its second part and
-    is not counted in its third. Samples without both stamps are left out."""
+    A write answered strictly inside a part counts (the parts are open), so a sample's own child write,
+    which ends its second part and starts its third, counts in neither. Samples without both stamps
+    are left out."""
     ordered = sorted(writes)
     times = [t for t, _what, _name in ordered]
     which: Counter[str] = Counter()
 
-    def met(start: float, end: float, own: float | None) -> bool:
-        found = False
-        i = bisect.bisect_right(times, start)
-        while i < len(times) and times[i] < end:
-            if times[i] != own:
-                which[ordered[i][1]] += 1
-                found = True
-            i += 1
-        return found
+    def met(start: float, end: float) -> bool:
+        first, last = bisect.bisect_right(times, start), bisect.bisect_left(times, end)
+        which.update(what for _t, what, _name in ordered[first:last])
+        return first < last
 
     parts: list[tuple[list[float], list[float]]] = [([], []) for _ in PATH_PARTS]
     counted = 0
@@ -109,9 +105,9 @@ def path_overlaps(samples: list[tuple[str, float, float, float]], stored: dict[s
         if name not in stored or name not in child:
             continue
         counted += 1
-        spans = ((sent, stored[name], None), (stored[name], child[name], None), (child[name], seen, child[name]))
-        for (hit, rest), (start, end, own) in zip(parts, spans, strict=True):
-            (hit if met(start, end, own) else rest).append(ms)
+        spans = ((sent, stored[name]), (stored[name], child[name]), (child[name], seen))
+        for (hit, rest), (start, end) in zip(parts, spans, strict=True):
+            (hit if met(start, end) else rest).append(ms)
     return PathOverlaps(parts, counted, which)
 
 

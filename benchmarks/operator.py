@@ -764,10 +764,7 @@ def _overlaps_line(sandbox: SandboxProcess, lat: Latency, rate: int, user: str, 
     another CR's child) inside each part of a sample's path, from the audit log (`_common.path_overlaps`):
     the share of samples such a write met, their median against the others', and which writes they
     were: where the writes an operator owes meet the next KaiwoJob."""
-    since = min(lat.at, default=0.0) - 1.0
-    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
-    writes = sandbox.timed_writes(user, since)
-    child = {name: t for t, what, name in writes if what == child_write}
+    stored, child, writes = _audit_stamps(sandbox, lat, user, child_write)
     samples = [(name, at, at + ms / 1000, ms) for name, at, ms in zip(lat.names, lat.at, lat.ms, strict=True)]
     overlaps = path_overlaps(samples, stored, child, writes)
     if not overlaps.counted:
@@ -782,17 +779,26 @@ def _overlaps_line(sandbox: SandboxProcess, lat: Latency, rate: int, user: str, 
             f"{'; '.join(texts)}; the writes met: {kinds or 'none'})")
 
 
+def _audit_stamps(sandbox: SandboxProcess, lat: Latency, user: str,
+                  child_write: str) -> tuple[dict[str, float], dict[str, float], list[tuple[float, str, str]]]:
+    """From the sandbox's audit log, since `lat`'s first sample: when each KaiwoJob's create was answered,
+    when `user`'s first `child_write` of each name was, and every write of `user`."""
+    since = min(lat.at, default=0.0) - 1.0
+    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
+    writes = sandbox.timed_writes(user, since)
+    child: dict[str, float] = {}
+    for t, what, name in writes:
+        if what == child_write:
+            child.setdefault(name, t)
+    return stored, child, writes
+
+
 def _sample_rows(sandbox: SandboxProcess, lat: Latency, user: str,
                  child_write: str) -> list[tuple[float, float, float, float]]:
     """Each sample of `lat` split at the sandbox's audit stamps, ms: (load client's create -> KaiwoJob
     stored, -> `user`'s child Job stored, -> the Job watcher's event, the whole); samples the audit
     log has no record of are left out."""
-    since = min(lat.at, default=0.0) - 1.0
-    stored = {name: t for t, what, name in sandbox.timed_writes("loader", since) if what == "create kaiwojobs"}
-    child: dict[str, float] = {}
-    for t, what, name in sandbox.timed_writes(user, since):
-        if what == child_write:
-            child.setdefault(name, t)
+    stored, child, _ = _audit_stamps(sandbox, lat, user, child_write)
     return [((stored[n] - at) * 1000, (child[n] - stored[n]) * 1000, (at + ms / 1000 - child[n]) * 1000, ms)
             for n, at, ms in zip(lat.names, lat.at, lat.ms, strict=True) if n in stored and n in child]
 
@@ -1086,9 +1092,10 @@ def floor_against_itself(results: dict[str, Result]) -> None:
         if a is None or b is None:
             continue
         for q in (50, 99):
-            out(f"floor_twin_vs_floor_operator_p{q}_{rate}cps: {a.p(q) / b.p(q):.2f}x ({a.p(q):.1f} vs "
-                f"{b.p(q):.1f} ms; the same code against itself: beyond {TARGET_FLOOR_RATIO}x either way "
-                f"{'YES' if max(a.p(q) / b.p(q), b.p(q) / a.p(q)) > TARGET_FLOOR_RATIO else 'no'})")
+            ratio = a.p(q) / b.p(q)
+            out(f"floor_twin_vs_floor_operator_p{q}_{rate}cps: {ratio:.2f}x ({a.p(q):.1f} vs {b.p(q):.1f} ms; the "
+                f"same code against itself: beyond {TARGET_FLOOR_RATIO}x either way "
+                f"{'YES' if max(ratio, 1 / ratio) > TARGET_FLOOR_RATIO else 'no'})")
 
 
 def reachable(results: dict[str, Result]) -> None:
@@ -1412,9 +1419,10 @@ def main() -> int:
             compare(ours, peer, theirs)
             if peer is FLOOR:
                 versus_floor(ours, theirs)
-    priced_writes(ours, dict((peer.key, theirs) for peer, theirs in results))
-    floor_against_itself(dict((peer.key, theirs) for peer, theirs in results))
-    reachable(dict((peer.key, theirs) for peer, theirs in results))
+    by_key = {peer.key: theirs for peer, theirs in results}
+    priced_writes(ours, by_key)
+    floor_against_itself(by_key)
+    reachable(by_key)
     if "running" in phases:
         with timed("running"):
             bench_to_running(args.running)
