@@ -9,6 +9,7 @@ import base64
 import dataclasses
 import logging
 import secrets
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +28,7 @@ from kaiwo_sandbox.apiserver.fastpath import LeanFront, LeanHttp
 from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.server import MAX_REQUEST_BODY_BYTES, ApiServer
 from kaiwo_sandbox.apiserver.tls import ServingCert, serving_cert
+from kaiwo_sandbox.apiserver.tls import generate as generate_cert
 from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.cluster.crds import preinstalled_crds
 from kaiwo_sandbox.cluster.nodes import gpu_exporter
@@ -42,6 +44,7 @@ from kaiwo_sandbox.contracts import (
     RealClock,
     rfc3339_micro,
 )
+from kaiwo_sandbox.runtime.processes import LocalRuntime
 from kaiwo_sandbox.storage.event_ttl import EventExpiry
 from kaiwo_sandbox.storage.persistence import Persister, load_or_create_token, load_state, save_state
 from kaiwo_sandbox.storage.store import ObjectStore, clone
@@ -72,6 +75,8 @@ class SandboxConfig:
     event_ttl: float = 3600.0  # seconds, like kube-apiserver --event-ttl; 0 keeps events forever
     authorization: AuthorizationMode = "AlwaysAllow"  # "RBAC": Roles and bindings decide (apiserver/auth/authz.py)
     manual_clock: bool = False  # time moves only by ManualClock.advance (tests of TTLs, back-off, grace periods)
+    # Images whose pods run as real processes on this machine (any tag): `--local-image` (runtime/, root only).
+    local_images: list[str] = field(default_factory=list)
 
 
 # The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
@@ -164,6 +169,9 @@ class Sandbox:
         self.lean = LeanFront()  # the lean HTTP front's connections and counts
         self._persister: Persister | None = None
         self._event_expiry: EventExpiry | None = None
+        self.local_runtime: LocalRuntime | None = None
+        self._pod_listener: asyncio.Server | None = None
+        self._pods_root: tempfile.TemporaryDirectory[str] | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -183,8 +191,13 @@ class Sandbox:
                                shutdown_timeout=2.0)
         await runner.setup()
         ssl_context = None
+        if cfg.local_images:
+            self._start_local_runtime()
         if cfg.tls:
-            self.cert = serving_cert(cfg.state_dir, cfg.host)
+            if self.local_runtime is not None:  # pods reach the API server at the pod network's gateway
+                self.cert = generate_cert(cfg.host, (self.local_runtime.api_host,))
+            else:
+                self.cert = serving_cert(cfg.state_dir, cfg.host)
             ssl_context = self.cert.server_context()
         # Plain requests are parsed and answered by the lean front (apiserver/fastpath.py); a watch, a
         # stream or anything unusual hands its connection to aiohttp's handler, as a TCPSite would run it.
@@ -200,6 +213,8 @@ class Sandbox:
         self.port = sockets[0].getsockname()[1] if sockets else cfg.port
         self.url = f"{'https' if cfg.tls else 'http'}://{cfg.host}:{self.port}"
         self.server.address = f"{cfg.host}:{self.port}"
+        if self.local_runtime is not None:
+            await self._serve_pod_network(aiohttp_server, ssl_context)
         if cfg.kubeconfig_path is not None:
             write_kubeconfig(cfg.kubeconfig_path, self.url, self.token, self.cert.cert_pem if self.cert else None)
         if cfg.cluster:
@@ -209,6 +224,8 @@ class Sandbox:
             settings = cfg.cluster_settings or ClusterSettings()
             if self.cert is not None and not settings.root_ca_pem:
                 settings = dataclasses.replace(settings, root_ca_pem=self.cert.cert_pem.decode())
+            if self.local_runtime is not None:
+                settings = dataclasses.replace(settings, local_runtime=self.local_runtime)
             self.cluster = start_cluster(self.store, self.clock, settings, enabled)
         if cfg.event_ttl > 0:
             self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
@@ -216,6 +233,46 @@ class Sandbox:
         if cfg.state_dir is not None:
             self._persister = Persister(self.store, cfg.state_dir)
             self._persister.start()
+
+    def _start_local_runtime(self) -> None:
+        """The real pods' runtime: their network, and their files under the state directory (else a
+        temporary one)."""
+        if self.config.state_dir is not None:
+            root = self.config.state_dir / "pods"
+        else:
+            self._pods_root = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-pods-")
+            root = Path(self._pods_root.name)
+        runtime = LocalRuntime(self.config.local_images, root)
+        runtime.start()
+        self.local_runtime = runtime
+        self.server.local_runtime = runtime
+
+    async def _serve_pod_network(self, aiohttp_server: Any, ssl_context: Any) -> None:
+        """The API server as pods see it: the same server on the pod network's gateway (the port of the
+        loopback listener when free), the address real pods get in KUBERNETES_SERVICE_HOST/PORT."""
+        runtime = self.local_runtime
+        assert runtime is not None
+        front = self.lean
+        listener: asyncio.Server | None = None
+        for port in (self.port, 0):
+            try:
+                listener = await asyncio.get_running_loop().create_server(
+                    lambda: LeanHttp(self.server.handle, aiohttp_server, MAX_REQUEST_BODY_BYTES, front),
+                    runtime.api_host, port, ssl=ssl_context, reuse_address=True, backlog=128)
+                break
+            except OSError:
+                continue
+        assert listener is not None
+        self._pod_listener = listener
+        pod_port = int(next(iter(listener.sockets)).getsockname()[1])
+
+        def mint(namespace: str, name: str) -> str:
+            try:
+                return self.service_account_token(namespace, name, seconds=86400)
+            except ApiError:
+                return ""  # no such ServiceAccount: the pod's requests are then anonymous
+
+        runtime.configure_api(pod_port, self.cert.cert_pem.decode() if self.cert else "", mint)
 
     def _seed(self) -> None:
         for name in SYSTEM_NAMESPACES:
@@ -245,6 +302,15 @@ class Sandbox:
         if self.cluster is not None:
             await self.cluster.stop()
             self.cluster = None
+        if self.local_runtime is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.local_runtime.close)
+            self.local_runtime = None
+        if self._pod_listener is not None:
+            self._pod_listener.close()
+            self._pod_listener = None
+        if self._pods_root is not None:
+            self._pods_root.cleanup()
+            self._pods_root = None
         if self._runner is not None:
             # Open watches would hold a graceful shutdown for its whole timeout: end them first,
             # the way a restarting apiserver closes them (clients re-watch).

@@ -30,6 +30,7 @@ from kaiwo_sandbox.apiserver.tables import to_table
 from kaiwo_sandbox.apiserver.yaml_body import load_yaml
 from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
 from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.runtime.processes import LocalRuntime
 from kaiwo_sandbox.semantics.listing import Selection
 from kaiwo_sandbox.semantics.patching import apply_json_patch, apply_merge_patch
 from kaiwo_sandbox.storage.store import ObjectStore
@@ -179,6 +180,7 @@ class ApiServer:
         self.address = ""
         self._encoded: OrderedDict[tuple[int, str, str, str], bytes] = OrderedDict()
         self.open_watches = 0
+        self.local_runtime: LocalRuntime | None = None  # real pods' logs, exec and port-forward (--local-image)
         self.watch_buffer_limit = WATCH_BUFFER_LIMIT  # events queued for one watcher before it is closed
 
     def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
@@ -322,7 +324,7 @@ class ApiServer:
         if (verb not in info.verbs and sub is None) or (verb in ("update", "patch") and not path.name):
             raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
         if sub in pod_streams.SUBRESOURCES and info.resource == "pods":
-            return await pod_streams.serve(self.store, request, path.namespace, path.name, sub)
+            return await pod_streams.serve(self.store, request, path.namespace, path.name, sub, self.local_runtime)
         if verb == "get":
             if sub == "scale":
                 return json_response(self.store.get_scale(gvr, ns, path.name))

@@ -36,7 +36,7 @@ class ServingCert:
 _process_cert: ServingCert | None = None
 
 
-def generate(host: str = "127.0.0.1") -> ServingCert:
+def generate(host: str = "127.0.0.1", extra_ips: tuple[str, ...] = ()) -> ServingCert:
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -48,6 +48,7 @@ def generate(host: str = "127.0.0.1") -> ServingCert:
     alt_names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(host))]
     if host != "127.0.0.1":
         alt_names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips if ip != host]
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

@@ -16,6 +16,7 @@ from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
 from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
+from kaiwo_sandbox.cluster.nodes.localdns import LocalDns
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
 from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
 from kaiwo_sandbox.cluster.workloads.daemonsets import DaemonSetController
@@ -28,6 +29,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "volume-binder": VolumeBinder,
     "scheduler": Scheduler,
     "kubelet": Kubelet,
+    "local-dns": LocalDns,
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
     "kueue": KueueController,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 from kaiwo_sandbox.contracts import GVR, ApiError, Clock, JsonObj, Store, TimerHandle, WatchEvent
+from kaiwo_sandbox.runtime.processes import LocalRuntime
 
 log = logging.getLogger(__name__)
 TRANSIENT_API_CODES = frozenset({404, 409, 429, 500, 503, 504})  # races and overload: retried quietly
@@ -38,6 +39,8 @@ class ClusterSettings:
     ray_submit_seconds: float = 1.0  # RayJob cluster ready -> job RUNNING
     progress_deadline_default: int = 600
     root_ca_pem: str = ""  # the API server's CA (PEM) for kube-root-ca.crt; the sandbox sets it when serving TLS
+    # Real processes for pods of local images (`--local-image`): the kubelet runs those pods here.
+    local_runtime: LocalRuntime | None = None
 
 
 class Controller:

@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
+from kaiwo_sandbox.apiserver.streams import realpods as real_streams
 from kaiwo_sandbox.apiserver.streams import shell
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
+from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
 if TYPE_CHECKING:
     from kaiwo_sandbox.storage.store import ObjectStore
@@ -37,8 +39,12 @@ STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 FOLLOW_POLL_SECONDS = 0.2  # how often a followed log looks at its container again
 
 
-async def serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str) -> web.StreamResponse:
+async def serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str,
+                local_runtime: LocalRuntime | None = None) -> web.StreamResponse:
     pod = store.get_ref(PODS, namespace, name)
+    local = local_runtime.pod(str((pod.get("metadata") or {}).get("uid", ""))) if local_runtime else None
+    if local is not None and local_runtime is not None:
+        return await _serve_real(store, request, pod, sub, local_runtime, local)
     if sub == "log":
         return await _log(store, request, pod)
     if request.headers.get("Upgrade", "").lower() != "websocket":
@@ -47,6 +53,41 @@ async def serve(store: ObjectStore, request: web.Request, namespace: str, name: 
     if sub == "exec":
         return await _exec(request, pod)
     return await _portforward(request, pod)
+
+
+async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, sub: str, runtime: LocalRuntime,
+                      local: LocalPod) -> web.StreamResponse:
+    """A pod whose containers are real processes: the same checks and protocols, the real streams."""
+    query = request.query
+    if sub == "log":
+        container = _container_choice(pod, query.get("container"))
+        if query.get("previous") not in ("true", "1"):
+            from kaiwo_sandbox.apiserver.server import pod_log
+
+            pod_log(pod, container)  # the kubelet's errors for a container that has not started
+        return await real_streams.log(store, request, pod, runtime, container)
+    if request.headers.get("Upgrade", "").lower() != "websocket":
+        raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+    if sub == "exec":
+        argv = query.getall("command", [])
+        if not argv:
+            raise ApiError.bad_request("you must specify at least 1 command")
+        container = _container_choice(pod, query.get("container"))
+        return await real_streams.exec_(request, pod, runtime, container, list(argv), EXEC_PROTOCOLS)
+    if (pod.get("status") or {}).get("phase") != "Running":
+        raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
+    offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+        return await real_streams.portforward_tunnel(request, pod, local)
+    raw_ports = [p for value in query.getall("ports", []) for p in value.split(",") if p]
+    try:
+        ports = [int(p) for p in raw_ports]
+    except ValueError:
+        raise ApiError.bad_request(f"invalid port in {raw_ports}") from None
+    if not ports or any(not 0 < p < 65536 for p in ports):
+        raise ApiError.bad_request("query parameter \"ports\" is required and must hold ports 1-65535")
+    return await real_streams.portforward(request, pod, local, ports, PORTFORWARD_PROTOCOLS)
 
 
 # ------------------------------------------------------------------------------------------ logs

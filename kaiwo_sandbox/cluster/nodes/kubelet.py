@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,8 +23,24 @@ from kaiwo_sandbox.cluster.nodes.podsim import (
     plan_pod,
     restart_backoff,
 )
+from kaiwo_sandbox.cluster.nodes.realpods import RealPodTimeline
 from kaiwo_sandbox.cluster.pods import is_terminal, qos_class
-from kaiwo_sandbox.contracts import NODES, PODS, PVCS, ApiError, Clock, JsonObj, Store, WatchEvent, rfc3339
+from kaiwo_sandbox.contracts import (
+    CONFIGMAPS,
+    NODES,
+    PODS,
+    PVCS,
+    SECRETS,
+    ApiError,
+    Clock,
+    JsonObj,
+    Store,
+    WatchEvent,
+    rfc3339,
+)
+from kaiwo_sandbox.runtime.podspec import EnvSources, container_argv, container_env, expand_argv, runs_locally
+from kaiwo_sandbox.runtime.probes import Prober
+from kaiwo_sandbox.runtime.processes import ContainerProcess, LocalPod
 from kaiwo_sandbox.semantics.times import parse_time
 
 COMPONENT = "kubelet"
@@ -78,7 +94,7 @@ def image_id(image: str) -> str:
 @dataclass(slots=True)
 class PodRuntime:
     uid: str
-    timeline: PodTimeline
+    timeline: PodTimeline | RealPodTimeline
     bound_monotonic: float
     bound_wall: datetime
     reported_events: int = 0
@@ -131,7 +147,10 @@ def container_status(run: ContainerRun, runtime: PodRuntime, now: float, tf: flo
             f"pod={runtime.pod_ref}")}}
         status["lastState"] = {"terminated": _terminated(run.terminated, container_id, runtime, tf)}
     else:
-        status["state"] = {"waiting": {"reason": run.waiting_reason or "ContainerCreating"}}
+        waiting: JsonObj = {"reason": run.waiting_reason or "ContainerCreating"}
+        if run.waiting_message:
+            waiting["message"] = run.waiting_message
+        status["state"] = {"waiting": waiting}
     if run.last_terminated is not None and run.restart_at is None:
         previous = f"containerd://{_digest(runtime.uid, plan.name, str(run.restart_count - 1))}"
         status["lastState"] = {"terminated": _terminated(run.last_terminated, previous, runtime, tf)}
@@ -162,7 +181,7 @@ def _merge_conditions(existing: list[JsonObj], desired: list[tuple[str, str, str
 
 
 def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, host_ip: str, now_wall: str,
-                      pod_cidr: str | None = None) -> JsonObj:
+                      pod_cidr: str | None = None, real_ip: str | None = None) -> JsonObj:
     """The status the kubelet would post for `pod` at simulated time `now`."""
     timeline = runtime.timeline
     phase = timeline.phase()
@@ -196,7 +215,7 @@ def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, 
         "containerStatuses": [container_status(r, runtime, now, tf, init=False) for r in timeline.main],
     }
     if sandbox:
-        ip = pod_ip(runtime.uid, pod_cidr)
+        ip = real_ip or pod_ip(runtime.uid, pod_cidr)
         status["podIP"] = ip
         status["podIPs"] = [{"ip": ip}]
     if timeline.init:
@@ -226,6 +245,8 @@ class Kubelet(Controller):
         self._node_ips: dict[str, str] = {}
         self._pod_cidrs: dict[str, str | None] = {}
         self._volume_waits: set[str] = set()  # pods already told about unbound claims
+        self._real: dict[tuple[str, str], tuple[str, float]] = {}  # real pods: (ns, name) -> (uid, grace seconds)
+        self._prober: Prober | None = None
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -310,6 +331,7 @@ class Kubelet(Controller):
         except ApiError as err:
             if err.code == 404:
                 self._runtimes.pop((namespace, name), None)
+                self._forget_real(namespace, name)
                 return None
             raise
         meta = pod.get("metadata") or {}
@@ -318,6 +340,9 @@ class Kubelet(Controller):
         runtime = self._runtimes.get((namespace, name))
         if runtime is not None and runtime.uid != uid:  # same name, new pod
             runtime = None
+        real = self._real.get((namespace, name))
+        if real is not None and real[0] != uid:
+            self._forget_real(namespace, name)
         if not node_name or (runtime is None and is_terminal(pod)):
             self._runtimes.pop((namespace, name), None)
             return None
@@ -326,6 +351,9 @@ class Kubelet(Controller):
             if unmounted:
                 return self._wait_for_volumes(pod, unmounted)
         resumed = False
+        local_runtime = self.settings.local_runtime
+        if runtime is None and local_runtime is not None and runs_locally(pod, local_runtime.images):
+            runtime = self._start_real(pod)
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
             bound_wall, bound_monotonic = self.clock.now(), self.clock.monotonic()
@@ -348,7 +376,8 @@ class Kubelet(Controller):
         self._report_events(pod, runtime)
         tf = self._time_factor()
         host_ip, pod_cidr = self._node_network(str(node_name))
-        status = render_pod_status(pod, runtime, now, tf, host_ip, rfc3339(self.clock.now()), pod_cidr)
+        real_ip = timeline.local.ip if isinstance(timeline, RealPodTimeline) and timeline.local else None
+        status = render_pod_status(pod, runtime, now, tf, host_ip, rfc3339(self.clock.now()), pod_cidr, real_ip)
         current = pod.get("status") or {}
         wanted = _comparable(status)
         if wanted != runtime.last_written and _comparable({k: current.get(k) for k in status}) != wanted:
@@ -363,6 +392,70 @@ class Kubelet(Controller):
         if due is None:
             return None
         return max((due - now) * tf, MIN_DELAY)
+
+    # -- real pods (local images) -------------------------------------------------------------------
+    def _start_real(self, pod: JsonObj) -> PodRuntime:
+        """A pod of local images: its network namespace and files now, its containers as the timeline
+        starts them."""
+        local_runtime = self.settings.local_runtime
+        assert local_runtime is not None
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        namespace, name, uid = str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+        mount_token = spec.get("automountServiceAccountToken") is not False
+        local = local_runtime.ensure_pod(uid, namespace, name,
+                                         str(spec.get("serviceAccountName") or "default") if mount_token else None)
+        grace = spec.get("terminationGracePeriodSeconds")
+        self._real[(namespace, name)] = (uid, float(grace) if isinstance(grace, (int, float)) else 30.0)
+        if self._prober is None:
+            self._prober = Prober()
+        plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
+        timeline = RealPodTimeline.for_pod(plan, pod, local, local_runtime, self._prober,
+                                           lambda container: self._start_container(namespace, name, local, container))
+        return self._runtimes.setdefault((namespace, name), PodRuntime(
+            uid=uid, timeline=timeline, bound_monotonic=self.clock.monotonic(), bound_wall=self.clock.now(),
+            pod_ref=f"{name}_{namespace}({uid})"))
+
+    def _start_container(self, namespace: str, name: str, local: LocalPod, container: JsonObj) -> ContainerProcess:
+        """Resolve the container's environment against the pod as it is now (its real IP in
+        status.podIP), then start its process. ContainerConfigError when a reference is missing."""
+        local_runtime = self.settings.local_runtime
+        assert local_runtime is not None
+        pod = self.store.get(PODS, namespace, name)
+        node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+        host_ip, _ = self._node_network(node_name)
+        status = dict(pod.get("status") or {})
+        status.update({"podIP": local.ip, "podIPs": [{"ip": local.ip}], "hostIP": host_ip,
+                       "hostIPs": [{"ip": host_ip}]})
+        pod["status"] = status
+        try:
+            allocatable = (self.store.get(NODES, None, node_name).get("status") or {}).get("allocatable") or {}
+        except ApiError:
+            allocatable = {}
+        sources = EnvSources(secret=self._lookup(SECRETS), config_map=self._lookup(CONFIGMAPS),
+                             node_allocatable=allocatable, api_host=local_runtime.api_host,
+                             api_port=local_runtime.api_port)
+        env = container_env(pod, container, sources)
+        argv = expand_argv(container_argv(container), env)
+        if not argv:
+            argv = ["/bin/sh", "-c", "echo 'kaiwo-ray sandbox: a local image has no entrypoint: "
+                                     "set the container command' >&2; exit 127"]
+        working_dir = container.get("workingDir")
+        return local_runtime.start_container(local, str(container.get("name", "")), argv, env,
+                                             str(working_dir) if working_dir else None)
+
+    def _lookup(self, gvr: object) -> Callable[[str, str], JsonObj | None]:
+        def find(namespace: str, name: str) -> JsonObj | None:
+            try:
+                return self.store.get(gvr, namespace, name)  # type: ignore[arg-type]
+            except ApiError:
+                return None
+        return find
+
+    def _forget_real(self, namespace: str, name: str) -> None:
+        real = self._real.pop((namespace, name), None)
+        if real is not None and self.settings.local_runtime is not None:
+            self.settings.local_runtime.remove_pod(real[0], real[1])
 
     def _unbound_claims(self, pod: JsonObj) -> list[tuple[str, str]]:
         """(volume, claim) pairs whose claim is missing or not Bound. Normally the scheduler
@@ -397,8 +490,11 @@ class Kubelet(Controller):
         images = {run.plan.name: run.plan.image for run in [*runtime.timeline.init, *runtime.timeline.main]}
         pending = runtime.timeline.events[runtime.reported_events:]
         runtime.reported_events = len(runtime.timeline.events)
-        for event_type, reason, container in pending:
-            if reason == "Started":
+        for event in pending:
+            event_type, reason, container = event[0], event[1], event[2]
+            if len(event) > 3:
+                record_event(self.store, self.clock, pod, event_type, reason, str(event[3]), COMPONENT)
+            elif reason == "Started":
                 image = images.get(container, "")
                 record_event(self.store, self.clock, pod, "Normal", "Pulled",
                              f'Container image "{image}" already present on machine', COMPONENT)

@@ -213,6 +213,7 @@ class ContainerRun:
     plan: ContainerPlan
     state: State = "waiting"
     waiting_reason: str = "ContainerCreating"
+    waiting_message: str = ""  # the kubelet's message beside the reason (a real pod's config error)
     started_at: float | None = None
     ready_at: float | None = None
     terminated: Termination | None = None
@@ -244,7 +245,7 @@ class PodTimeline:
     sandbox_ready_at: float | None = None
     killed_at: float | None = None
     clock: float = 0.0  # how far the timeline has been advanced
-    events: list[tuple[str, str, str]] = field(default_factory=list)  # (type, reason, container)
+    events: list[tuple[str, ...]] = field(default_factory=list)  # (type, reason, container[, message])
 
     @classmethod
     def start(cls, plan: PodPlan) -> PodTimeline:

@@ -1,0 +1,5 @@
+"""Real processes for the pods of local images (`kaiwo-ray sandbox --local-image NAME`): the pod
+network (`network`), what a container sees (`podspec`), starting and stopping processes
+(`processes`) and probing them (`probes`). The kubelet (`cluster/nodes/realpods.py`) drives it; the
+API server's log, exec and port-forward streams read it. docs/sandbox.md says what runs and how.
+"""

@@ -1,0 +1,246 @@
+"""What a container of a real (local-image) pod sees, decided from the pod and the objects it names:
+which pods run for real, the container's environment as the kubelet builds it (downward API, Secret
+and ConfigMap references, the API server's address), and the /etc/hosts that stands in for cluster DNS.
+Pure: the runtime reads the store and writes the files.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.quantity import QuantityError, parse_quantity
+
+CLUSTER_DOMAIN = "cluster.local"
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+_LABEL_PATH = re.compile(r"^metadata\.(labels|annotations)\['([^']+)'\]$")
+
+Lookup = Callable[[str, str], JsonObj | None]  # (namespace, name) -> object or None
+
+
+class ContainerConfigError(Exception):
+    """What the kubelet reports as CreateContainerConfigError: a referenced Secret, ConfigMap or key
+    is missing. The message is the kubelet's."""
+
+
+def image_repository(image: str) -> str:
+    """`registry/repo:tag@sha256:...` -> `registry/repo`: the name a `--local-image` matches."""
+    without_digest = image.split("@", 1)[0]
+    last = without_digest.rsplit("/", 1)[-1]
+    if ":" in last:
+        return without_digest[: len(without_digest) - len(last)] + last.split(":", 1)[0]
+    return without_digest
+
+
+def _all_containers(pod: JsonObj) -> list[JsonObj]:
+    spec = pod.get("spec") or {}
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+
+
+def runs_locally(pod: JsonObj, local_images: frozenset[str]) -> bool:
+    """A pod runs as real processes when every container's image (any tag or digest) is a local image."""
+    containers = _all_containers(pod)
+    return bool(local_images) and bool(containers) and all(
+        image_repository(str(c.get("image", ""))) in local_images for c in containers)
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion: defined names are replaced, `$$` escapes, unknown stay as written."""
+    def sub(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return env.get(name, match.group(0))
+    return _VAR_REF.sub(sub, value)
+
+
+def _field_value(pod: JsonObj, path: str) -> str:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    simple = {
+        "metadata.name": meta.get("name"), "metadata.namespace": meta.get("namespace"),
+        "metadata.uid": meta.get("uid"), "spec.nodeName": spec.get("nodeName"),
+        "spec.serviceAccountName": spec.get("serviceAccountName") or "default",
+        "status.podIP": status.get("podIP"), "status.hostIP": status.get("hostIP"),
+        "status.podIPs": ",".join(str(p.get("ip", "")) for p in status.get("podIPs") or []),
+        "status.hostIPs": ",".join(str(p.get("ip", "")) for p in status.get("hostIPs") or []),
+    }
+    if path in simple:
+        return str(simple[path] or "")
+    match = _LABEL_PATH.match(path)
+    if match:
+        return str((meta.get(match.group(1)) or {}).get(match.group(2), ""))
+    if path in ("metadata.labels", "metadata.annotations"):
+        items = meta.get(path.split(".", 1)[1]) or {}
+        return "\n".join(f'{k}="{v}"' for k, v in sorted(items.items()))
+    raise ContainerConfigError(f"unsupported fieldPath: {path}")
+
+
+def _resource_value(container: JsonObj, node_allocatable: JsonObj, ref: JsonObj) -> str:
+    """resourceFieldRef as the kubelet resolves it: the limit (else the node's allocatable for limits,
+    0 for requests), divided by the divisor and rounded up."""
+    resource = str(ref.get("resource", ""))
+    kind, _, name = resource.partition(".")
+    resources = container.get("resources") or {}
+    raw = (resources.get(kind) or {}).get(name)
+    if raw is None and kind == "limits":
+        raw = node_allocatable.get(name)
+    try:
+        amount = parse_quantity(raw if raw is not None else 0)
+        divisor = parse_quantity(ref.get("divisor") or 1)
+    except QuantityError as err:
+        raise ContainerConfigError(f"invalid resourceFieldRef {resource}: {err}") from err
+    if divisor == 0:
+        divisor = Decimal(1)
+    return str(math.ceil(amount / divisor))
+
+
+def _object_data(obj: JsonObj, *, secret: bool) -> dict[str, str]:
+    data = {str(k): str(v) for k, v in (obj.get("stringData") or {}).items()} if secret else {}
+    for key, value in (obj.get("data") or {}).items():
+        data[str(key)] = base64.b64decode(str(value)).decode(errors="replace") if secret else str(value)
+    if not secret:
+        for key, value in (obj.get("binaryData") or {}).items():
+            data[str(key)] = base64.b64decode(str(value)).decode(errors="replace")
+    return data
+
+
+def _key_ref(namespace: str, ref: JsonObj, lookup: Lookup, kind: str) -> str | None:
+    name = str(ref.get("name", ""))
+    key = str(ref.get("key", ""))
+    optional = bool(ref.get("optional"))
+    obj = lookup(namespace, name)
+    if obj is None:
+        if optional:
+            return None
+        raise ContainerConfigError(f'{kind.lower()} "{name}" not found')
+    data = _object_data(obj, secret=kind == "Secret")
+    if key not in data:
+        if optional:
+            return None
+        raise ContainerConfigError(f"couldn't find key {key} in {kind} {namespace}/{name}")
+    return data[key]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSources:
+    secret: Lookup
+    config_map: Lookup
+    node_allocatable: JsonObj
+    api_host: str
+    api_port: int
+
+
+def container_env(pod: JsonObj, container: JsonObj, sources: EnvSources) -> dict[str, str]:
+    """The environment the kubelet gives `container`: envFrom, then env in order (later wins, `$(VAR)`
+    expanded against what came before), plus the API server's KUBERNETES_* variables and HOSTNAME.
+    Raises ContainerConfigError for a missing Secret, ConfigMap or key that is not optional."""
+    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    port = str(sources.api_port)
+    env: dict[str, str] = {
+        "KUBERNETES_SERVICE_HOST": sources.api_host, "KUBERNETES_SERVICE_PORT": port,
+        "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{sources.api_host}:{port}",
+        "KUBERNETES_PORT_443_TCP": f"tcp://{sources.api_host}:{port}", "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+        "KUBERNETES_PORT_443_TCP_PORT": port, "KUBERNETES_PORT_443_TCP_ADDR": sources.api_host,
+        "HOSTNAME": str((pod.get("metadata") or {}).get("name", "")),
+    }
+    for source in container.get("envFrom") or []:
+        prefix = str(source.get("prefix") or "")
+        for kind, ref_key, lookup in (("ConfigMap", "configMapRef", sources.config_map),
+                                      ("Secret", "secretRef", sources.secret)):
+            ref = source.get(ref_key)
+            if not ref:
+                continue
+            obj = lookup(namespace, str(ref.get("name", "")))
+            if obj is None:
+                if ref.get("optional"):
+                    continue
+                raise ContainerConfigError(f'{kind.lower()} "{ref.get("name", "")}" not found')
+            for key, text in _object_data(obj, secret=kind == "Secret").items():
+                env[prefix + key] = text
+    for item in container.get("env") or []:
+        name = str(item.get("name", ""))
+        if "value" in item or "valueFrom" not in item:
+            env[name] = _expand(str(item.get("value") or ""), env)
+            continue
+        value_from = item.get("valueFrom") or {}
+        value: str | None = ""
+        if "fieldRef" in value_from:
+            value = _field_value(pod, str((value_from["fieldRef"] or {}).get("fieldPath", "")))
+        elif "resourceFieldRef" in value_from:
+            value = _resource_value(container, sources.node_allocatable, value_from["resourceFieldRef"] or {})
+        elif "secretKeyRef" in value_from:
+            value = _key_ref(namespace, value_from["secretKeyRef"] or {}, sources.secret, "Secret")
+        elif "configMapKeyRef" in value_from:
+            value = _key_ref(namespace, value_from["configMapKeyRef"] or {}, sources.config_map, "ConfigMap")
+        if value is not None:
+            env[name] = value
+    return env
+
+
+def container_argv(container: JsonObj) -> list[str]:
+    """command + args with `$(VAR)` left for the caller to expand. A local image has no entrypoint of
+    its own, so a container naming neither cannot start."""
+    return [str(a) for a in (container.get("command") or [])] + [str(a) for a in (container.get("args") or [])]
+
+
+def expand_argv(argv: list[str], env: dict[str, str]) -> list[str]:
+    return [_expand(arg, env) for arg in argv]
+
+
+# --------------------------------------------------------------------------------------------
+# DNS: /etc/hosts per pod
+
+
+def _selects(selector: JsonObj, labels: JsonObj) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def service_endpoints(service: JsonObj, pods: Iterable[JsonObj], reachable: dict[str, str]) -> list[str]:
+    """IPs of the real pods behind `service` (ready ones; every running one where the Service publishes
+    not-ready addresses). `reachable` maps a pod uid to its real IP: simulated pods listen nowhere."""
+    spec = service.get("spec") or {}
+    selector = spec.get("selector") or {}
+    namespace = (service.get("metadata") or {}).get("namespace")
+    publish_unready = bool(spec.get("publishNotReadyAddresses"))
+    ips: list[str] = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        ip = reachable.get(str(meta.get("uid", "")))
+        if ip is None or meta.get("namespace") != namespace or meta.get("deletionTimestamp"):
+            continue
+        if not _selects(selector, meta.get("labels") or {}):
+            continue
+        conditions = {c.get("type"): c.get("status") for c in (pod.get("status") or {}).get("conditions") or []}
+        if publish_unready or conditions.get("Ready") == "True":
+            ips.append(ip)
+    return sorted(ips)
+
+
+def service_names(name: str, namespace: str) -> list[str]:
+    """The names a Service answers to from its own namespace's pods (search path `<ns>.svc.<domain>`)."""
+    return [f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}", f"{name}.{namespace}.svc", f"{name}.{namespace}"]
+
+
+def hosts_file(pod_ip: str, hostname: str, namespace: str, services: list[tuple[str, str, list[str]]],
+               api_host: str) -> str:
+    """/etc/hosts for one pod: localhost, the pod's own name (as the kubelet writes it), the API
+    server's Service, then each Service with real endpoints, by every name the pod could use."""
+    lines = ["# Kubernetes-managed hosts file (kaiwo-ray sandbox: cluster DNS for real pods).",
+             "127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{pod_ip}\t{hostname}",
+             f"{api_host}\t" + " ".join(["kubernetes", *service_names("kubernetes", "default")])]
+    for svc_namespace, name, ips in services:
+        names = service_names(name, svc_namespace) + ([name] if svc_namespace == namespace else [])
+        for ip in ips:
+            lines.append(f"{ip}\t{' '.join(names)}")
+    return "\n".join(lines) + "\n"
