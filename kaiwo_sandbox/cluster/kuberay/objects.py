@@ -6,12 +6,13 @@ and the RayJob submitter Job. Pure: the controller decides when and writes.
 from __future__ import annotations
 
 import copy
+import math
 import secrets
-from typing import Any
 
 from kaiwo_sandbox.cluster.nodes.podsim import EXIT_CODE, RUN_SECONDS, script_behaviour
 from kaiwo_sandbox.cluster.pods import owner_reference
 from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.quantity import QuantityError, parse_quantity
 
 # Label keys and values (ray-operator/controllers/ray/utils/constant.go).
 CLUSTER_LABEL = "ray.io/cluster"
@@ -28,6 +29,8 @@ HEAD_GROUP = "headgroup"
 RAYJOB_FINALIZER = "ray.io/rayjob-finalizer"
 
 GCS_PORT, DASHBOARD_PORT, CLIENT_PORT, METRICS_PORT, SERVE_PORT = 6379, 8265, 10001, 8080, 8000
+AGENT_PORT = 52365  # the dashboard agent (no Service port)
+KUBERAY_VERSION = "v1.4.2"
 HEAD_PORTS = (("gcs-server", GCS_PORT), ("dashboard", DASHBOARD_PORT), ("client", CLIENT_PORT),
               ("metrics", METRICS_PORT))
 
@@ -76,9 +79,83 @@ def cluster_labels(cluster: str, node_type: str, group: str) -> dict[str, str]:
     }
 
 
-def _start_params(params: dict[str, Any]) -> str:
-    return " ".join(f"--{key}={value}" if value not in ("", None) else f"--{key}" for key, value in
-                    sorted(params.items()))
+def _flags(params: dict[str, str]) -> str:
+    """KubeRay's convertParamMap: keys sorted; `true` is a bare flag, `false` is dropped (except the
+    two keys Ray reads as values), anything else `--key=value`; each flag padded with a space."""
+    out = ""
+    for key in sorted(params):
+        value = str(params[key])
+        if value.lower() == "true":
+            out += f" --{key} "
+        elif value.lower() == "false" and key not in ("log-color", "include-dashboard"):
+            continue
+        else:
+            out += f" --{key}={value} "
+    return out
+
+
+def _ceil_quantity(raw: object) -> int | None:
+    try:
+        return math.ceil(parse_quantity(raw))  # type: ignore[arg-type]
+    except (QuantityError, TypeError, ValueError):
+        return None
+
+
+def ray_start_params(node_type: str, group_spec: JsonObj, container: JsonObj, head_address: str) -> dict[str, str]:
+    """rayStartParams with what KubeRay fills in when absent (setMissingRayStartParams,
+    generateRayStartCommand): the head's dashboard host, the worker's address, the metrics and agent
+    ports, `block`, and num-cpus / memory / num-gpus from the container's resources."""
+    params = {str(k): str(v) for k, v in (group_spec.get("rayStartParams") or {}).items()}
+    if node_type == "head":
+        params.setdefault("dashboard-host", "0.0.0.0")
+    else:
+        params.setdefault("address", head_address)
+    params.setdefault("metrics-export-port", str(METRICS_PORT))
+    params["block"] = "true"
+    params.setdefault("dashboard-agent-listen-port", str(AGENT_PORT))
+    resources = container.get("resources") or {}
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    cpu = _ceil_quantity(limits.get("cpu", requests.get("cpu"))) if ("cpu" in limits or "cpu" in requests) else None
+    if "num-cpus" not in params and cpu is not None:
+        params["num-cpus"] = str(cpu)
+    memory = _ceil_quantity(limits["memory"]) if "memory" in limits else None
+    if "memory" not in params and memory is not None:
+        params["memory"] = str(memory)
+    gpu_key = next((k for k in limits if str(k).endswith("gpu")), None)
+    if "num-gpus" not in params and gpu_key is not None:
+        gpus = _ceil_quantity(limits[gpu_key])
+        if gpus:
+            params["num-gpus"] = str(gpus)
+    return params
+
+
+def ray_start_command(node_type: str, params: dict[str, str]) -> str:
+    return f"ray start{' --head ' if node_type == 'head' else ' '}{_flags(params)}"
+
+
+def _ray_env(cluster: JsonObj, node_type: str, start: str, head_fqdn: str, head_port: int,
+             crd: str) -> list[JsonObj]:
+    """The variables KubeRay puts into the Ray container (setContainerEnvVars)."""
+    env: list[JsonObj] = []
+    if node_type == "worker":
+        env += [{"name": "FQ_RAY_IP", "value": head_fqdn}, {"name": "RAY_IP", "value": head_fqdn.split(".", 1)[0]}]
+    env += [
+        {"name": "RAY_CLUSTER_NAME", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{CLUSTER_LABEL}']"}}},
+        {"name": "RAY_CLUSTER_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "RAY_CLOUD_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "RAY_NODE_TYPE_NAME", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{GROUP_LABEL}']"}}},
+        {"name": "KUBERAY_GEN_RAY_START_CMD", "value": start},
+    ]
+    if_absent = {"RAY_PORT": str(head_port),
+                 "RAY_ADDRESS": f"127.0.0.1:{head_port}" if node_type == "head" else f"{head_fqdn}:{head_port}",
+                 "RAY_USAGE_STATS_KUBERAY_IN_USE": "1", "RAY_DASHBOARD_ENABLE_K8S_DISK_USAGE": "1"}
+    if node_type == "head":
+        if_absent["RAY_USAGE_STATS_EXTRA_TAGS"] = f"kuberay_version={KUBERAY_VERSION};kuberay_crd={crd}"
+    if crd == "RayService":
+        if_absent.update({"RAY_timeout_ms_task_wait_for_death_info": "0",
+                          "RAY_gcs_server_request_timeout_seconds": "5", "RAY_SERVE_KV_TIMEOUT_S": "5"})
+    env += [{"name": k, "value": v} for k, v in if_absent.items()]
+    return env
 
 
 def build_pod(cluster: JsonObj, node_type: str, group_spec: JsonObj, group: str) -> JsonObj:
@@ -98,20 +175,23 @@ def build_pod(cluster: JsonObj, node_type: str, group_spec: JsonObj, group: str)
     spec.setdefault("restartPolicy", "Always")
     containers = spec.get("containers") or [{"name": "ray-" + node_type, "image": "rayproject/ray"}]
     spec["containers"] = containers
-    params = dict(group_spec.get("rayStartParams") or {})
-    if node_type == "head":
-        params.setdefault("dashboard-host", "0.0.0.0")
-        start = f"ray start --head {_start_params(params)} --block".replace("  ", " ")
-    else:
-        address = f"{head_service_name(name)}.{namespace}.svc.cluster.local:{GCS_PORT}"
-        start = f"ray start --address={address} {_start_params(params)} --block".replace("  ", " ")
     ray_container = containers[0]
-    if annotations.get("ray.io/overwrite-container-cmd") != "true":
-        ray_container["command"] = ["/bin/bash", "-lc", "--"]
-        ray_container["args"] = [f"ulimit -n 65536; {start}"]
-    env = list(ray_container.get("env") or [])
-    env.append({"name": "RAY_CLUSTER_NAME", "value": name})
-    ray_container["env"] = env
+    head_params = (((cluster.get("spec") or {}).get("headGroupSpec") or {}).get("rayStartParams") or {})
+    head_port = int(str(head_params.get("port") or GCS_PORT))
+    head_fqdn = f"{head_service_name(name)}.{namespace}.svc.cluster.local"
+    params = ray_start_params(node_type, group_spec, ray_container, f"{head_fqdn}:{head_port}")
+    start = ray_start_command(node_type, params)
+    user_argv = " ".join(str(a) for a in [*(ray_container.get("command") or []), *(ray_container.get("args") or [])])
+    if annotations.get("ray.io/overwrite-container-cmd") != "true" and "ray start" not in user_argv:
+        ray_container["command"] = ["/bin/bash", "-c", "--"]
+        prefix = f"{user_argv} && " if user_argv else ""
+        ray_container["args"] = [f"{prefix}ulimit -n 65536; {start}"]
+    crd = str((_meta(cluster).get("labels") or {}).get(ORIGIN_CRD_LABEL) or "RayCluster")
+    user_env = list(ray_container.get("env") or [])
+    user_names = {e.get("name") for e in user_env}
+    injected = [e for e in _ray_env(cluster, node_type, start, head_fqdn, head_port, crd)
+                if e["name"] not in user_names]
+    ray_container["env"] = user_env + injected
     if node_type == "head" and not ray_container.get("ports"):
         ray_container["ports"] = [{"name": pname, "containerPort": port, "protocol": "TCP"}
                                   for pname, port in HEAD_PORTS]

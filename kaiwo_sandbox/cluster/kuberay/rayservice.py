@@ -3,17 +3,22 @@ Services, Ready once its pods are and its applications would serve."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from kaiwo_sandbox.cluster.conditions import set_condition
 from kaiwo_sandbox.cluster.events import record_event
 from kaiwo_sandbox.cluster.kuberay.base import KubeRayBase, meta_of, pod_running
+from kaiwo_sandbox.cluster.kuberay.dashboard import DashboardCalls
 from kaiwo_sandbox.cluster.kuberay.objects import (
     CLUSTER_LABEL,
+    DASHBOARD_PORT,
     NODE_TYPE_LABEL,
     ORIGIN_CRD_LABEL,
     ORIGIN_NAME_LABEL,
     SERVE_LABEL,
+    SERVE_PORT,
     head_service,
     head_service_name,
     ray_cluster_for,
@@ -22,8 +27,10 @@ from kaiwo_sandbox.cluster.kuberay.objects import (
 )
 from kaiwo_sandbox.cluster.pods import is_ready
 from kaiwo_sandbox.contracts import PODS, RAYCLUSTERS, RAYSERVICES, SERVICES, JsonObj
+from kaiwo_sandbox.runtime.podspec import runs_locally
 
 SERVICE_COMPONENT = "rayservice-controller"
+REAL_REQUEUE_SECONDS = 2.0  # ServiceDefaultRequeueDuration: a real cluster's Serve status is polled this often
 
 
 def serve_applications(serve_config: object) -> dict[str, list[str]]:
@@ -44,7 +51,88 @@ def serve_applications(serve_config: object) -> dict[str, list[str]]:
     return apps
 
 
+def application_statuses(answer: object) -> dict[str, JsonObj]:
+    """`applicationStatuses` from Ray's GET /api/serve/applications/ (app "" is stored as "default")."""
+    apps = answer.get("applications") if isinstance(answer, dict) else None
+    statuses: dict[str, JsonObj] = {}
+    for app_name, app in (apps or {}).items() if isinstance(apps, dict) else ():
+        if not isinstance(app, dict):
+            continue
+        deployments = {str(d): {"status": str(v.get("status", "")), "message": str(v.get("message") or "")}
+                       for d, v in (app.get("deployments") or {}).items() if isinstance(v, dict)}
+        statuses[str(app_name) or "default"] = {"status": str(app.get("status", "")),
+                                                "message": str(app.get("message") or ""),
+                                                "serveDeploymentStatuses": deployments}
+    return statuses
+
+
 class RayServiceReconciler(KubeRayBase):
+    _dashboard: DashboardCalls | None = None
+    _submitted: dict[tuple[str, str, str], str]  # (ns, service, cluster) -> serveConfigV2 Ray accepted
+    _putting: dict[tuple[str, str, str], str]  # the config a PUT in flight carries
+
+    def _real_head(self, ns: str, cluster_name: str) -> JsonObj | None:
+        """The head pod of a cluster whose Ray runs for real (`--local-image`), else None."""
+        runtime = self.settings.local_runtime
+        if runtime is None:
+            return None
+        heads, _ = self.store.list(PODS, ns, label_selector=f"{CLUSTER_LABEL}={cluster_name},{NODE_TYPE_LABEL}=head")
+        live = [p for p in heads if not meta_of(p).get("deletionTimestamp")]
+        return next((p for p in live if runs_locally(p, runtime.images)), None)
+
+    def _real_applications(self, service: JsonObj, cluster_name: str, head: JsonObj) -> dict[str, JsonObj]:
+        """Submit serveConfigV2 to the real head as KubeRay does (PUT when Ray has none, or another
+        config than the spec's) and read back each application's status."""
+        runtime = self.settings.local_runtime
+        assert runtime is not None
+        if self._dashboard is None:
+            self._dashboard, self._submitted, self._putting = DashboardCalls(), {}, {}
+        calls = self._dashboard
+        ns, name = str(meta_of(service).get("namespace", "")), str(meta_of(service).get("name", ""))
+        key = (ns, name, cluster_name)
+        local = runtime.pod(str(meta_of(head).get("uid", "")))
+        if local is None or not is_ready(head):
+            return {}
+        base = f"http://{local.ip}:{DASHBOARD_PORT}/api/serve/applications/"
+        self._label_serving_head(head, local.ip, ("healthz", *key))
+        put = calls.result(("put", *key))
+        if put is not None and key in self._putting:
+            config = self._putting.pop(key)
+            calls.forget(("put", *key))
+            if put.ok:
+                self._submitted[key] = config
+            else:
+                record_event(self.store, self.clock, service, "Warning", "FailedToUpdateServeApplications",
+                             f"UpdateDeployments fail: {put.status} {put.body[:1000]}", SERVICE_COMPONENT)
+        answer = calls.result(("get", *key))
+        calls.start(("get", *key), "GET", base)
+        applications = answer.json() if answer is not None and answer.ok else None
+        statuses = application_statuses(applications) if applications is not None else {}
+        config = str((service.get("spec") or {}).get("serveConfigV2") or "")
+        stale = self._submitted.get(key) != config or (applications is not None and not statuses)
+        if config and stale and key not in self._putting:
+            try:
+                body = json.dumps(yaml.safe_load(config)).encode()
+            except yaml.YAMLError as err:
+                record_event(self.store, self.clock, service, "Warning", "InvalidServeConfig",
+                             f"serveConfigV2 is not valid YAML: {err}", SERVICE_COMPONENT)
+                return statuses
+            self._putting[key] = config
+            calls.start(("put", *key), "PUT", base, body)
+        return statuses
+
+    def _label_serving_head(self, head: JsonObj, ip: str, key: tuple[str, ...]) -> None:
+        """`ray.io/serve` on the head: true while its Serve proxy answers /-/healthz (KubeRay polls it)."""
+        assert self._dashboard is not None
+        answer = self._dashboard.result(key)
+        self._dashboard.start(key, "GET", f"http://{ip}:{SERVE_PORT}/-/healthz")
+        if answer is None:
+            return
+        wanted = "true" if answer.status == 200 else "false"
+        if (meta_of(head).get("labels") or {}).get(SERVE_LABEL) != wanted:
+            self.store.patch(PODS, meta_of(head).get("namespace"), str(meta_of(head).get("name", "")),
+                             {"metadata": {"labels": {SERVE_LABEL: wanted}}}, "merge")
+
     def _reconcile_service(self, ns: str, name: str) -> float | None:
         service = self._find(RAYSERVICES, ns, name)
         if service is None or meta_of(service).get("deletionTimestamp"):
@@ -84,16 +172,26 @@ class RayServiceReconciler(KubeRayBase):
         self._ensure_service_svcs(service, cluster_name)
         cluster_status = cluster.get("status") or {}
         ready = cluster_status.get("state") == "ready"
-        if pending and ready:
-            active, pending = {"rayClusterName": cluster_name}, {}
-        apps = serve_applications(spec.get("serveConfigV2"))
-        target = active if active else pending
-        target["rayClusterStatus"] = cluster_status
-        if active:
-            active["applicationStatuses"] = {
-                app: {"status": "RUNNING",
-                      "serveDeploymentStatuses": {d: {"status": "HEALTHY"} for d in deployments}}
-                for app, deployments in apps.items()}
+        real_head = self._real_head(ns, cluster_name)
+        if real_head is not None:
+            statuses = self._real_applications(service, cluster_name, real_head)
+            serving = bool(statuses) and all(s.get("status") == "RUNNING" for s in statuses.values())
+            if pending and ready and serving:  # promoted once its applications serve
+                active, pending = {"rayClusterName": cluster_name}, {}
+            target = active if active else pending
+            target["rayClusterStatus"] = cluster_status
+            target["applicationStatuses"] = statuses
+        else:
+            if pending and ready:
+                active, pending = {"rayClusterName": cluster_name}, {}
+            apps = serve_applications(spec.get("serveConfigV2"))
+            target = active if active else pending
+            target["rayClusterStatus"] = cluster_status
+            if active:
+                active["applicationStatuses"] = {
+                    app: {"status": "RUNNING",
+                          "serveDeploymentStatuses": {d: {"status": "HEALTHY"} for d in deployments}}
+                    for app, deployments in apps.items()}
         endpoints = self._serve_endpoints(ns, cluster_name, bool(spec.get("excludeHeadPodFromServeSvc"))) \
             if active else 0
         if endpoints > 0:
@@ -113,7 +211,7 @@ class RayServiceReconciler(KubeRayBase):
         if pending:
             new_status["pendingServiceStatus"] = pending
         self._write_status(RAYSERVICES, service, new_status)
-        return None
+        return REAL_REQUEUE_SECONDS if real_head is not None else None
 
     def _ensure_service_svcs(self, service: JsonObj, cluster_name: str) -> None:
         ns = str(meta_of(service).get("namespace", ""))

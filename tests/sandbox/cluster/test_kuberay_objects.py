@@ -44,8 +44,15 @@ def test_head_pod_is_labelled_named_and_runs_ray_start_block() -> None:
     assert meta["ownerReferences"][0] == {"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "rc",
                                           "uid": "u-1", "controller": True, "blockOwnerDeletion": True}
     container = pod["spec"]["containers"][0]
-    assert container["command"] == ["/bin/bash", "-lc", "--"]
-    assert container["args"][0].endswith("ray start --head --dashboard-host=0.0.0.0 --num-cpus=0 --block")
+    assert container["command"] == ["/bin/bash", "-c", "--"]
+    # KubeRay's rendering: sorted flags, each padded with a space; the filled-in defaults; no memory
+    # flag without a memory limit
+    assert container["args"][0] == ("ulimit -n 65536; ray start --head  --block  --dashboard-agent-listen-port=52365 "
+                                    " --dashboard-host=0.0.0.0  --metrics-export-port=8080  --num-cpus=0 ")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["RAY_CLUSTER_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['ray.io/cluster']"
+    assert env["KUBERAY_GEN_RAY_START_CMD"]["value"] == container["args"][0].removeprefix("ulimit -n 65536; ")
+    assert env["RAY_ADDRESS"]["value"] == "127.0.0.1:6379"
     assert {p["containerPort"] for p in container["ports"]} == {6379, 8265, 10001, 8080}
     assert CLUSTER["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].get("command") is None
 
@@ -54,7 +61,12 @@ def test_worker_pod_joins_the_head_service() -> None:
     pod = build_pod(CLUSTER, "worker", CLUSTER["spec"]["workerGroupSpecs"][0], "gpu")
     assert pod["metadata"]["generateName"] == "rc-gpu-worker-"
     assert pod["metadata"]["labels"]["ray.io/group"] == "gpu"
-    assert "--address=rc-head-svc.team.svc.cluster.local:6379" in pod["spec"]["containers"][0]["args"][0]
+    args = pod["spec"]["containers"][0]["args"][0]
+    assert " --address=rc-head-svc.team.svc.cluster.local:6379 " in args
+    assert " --num-gpus=8 " in args  # from the first limit ending in "gpu"
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["FQ_RAY_IP"] == "rc-head-svc.team.svc.cluster.local"
+    assert env["RAY_ADDRESS"] == "rc-head-svc.team.svc.cluster.local:6379"
 
 
 def test_overwrite_annotation_keeps_the_users_command() -> None:
