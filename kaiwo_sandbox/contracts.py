@@ -1,4 +1,4 @@
-"""Contracts shared by every part of the sandbox: resource identity, API errors, watch events,
+"""Contracts shared by every part of the sandbox: resource identity (`GVR`, `ResourceInfo`), API errors, watch events,
 the store protocol that the HTTP layer and the simulated controllers both use, and the clock.
 
 Objects are plain JSON-shaped dicts, exactly what goes on the wire.
@@ -65,6 +65,61 @@ RESOURCEFLAVORS = GVR("kueue.x-k8s.io", KUEUE_VERSION, "resourceflavors")
 WORKLOADPRIORITYCLASSES = GVR("kueue.x-k8s.io", KUEUE_VERSION, "workloadpriorityclasses")
 WORKLOADS = GVR("kueue.x-k8s.io", KUEUE_VERSION, "workloads")
 TOPOLOGIES = GVR("kueue.x-k8s.io", "v1beta1", "topologies")
+
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+NO_COLLECTION_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+
+StorageKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceInfo:
+    """Everything discovery and the store need to know about one group/resource (the registry
+    builds them)."""
+
+    group: str
+    versions: tuple[str, ...]  # served versions, preferred first
+    resource: str
+    kind: str
+    singular: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    subresources: frozenset[str] = frozenset()
+    storage_group: str | None = None  # set when another group's storage is shared (events.k8s.io)
+    custom: bool = False
+    # CRD only: per-version structural schema and printer columns, scale subresource paths.
+    schemas: dict[str, JsonObj] = field(default_factory=dict)
+    printer_columns: dict[str, list[JsonObj]] = field(default_factory=dict)
+    scale_paths: JsonObj | None = None
+    storage_version: str = ""  # CRD: the version marked storage; built-ins: the only version
+    deprecations: dict[str, str] = field(default_factory=dict)  # version -> Warning text (CRD `deprecated`)
+
+    @property
+    def stored_version(self) -> str:
+        return self.storage_version or self.versions[0]
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def storage(self) -> StorageKey:
+        return (self.group if self.storage_group is None else self.storage_group, self.resource)
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    def gvr(self, version: str | None = None) -> GVR:
+        return GVR(self.group, version or self.versions[0], self.resource)
+
+    def api_version(self, version: str | None = None) -> str:
+        # GVR.api_version without building a GVR: every write asks, several times.
+        version = version or self.versions[0]
+        return f"{self.group}/{version}" if self.group else version
 
 
 class ApiError(Exception):

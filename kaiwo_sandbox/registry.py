@@ -1,5 +1,5 @@
-"""What the sandbox serves: one `ResourceInfo` per group/resource, built-in kinds from a table
-and custom kinds from CustomResourceDefinitions.
+"""What the sandbox serves: one `ResourceInfo` (contracts.py) per group/resource, built-in kinds from a
+table and custom kinds from CustomResourceDefinitions.
 
 A resource has ONE storage across its served versions (as in a real apiserver): objects are stored
 once, keyed by `storage` (group, resource), and a read through another version only rewrites
@@ -10,64 +10,18 @@ core/v1 events' storage and are converted field by field in `event_conversion`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj
+from kaiwo_sandbox.contracts import (
+    ALL_VERBS,
+    GVR,
+    NO_COLLECTION_VERBS,
+    ApiError,
+    JsonObj,
+    ResourceInfo,
+    StorageKey,
+)
 from kaiwo_sandbox.semantics.builtin.extra import EXTRA_GROUP_ORDER, EXTRA_KINDS
-
-ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
-NO_COLLECTION_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
-
-StorageKey = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceInfo:
-    """Everything discovery and the store need to know about one group/resource."""
-
-    group: str
-    versions: tuple[str, ...]  # served versions, preferred first
-    resource: str
-    kind: str
-    singular: str
-    namespaced: bool
-    short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
-    verbs: tuple[str, ...] = ALL_VERBS
-    subresources: frozenset[str] = frozenset()
-    storage_group: str | None = None  # set when another group's storage is shared (events.k8s.io)
-    custom: bool = False
-    # CRD only: per-version structural schema and printer columns, scale subresource paths.
-    schemas: dict[str, JsonObj] = field(default_factory=dict)
-    printer_columns: dict[str, list[JsonObj]] = field(default_factory=dict)
-    scale_paths: JsonObj | None = None
-    storage_version: str = ""  # CRD: the version marked storage; built-ins: the only version
-    deprecations: dict[str, str] = field(default_factory=dict)  # version -> Warning text (CRD `deprecated`)
-
-    @property
-    def stored_version(self) -> str:
-        return self.storage_version or self.versions[0]
-
-    @property
-    def list_kind(self) -> str:
-        return f"{self.kind}List"
-
-    @property
-    def storage(self) -> StorageKey:
-        return (self.group if self.storage_group is None else self.storage_group, self.resource)
-
-    @property
-    def has_status(self) -> bool:
-        return "status" in self.subresources
-
-    def gvr(self, version: str | None = None) -> GVR:
-        return GVR(self.group, version or self.versions[0], self.resource)
-
-    def api_version(self, version: str | None = None) -> str:
-        # GVR.api_version without building a GVR: every write asks, several times.
-        version = version or self.versions[0]
-        return f"{self.group}/{version}" if self.group else version
 
 
 def _builtin(group: str, version: str, resource: str, kind: str, *, namespaced: bool = True,

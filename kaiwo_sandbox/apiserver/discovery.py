@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.registry import Registry, ResourceInfo
+from kaiwo_sandbox.contracts import JsonObj, ResourceInfo
+from kaiwo_sandbox.registry import Registry
 
 SERVER_VERSION: JsonObj = {
     "major": "1",

@@ -16,8 +16,8 @@ import hashlib
 
 import orjson
 
-from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.registry import Registry, ResourceInfo
+from kaiwo_sandbox.contracts import JsonObj, ResourceInfo
+from kaiwo_sandbox.registry import Registry
 
 _WRITE_PARAMETERS = [
     {"name": name, "in": "query", "schema": {"type": "string"}, "uniqueItems": True}

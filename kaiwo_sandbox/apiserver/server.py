@@ -28,8 +28,15 @@ from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
 from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 from kaiwo_sandbox.apiserver.tables import to_table
 from kaiwo_sandbox.apiserver.yaml_body import load_yaml
-from kaiwo_sandbox.contracts import GVR, PATCH_CONTENT_TYPES, ApiError, JsonObj, PatchType, WatchEvent
-from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.contracts import (
+    GVR,
+    PATCH_CONTENT_TYPES,
+    ApiError,
+    JsonObj,
+    PatchType,
+    ResourceInfo,
+    WatchEvent,
+)
 from kaiwo_sandbox.runtime.processes import LocalRuntime
 from kaiwo_sandbox.semantics.listing import Selection
 from kaiwo_sandbox.semantics.patching import apply_json_patch, apply_merge_patch
@@ -631,37 +638,6 @@ def warning_header(text: str) -> str:
 
 
 _CUT = object()
-
-
-def pod_log(pod: JsonObj, container: str | None) -> str:
-    """GET pods/log: no process runs in the sandbox, so the log says what was simulated — but the
-    errors for a missing container choice or a container not started yet are the kubelet's."""
-    meta = pod.get("metadata") or {}
-    name = meta.get("name", "")
-    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
-    if container is None:
-        if len(containers) != 1:
-            raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
-                                       f"[{' '.join(containers)}]")
-        container = containers[0]
-    if container not in containers:
-        raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
-    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
-    state = (statuses.get(container) or {}).get("state") or {}
-    if not statuses.get(container) or "waiting" in state:
-        reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-        raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
-    spec = next(c for c in pod["spec"]["containers"] if c.get("name") == container)
-    command = " ".join(str(part) for part in [*(spec.get("command") or []), *(spec.get("args") or [])])
-    lines = [f"[kaiwo-ray sandbox] simulated container {container!r} (image {spec.get('image', '')})"]
-    if command:
-        lines.append(f"[kaiwo-ray sandbox] command: {command}")
-    for phase in ("running", "terminated"):
-        if phase in state:
-            detail = state[phase]
-            lines.append(f"[kaiwo-ray sandbox] {phase} since {detail.get('startedAt', '')}"
-                         + (f", exit code {detail.get('exitCode')}" if phase == "terminated" else ""))
-    return "\n".join(lines) + "\n"
 
 
 class WatchStream:

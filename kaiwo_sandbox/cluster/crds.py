@@ -1,8 +1,11 @@
 """CustomResourceDefinitions of the operators the simulated cluster runs, which the sandbox preinstalls:
-KubeRay, AppWrapper and Kueue (the product under test passes its own in `SandboxConfig.extra_crds`). Schemas are deliberately loose (unknown fields preserved) — the operators that own these
-kinds validate them, and the sandbox only needs to store, serve and print them — but names,
-scopes, short names, subresources and printer columns are the upstream ones, because that is what
-users and `kubectl get` see.
+KubeRay, AppWrapper, Kueue, and the Prometheus operator's PodMonitor and ServiceMonitor (so that
+deploy/'s monitoring component applies to the sandbox as to a cluster running kube-prometheus;
+nothing scrapes). The product under test passes its own in `SandboxConfig.extra_crds`. Schemas
+are deliberately loose (unknown fields preserved) — the operators that own these kinds validate
+them, and the sandbox only needs to store, serve and print them — but names, scopes, short names,
+subresources and printer columns are the upstream ones, because that is what users and `kubectl
+get` see.
 """
 
 from __future__ import annotations
@@ -283,7 +286,16 @@ def kueue_crds() -> list[JsonObj]:
     ]
 
 
-def preinstalled_crds() -> list[JsonObj]:
-    from kaiwo_sandbox.cluster.monitoring_crds import monitoring_crds  # it builds on this module's crd()
+def monitoring_crds() -> list[JsonObj]:
+    group = "monitoring.coreos.com"
+    v1 = [("v1", True)]
+    return [
+        crd(group, "PodMonitor", "podmonitors", versions=v1, short_names=("pmon",),
+            categories=("prometheus-operator",)),
+        crd(group, "ServiceMonitor", "servicemonitors", versions=v1, short_names=("smon",),
+            categories=("prometheus-operator",)),
+    ]
 
+
+def preinstalled_crds() -> list[JsonObj]:
     return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds()

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.contracts import JsonObj, ResourceInfo
 
 
 def scale_paths(info: ResourceInfo) -> JsonObj:

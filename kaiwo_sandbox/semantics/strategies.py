@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_sandbox.contracts import CRDS, JsonObj
-from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.contracts import CRDS, JsonObj, ResourceInfo
 
 # Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
 GENERATION_RESOURCES = frozenset({

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from kaiwo_sandbox.contracts import ApiError, JsonObj
-from kaiwo_sandbox.registry import Registry, ResourceInfo, info_from_crd
+from kaiwo_sandbox.contracts import ApiError, JsonObj, ResourceInfo
+from kaiwo_sandbox.registry import Registry, info_from_crd
 
 log = logging.getLogger(__name__)
 

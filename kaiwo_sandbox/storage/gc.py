@@ -17,14 +17,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from kaiwo_sandbox.contracts import ApiError, JsonObj
-
-if TYPE_CHECKING:
-    from kaiwo_sandbox.registry import ResourceInfo, StorageKey
-    from kaiwo_sandbox.storage.owners import ObjKey
-    from kaiwo_sandbox.storage.store import ObjectStore
+from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj, ResourceInfo, StorageKey
+from kaiwo_sandbox.registry import Registry
+from kaiwo_sandbox.storage.owners import ObjKey
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +30,35 @@ ORPHAN = "orphan"
 GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
 NAMESPACE_USER = "system:serviceaccount:kube-system:namespace-controller"
 
+Located = tuple[ResourceInfo, ObjKey, JsonObj]
+
+
+class CollectedStore(Protocol):
+    """What the collectors read and write of the object store (store.ObjectStore, which owns them):
+    declared here so that this module does not import the store that imports it."""
+
+    registry: Registry
+
+    def resolve(self, gvr: GVR) -> ResourceInfo: ...
+
+    def primary(self, info: ResourceInfo) -> ResourceInfo: ...
+
+    def stored(self, storage: StorageKey, key: ObjKey) -> JsonObj | None: ...
+
+    def by_uid(self, uid: str) -> Located | None: ...
+
+    def dependents_of(self, uid: str) -> list[Located]: ...
+
+    def objects_in_namespace(self, namespace: str) -> list[Located]: ...
+
+    def system_update(self, info: ResourceInfo, key: ObjKey, mutate: Callable[[JsonObj], None]) -> None: ...
+
+    def delete_ref(self, gvr: GVR, namespace: str | None, name: str, *, propagation_policy: str | None = None,
+                   user: str = ...) -> JsonObj: ...
+
 
 class GarbageCollector:
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: CollectedStore) -> None:
         self.store = store
         self._dependents: dict[tuple[StorageKey, ObjKey], None] = {}
         self._owners: dict[str, None] = {}  # uids of owners in foreground or orphan deletion

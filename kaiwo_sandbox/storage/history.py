@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from kaiwo_sandbox.contracts import ApiError, JsonObj, WatchEvent
-from kaiwo_sandbox.registry import StorageKey
+from kaiwo_sandbox.contracts import ApiError, JsonObj, StorageKey, WatchEvent
 from kaiwo_sandbox.storage.owners import ObjKey
 
 EventList = list[WatchEvent]

@@ -6,8 +6,7 @@ and resolves locations to objects."""
 
 from __future__ import annotations
 
-from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.registry import StorageKey
+from kaiwo_sandbox.contracts import JsonObj, StorageKey
 
 ObjKey = tuple[str, str]  # (namespace or "", name)
 Location = tuple[StorageKey, ObjKey]

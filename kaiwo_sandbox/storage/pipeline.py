@@ -10,8 +10,7 @@ from typing import Any
 
 import orjson
 
-from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj
-from kaiwo_sandbox.registry import ResourceInfo
+from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj, ResourceInfo
 from kaiwo_sandbox.semantics import apply
 from kaiwo_sandbox.semantics import schema as schema_module
 from kaiwo_sandbox.semantics.builtin import defaults as builtin_defaults

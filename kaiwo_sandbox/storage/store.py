@@ -35,10 +35,12 @@ from kaiwo_sandbox.contracts import (
     JsonObj,
     PatchType,
     RealClock,
+    ResourceInfo,
+    StorageKey,
     WatchEvent,
     rfc3339,
 )
-from kaiwo_sandbox.registry import Registry, ResourceInfo, StorageKey
+from kaiwo_sandbox.registry import Registry
 from kaiwo_sandbox.semantics import apply, event_conversion, patching, scale, strategies
 from kaiwo_sandbox.semantics.builtin import pod_security
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue

@@ -62,8 +62,6 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
     if sub == "log":
         container = _container_choice(pod, query.get("container"))
         if query.get("previous") not in ("true", "1"):
-            from kaiwo_sandbox.apiserver.server import pod_log
-
             pod_log(pod, container)  # the kubelet's errors for a container that has not started
         return await real_streams.log(store, request, pod, runtime, container)
     if request.headers.get("Upgrade", "").lower() != "websocket":
@@ -105,11 +103,40 @@ def _container_choice(pod: JsonObj, container: str | None) -> str:
     return container
 
 
+def pod_log(pod: JsonObj, container: str | None) -> str:
+    """GET pods/log: no process runs in the sandbox, so the log says what was simulated — but the
+    errors for a missing container choice or a container not started yet are the kubelet's."""
+    meta = pod.get("metadata") or {}
+    name = meta.get("name", "")
+    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    if container is None:
+        if len(containers) != 1:
+            raise ApiError.bad_request(f"a container name must be specified for pod {name}, choose one of: "
+                                       f"[{' '.join(containers)}]")
+        container = containers[0]
+    if container not in containers:
+        raise ApiError.bad_request(f"container {container} is not valid for pod {name}")
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    state = (statuses.get(container) or {}).get("state") or {}
+    if not statuses.get(container) or "waiting" in state:
+        reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+        raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: {reason}')
+    spec = next(c for c in pod["spec"]["containers"] if c.get("name") == container)
+    command = " ".join(str(part) for part in [*(spec.get("command") or []), *(spec.get("args") or [])])
+    lines = [f"[kaiwo-ray sandbox] simulated container {container!r} (image {spec.get('image', '')})"]
+    if command:
+        lines.append(f"[kaiwo-ray sandbox] command: {command}")
+    for phase in ("running", "terminated"):
+        if phase in state:
+            detail = state[phase]
+            lines.append(f"[kaiwo-ray sandbox] {phase} since {detail.get('startedAt', '')}"
+                         + (f", exit code {detail.get('exitCode')}" if phase == "terminated" else ""))
+    return "\n".join(lines) + "\n"
+
+
 def log_lines(pod: JsonObj, container: str) -> tuple[list[str], bool]:
     """(lines, finished): the kubelet-simulation header, what the entrypoint's builtins printed,
     then how the container ended; finished once it terminated."""
-    from kaiwo_sandbox.apiserver.server import pod_log
-
     text = pod_log(pod, container)  # raises the kubelet's errors for containers not started
     lines = text.splitlines()
     state_lines = [line for line in lines if line.startswith(("[kaiwo-ray sandbox] running since",

@@ -14,7 +14,7 @@ from kaiwo_sandbox.cluster.base import Controller
 from kaiwo_sandbox.cluster.conditions import set_condition
 from kaiwo_sandbox.cluster.events import record_event
 from kaiwo_sandbox.cluster.kuberay import appwrapper_webhook
-from kaiwo_sandbox.cluster.kueue.jobs import APPWRAPPER_LABEL, parse_path
+from kaiwo_sandbox.cluster.kuberay.appwrapper_webhook import APPWRAPPER_LABEL, parse_path
 from kaiwo_sandbox.cluster.pods import controller_of, owner_reference
 from kaiwo_sandbox.contracts import (
     APPWRAPPERS,

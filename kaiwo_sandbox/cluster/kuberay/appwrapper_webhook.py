@@ -1,4 +1,5 @@
-"""AppWrapper's webhooks (project-codeflare/appwrapper v1.1-v1.2.1, internal/webhook), as pure functions.
+"""AppWrapper's webhooks (project-codeflare/appwrapper v1.1-v1.2.1, internal/webhook), as pure functions,
+with the labels and pod-set paths that the AppWrapper controller and Kueue's integration share.
 Its CRD declares no schema defaults; what a real cluster adds to a new AppWrapper is the mutating
 webhook's (CREATE only): the labels naming who created it. The validating webhook then keeps those
 labels, the components' templates and declared pod sets, and `spec.managedBy` unchanged.
@@ -13,8 +14,18 @@ from kaiwo_sandbox.contracts import ApiError, JsonObj
 
 USER_LABEL = "workload.codeflare.dev/user"
 USER_ID_LABEL = "workload.codeflare.dev/userid"
+APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
+_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 _NOT_LABEL_CHARS = re.compile(r"[^-_.\w]", re.ASCII)
 _IMMUTABLE = "attempt to change immutable field"
+
+
+def parse_path(text: str) -> tuple[str | int, ...]:
+    """An AppWrapper podSet path ("template.spec.workerGroupSpecs[0].template") as steps."""
+    steps: list[str | int] = []
+    for name, index in _PATH_STEP.findall(text):
+        steps.append(int(index) if index else name)
+    return tuple(steps)
 
 
 def sanitize_label(value: str) -> str:

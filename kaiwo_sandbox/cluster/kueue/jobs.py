@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_sandbox.cluster.kuberay.appwrapper_webhook import parse_path
 from kaiwo_sandbox.cluster.kuberay.objects import default_submitter_template
 from kaiwo_sandbox.cluster.pods import controller_of
 from kaiwo_sandbox.contracts import APPWRAPPERS, GVR, JOBS, PODS, RAYCLUSTERS, RAYJOBS, JsonObj
@@ -22,7 +22,6 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
-APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
 
 # Owner kinds Kueue manages itself: their children are not queued again (ApplyDefaultForSuspend).
 MANAGED_OWNER_KINDS = frozenset({"Job", "RayJob", "RayCluster", "RayService", "AppWrapper", "JobSet"})
@@ -80,17 +79,6 @@ def _ensure(obj: JsonObj, path: tuple[str | int, ...]) -> JsonObj:
             node = child
     result: JsonObj = node
     return result
-
-
-_PATH_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def parse_path(text: str) -> tuple[str | int, ...]:
-    """An AppWrapper podSet path ("template.spec.workerGroupSpecs[0].template") as steps."""
-    steps: list[str | int] = []
-    for name, index in _PATH_STEP.findall(text):
-        steps.append(int(index) if index else name)
-    return tuple(steps)
 
 
 def _count(value: object, default: int = 1) -> int:

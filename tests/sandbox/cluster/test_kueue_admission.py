@@ -8,6 +8,7 @@ import hashlib
 
 import pytest
 
+from kaiwo_sandbox.cluster.kuberay.appwrapper_webhook import parse_path
 from kaiwo_sandbox.cluster.kueue.admission import (
     FIT,
     NO_FIT,
@@ -25,7 +26,6 @@ from kaiwo_sandbox.cluster.kueue.jobs import (
     FRAMEWORKS,
     MANAGED_LABEL,
     PodSetInfo,
-    parse_path,
     suspend_on_create,
     validate_rayjob,
     workload_name,
