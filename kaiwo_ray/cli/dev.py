@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from kaiwo_ray.cli import sandbox as sandbox_cli
 from kaiwo_ray.cli import telemetry_flags
 from kaiwo_ray.cpu_policy import batch_wanted
 from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
@@ -37,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-factor", type=float, default=1.0, metavar="F",
                         help="scale simulated durations (0.1 = ten times faster than real time)")
     parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
+    sandbox_cli.add_local_image_argument(parser)
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
                         help="how often to check the controller actors")
     from serve.cli_hooks import add_cli_arguments
@@ -65,9 +67,11 @@ def _die_with_parent() -> None:
 
 
 def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
-                  log_path: Path) -> subprocess.Popen[bytes]:
+                  log_path: Path, local_images: list[str] | None = None) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
+    for image in local_images or []:
+        command += ["--local-image", image]
     if nodes is not None:
         command += ["--nodes", str(nodes)]
     with log_path.open("wb") as log_file:
@@ -145,7 +149,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
-    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path)
+    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path, args.local_images)
     started_ray = False
     supervisor = None
     fleet = None

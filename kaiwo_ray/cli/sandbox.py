@@ -31,6 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "system:masters either way)")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
+    add_local_image_argument(parser)
+
+
+def add_local_image_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--local-image", action="append", default=[], metavar="NAME", dest="local_images",
+                        help="run the pods of image NAME (any tag) as real processes on this machine, each in "
+                             "its own network namespace (repeatable; needs root; docs/sandbox.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     # The sandbox knows no Kaiwo: the product hands it its CRDs and the node set a fresh cluster has.
     config = SandboxConfig(port=args.port, nodes=list(nodes), cluster=_cluster(args), time_factor=args.time_factor,
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
-                           extra_crds=list(all_crds()), authorization=parse_mode(args.authorization))
+                           extra_crds=list(all_crds()), authorization=parse_mode(args.authorization),
+                           local_images=list(args.local_images))
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))
