@@ -91,7 +91,7 @@ def test_the_serve_config_starts_the_operator_and_hosts_the_admin_api(rendered: 
     config = yaml.safe_load(find(rendered, "RayService", "kaiwo-ray")["spec"]["serveConfigV2"])
     apps = {a["name"]: a for a in config["applications"]}
     assert apps["operator"]["import_path"] == "actors.operator_app:app"
-    assert apps["admin"]["import_path"] == "serve.deployment:app"
+    assert apps["admin"]["import_path"] == "serve.deployment:app_builder"
     import importlib
 
     module = importlib.import_module("actors.operator_app")
