@@ -11,7 +11,8 @@ from typing import Any, Literal
 from kaiwo_ray.kube.discovery import KUEUE, ClusterApis, missing_line
 
 JsonObj = dict[str, Any]
-Status = Literal["OK", "WARN", "FAIL", "SKIP"]
+# TODO: a step the admin has yet to take (kaiwo-ray not installed yet): not a failure, the install is the fix.
+Status = Literal["OK", "WARN", "FAIL", "SKIP", "TODO"]
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
 AMD_LABELS = ("amd.com/gpu.product-name", "beta.amd.com/gpu.family.AI", "feature.node.kubernetes.io/amd-gpu")
 NVIDIA_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.present")
@@ -27,6 +28,8 @@ class Result:
 
     def line(self) -> str:
         text = f"{self.status:<4}  {self.check}: {self.message}"
+        if self.fix and self.status == "TODO":
+            return f"{text} -> next: {self.fix}"
         return f"{text} -> fix: {self.fix}" if self.fix and self.status in ("FAIL", "WARN") else text
 
 
@@ -49,6 +52,19 @@ def check_crds(expected: Sequence[JsonObj], live: Mapping[str, JsonObj | None]) 
     if stale:
         return [Result("crds", "FAIL", f"installed but not this version's: {', '.join(stale)}", INSTALL)]
     return [Result("crds", "OK", f"{len(expected)} Kaiwo CRDs installed and current")]
+
+
+# The checks of what the install creates and runs: before the install they have nothing to judge.
+INSTALLED_CHECKS = ("scheduler", "operator", "permissions", "queues", "telemetry", "admin-api")
+
+
+def not_installed(expected: Sequence[JsonObj]) -> list[Result]:
+    """Before the install (none of kaiwo-ray's CRDs exist): one line saying so, and each check of the
+    install marked pending instead of failing (a wall of FAILs would hide the real problems, such as a
+    missing dependency, that are worth fixing first)."""
+    return [Result("install", "TODO", f"kaiwo-ray is not installed yet (none of its {len(expected)} CRDs exist)",
+                   INSTALL),
+            *(Result(check, "SKIP", "pending the install") for check in INSTALLED_CHECKS)]
 
 
 def check_versions(apis: ClusterApis) -> list[Result]:

@@ -102,6 +102,11 @@ async def run_checks(client: KubeClient, options: Options) -> list[Result]:
 
     expected = [crd_for(info) for info in CRDS]
     live = {c["metadata"]["name"]: await _get(client, R.CRDS, c["metadata"]["name"]) for c in expected}
+    if not any(live.values()):  # before the install: say so once, judge only the prerequisites
+        results += checks.not_installed(expected)
+        results += checks.check_versions(apis)
+        results += checks.check_gpus((await client.list(R.NODES)).get("items") or [])
+        return results
     results += checks.check_crds(expected, live)
     results += checks.check_versions(apis)
     config = await _get(client, R.KAIWOCONFIGS, "kaiwo") or {}

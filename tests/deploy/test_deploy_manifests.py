@@ -35,8 +35,8 @@ def test_deploy_crds_are_the_generated_ones() -> None:
 def test_everything_lands_in_kaiwo_system_or_kube_system(rendered: list[dict[str, Any]]) -> None:
     kinds = {o["kind"] for o in rendered}
     assert {"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-            "RoleBinding", "RayService", "Service", "NetworkPolicy", "PodMonitor", "ServiceMonitor", "Deployment",
-            "ConfigMap"} <= kinds
+            "RoleBinding", "RayService", "Service", "NetworkPolicy", "Deployment", "ConfigMap"} <= kinds
+    assert not {"PodMonitor", "ServiceMonitor"} & kinds  # deploy/monitoring/, where the Prometheus operator runs
     namespaces = {o["metadata"].get("namespace") for o in rendered}
     assert namespaces == {None, "kaiwo-system", "kube-system"}
     assert {o["metadata"]["name"] for o in rendered if o["metadata"].get("namespace") == "kube-system"} == {
@@ -91,7 +91,7 @@ def test_the_serve_config_starts_the_operator_and_hosts_the_admin_api(rendered: 
     config = yaml.safe_load(find(rendered, "RayService", "kaiwo-ray")["spec"]["serveConfigV2"])
     apps = {a["name"]: a for a in config["applications"]}
     assert apps["operator"]["import_path"] == "actors.operator_app:app"
-    assert apps["admin"]["import_path"] == "serve.deployment:app"
+    assert apps["admin"]["import_path"] == "serve.deployment:app_builder"
     import importlib
 
     module = importlib.import_module("actors.operator_app")

@@ -132,3 +132,28 @@ def test_the_permission_table_is_deploys_role() -> None:
     for kind, rules in (("ClusterRole", OPERATOR_RULES), ("Role", LEASE_RULES)):
         assert [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])) for r in docs[kind]["rules"]] == \
             [(r.groups, r.resources, r.verbs) for r in rules]
+
+
+def test_before_the_install_doctor_says_so_once_and_judges_only_the_prerequisites() -> None:
+    """A cluster with Kueue, KubeRay, AppWrapper and GPUs but no kaiwo-ray yet (none of its CRDs): one TODO
+    line naming the install command, the install's own checks pending, no FAIL, exit 0."""
+    from kaiwo_ray.api.crd import CRDS
+
+    with start_sandbox(nodes=_nodes("cpu-epyc-01", "gpu-amd-mi300x-01"), authorization="RBAC") as sb:
+        extensions = kubernetes.client.ApiextensionsV1Api(sb.api_client())
+        for info in CRDS:  # the sandbox preinstalls them; a cluster before the install has none
+            extensions.delete_custom_resource_definition(f"{info.plural}.{info.group}")
+        eventually(lambda: not [c for c in extensions.list_custom_resource_definition().items
+                                if c.spec.group.endswith("kaiwo.silogen.ai")], timeout=30)
+        result = doctor(sb)
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not [line for line in lines if line.startswith("FAIL")], result.stdout
+    (todo,) = [line for line in lines if line.startswith("TODO")]
+    assert todo == (f"TODO  install: kaiwo-ray is not installed yet (none of its {len(CRDS)} CRDs exist) -> next: "
+                    "kubectl apply -k deploy/ (or kubectl apply -f deploy/install.yaml)")
+    pending = {line.split()[1].rstrip(":") for line in lines if line.endswith(": pending the install")}
+    assert pending == {"scheduler", "operator", "permissions", "queues", "telemetry", "admin-api"}
+    assert sum(1 for line in lines if " permissions: " in line) == 1  # one line, not one per rule
+    assert "OK    gpus: node gpu-amd-mi300x-01: 8 amd.com/gpu allocatable" in lines
+    assert lines[-1] == "kaiwo-ray is not installed yet (6 check(s) pending the install); every prerequisite check passed"

@@ -144,3 +144,29 @@ def test_up_without_kueue_stops_with_one_line(tmp_path: Path) -> None:
         "kaiwo-ray up: Kueue is not installed (the cluster serves no kueue.x-k8s.io/v1beta1): every workload "
         "(queueing) and KaiwoQueueConfig cannot run; install Kueue >= 0.9 (v1beta1), >= 0.15 (v1beta2); tested "
         "with 0.12 and 0.15, then restart kaiwo-ray"]
+
+
+DOCS = {name: (Path(__file__).resolve().parents[2] / name).read_text()
+        for name in ("README.md", "docs/install.md", "docs/compatibility.md")}
+
+
+def test_the_three_documents_state_the_same_supported_versions() -> None:
+    """README, install.md and compatibility.md say the same Kubernetes and Kueue versions, and those are
+    the Kueue minimums `kaiwo-ray up` prints (kube/discovery.py)."""
+    import re
+
+    from kaiwo_ray.kube.discovery import KUEUE
+
+    v1beta1, v1beta2 = re.findall(r">= (0\.\d+) \((v1beta\d)\)", KUEUE.supported)
+    assert [v1beta1[1], v1beta2[1]] == ["v1beta1", "v1beta2"]
+    kueue = f"`v1beta1` from {v1beta1[0]}, `v1beta2` from {v1beta2[0]}"
+    for name, text in DOCS.items():
+        assert kueue in text, f"{name} does not say {kueue!r}"
+        assert "1.29 or newer" in text, f"{name} does not say Kubernetes 1.29 or newer"
+        # no other statement of either: a Kubernetes range or bound, a Kueue minimum for v1beta2
+        assert not re.findall(r"\b1\.\d\d ?(?:-|\u2013|\+|to) ?(?:1\.\d\d)?", text), name
+        for line in text.splitlines():
+            pattern = r"(?:>=|from) ?(0\.\d+) (?:\(|with )`?v1beta2|v1beta2`? from (0\.\d+)"
+            for version in re.findall(pattern, line):
+                found = next(v for v in version if v)
+                assert found == v1beta2[0], f"{name}: v1beta2 from {found}, not {v1beta2[0]}: {line.strip()}"
