@@ -42,11 +42,19 @@ def _all_containers(pod: JsonObj) -> list[JsonObj]:
     return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
 
 
+def is_local_image(image: str, local_images: frozenset[str]) -> bool:
+    """`NAME` matches NAME with any tag or digest, and under any registry or path (`kaiwo-ray` matches
+    `ghcr.io/silogen/kaiwo-ray:0.1.0`, as a kustomize `images:` rename would make it); a NAME with a
+    path matches that path exactly."""
+    repository = image_repository(image)
+    return repository in local_images or repository.rsplit("/", 1)[-1] in local_images
+
+
 def runs_locally(pod: JsonObj, local_images: frozenset[str]) -> bool:
-    """A pod runs as real processes when every container's image (any tag or digest) is a local image."""
+    """A pod runs as real processes when every container's image is a local image."""
     containers = _all_containers(pod)
     return bool(local_images) and bool(containers) and all(
-        image_repository(str(c.get("image", ""))) in local_images for c in containers)
+        is_local_image(str(c.get("image", "")), local_images) for c in containers)
 
 
 # --------------------------------------------------------------------------------------------

@@ -209,7 +209,9 @@ class LocalRuntime:
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'
         command = [self.network.ip_binary, "netns", "exec", pod.iface.netns, self._tools["unshare"], "--uts",
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]
-        full_env = {"PATH": image_path(), "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", **env}
+        # HOME in the pod's private /tmp: a container starts with a home of its own, and the host's
+        # (~/.ray/auth_token, caches) must not leak into it.
+        full_env = {"PATH": image_path(), "HOME": "/tmp", "LANG": "C.UTF-8", **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, start_new_session=True)
