@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
-from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.durations import format_go_duration, parse_go_duration
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import parse_time
@@ -432,16 +432,17 @@ def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: s
                                f"Workload may run until {_stamp(deadline)}", generation))
         plan.requeue_after = max((deadline - world.now).total_seconds(), 0.01)
         return phase
+    written = format_go_duration(limit)  # in messages as Go's Duration.String() writes it: 1h0m0s
     conditions.append(Cond("Preemptable", "True", "DurationExceeded",
-                           f"Workload exceeded its duration of {spec_duration}", generation))
+                           f"Workload exceeded its duration of {written}", generation))
     if world.active_gpu_demand:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceededWithActiveGpuDemand",
-                               f"Duration {spec_duration} exceeded while GPU workloads wait in the queue"))
+                               f"Duration {written} exceeded while GPU workloads wait in the queue"))
         plan.requeue_after = 0.01  # the termination pass reads the TERMINATING this pass writes
         return ph.TERMINATING
     if world.any_pending_workload:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceeded",
-                               f"Duration {spec_duration} exceeded and another workload is pending"))
+                               f"Duration {written} exceeded and another workload is pending"))
         plan.requeue_after = 0.01
         return ph.TERMINATING
     return phase
