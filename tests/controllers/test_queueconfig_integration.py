@@ -336,6 +336,21 @@ def test_example_b_namespaced_local_queues(env_factory: Callable[..., Env]) -> N
     assert "other-tool-flavor" in env.names(RF)
 
 
+def test_flavor_taints_and_tolerations_reach_the_kueue_resource_flavor(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(_ready(env))
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    env.set_spec({"resourceFlavors": [{"name": "tainted", "nodeLabels": {"kaiwo/nodepool": "tainted"},
+                                       "taints": [taint], "tolerations": [toleration]}],
+                  "clusterQueues": [_cq_entry("fizz", "tainted")]})
+    flavor = wait_for(lambda: (rf := env.get(RF, "tainted")) and rf.get("spec", {}).get("nodeTaints") and rf,
+                      message="the ResourceFlavor with its taints")
+    assert flavor["spec"]["nodeTaints"] == [taint]
+    assert flavor["spec"]["tolerations"] == [toleration]
+    wait_for(_ready(env))
+
+
 def test_example_c_priority_classes_and_a_user_queue_edit(env_factory: Callable[..., Env]) -> None:
     env = env_factory()
     wait_for(_ready(env))
