@@ -63,9 +63,9 @@ def spec_overrides(annotations: Mapping[str, str]) -> JsonObj:
     threshold = annotations.get(PREFIX + "threshold")
     if threshold is not None:
         try:
-            value = int(str(threshold).strip().rstrip("%"))
-            if 0 <= value <= 100:
-                out["utilizationThreshold"] = value
+            value = float(str(threshold).strip().rstrip("%"))
+            if 0 <= value <= 100:  # also false for NaN
+                out["utilizationThreshold"] = int(value) if value.is_integer() else value
         except ValueError:
             pass
     for key, spec_field in (("grace-period", "gracePeriod"), ("ttl", "ttlAfterFinished")):

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
+from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_sandbox.contracts import GVR, ApiError
 from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
 
@@ -349,6 +350,32 @@ def test_flavor_taints_and_tolerations_reach_the_kueue_resource_flavor(env_facto
     assert flavor["spec"]["nodeTaints"] == [taint]
     assert flavor["spec"]["tolerations"] == [toleration]
     wait_for(_ready(env))
+
+
+def test_an_upstream_era_kaiwoconfig_with_data_works_and_is_warned_about(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(lambda: env.get(KAIWOCONFIG, "kaiwo") is not None, message="KaiwoConfig kaiwo created")
+    config = env.get(KAIWOCONFIG, "kaiwo")
+    assert config is not None
+    config["spec"] = {"data": {"defaultStorageClass": "rwx-nfs"}}
+    env.custom.replace_cluster_custom_object(*KAIWOCONFIG, "kaiwo", config)
+
+    def warnings() -> list[Any]:
+        return [e for e in env.core.list_namespaced_event("default").items
+                if e.involved_object.kind == "KaiwoConfig" and e.reason == "DeprecatedField"]
+
+    found = wait_for(warnings, message="a DeprecatedField Warning on the KaiwoConfig")
+    assert found[0].type == "Warning" and "spec.storage" in found[0].message
+    storage = load_config([env.get(KAIWOCONFIG, "kaiwo")]).storage  # what every controller reads
+    assert storage.default_storage_class == "rwx-nfs"
+    controller = env.operator.host("kaiwoconfig").controller
+    assert controller is not None
+    before = controller.health()["reconciles"]
+    # a label is no new generation: reconciled again, no second Warning
+    env.custom.patch_cluster_custom_object(*KAIWOCONFIG, "kaiwo", {"metadata": {"labels": {"touched": "yes"}}})
+    wait_for(lambda: controller.health()["reconciles"] > before and controller.health()["in_flight"] == 0,
+             message="the KaiwoConfig reconciled again")
+    assert len(warnings()) == 1
 
 
 def test_example_c_priority_classes_and_a_user_queue_edit(env_factory: Callable[..., Env]) -> None:
