@@ -1,7 +1,8 @@
 """The KaiwoConfig controller: make sure the cluster singleton `kaiwo` exists.
 
 Upstream creates it once at start-up and errors when it is missing afterwards; here a missing or
-deleted KaiwoConfig is recreated with an empty spec (the CRD's defaults fill it), and every other
+deleted KaiwoConfig is recreated with an empty spec (the CRD's defaults fill it; the operator's
+`DEFAULT_CLUSTER_QUEUE_NAME`, when set, names the default queue), and every other
 controller reads it live from its cache, so edits act on the next reconcile without a restart.
 
 A KaiwoConfig that still names the storage block `data` (seed 003, upstream's Helm chart) works (the
@@ -12,6 +13,7 @@ kaiwo-ray does not run.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kaiwo_ray.controllers.base import Controller, Key, Watch
@@ -21,6 +23,14 @@ from kaiwo_ray.kube.errors import AlreadyExists
 from kaiwo_ray.kube.events import EventRecorder
 
 SINGLETON: Key = ("", "kaiwo")
+
+
+def default_spec_from_env() -> dict[str, Any]:
+    """The spec of a KaiwoConfig we create: `DEFAULT_CLUSTER_QUEUE_NAME` names the default queue
+    (seed 001: workloads without `clusterQueue` go to the queue this variable names), the CRD's
+    defaults fill the rest. A KaiwoConfig someone wrote keeps its own value."""
+    queue = os.environ.get("DEFAULT_CLUSTER_QUEUE_NAME", "").strip()
+    return {"defaultClusterQueueName": queue} if queue else {}
 
 
 def _singleton(event_type: str, obj: dict[str, object], old: dict[str, object] | None) -> list[Key]:
@@ -50,7 +60,7 @@ class KaiwoConfigController(Controller):
             self._warn_deprecated(current)
             return None
         body = {"apiVersion": R.KAIWOCONFIGS.api_version, "kind": "KaiwoConfig",
-                "metadata": {"name": "kaiwo"}, "spec": {}}
+                "metadata": {"name": "kaiwo"}, "spec": default_spec_from_env()}
         try:
             created = await self.client.create(R.KAIWOCONFIGS, body)
             self.cache(R.KAIWOCONFIGS).upsert_if_newer(created)

@@ -24,6 +24,7 @@ from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
+from kaiwo_ray.controllers.kaiwoconfig import default_spec_from_env
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
@@ -182,10 +183,16 @@ def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
     return _default_config()
 
 
-@cache
 def _default_config() -> KaiwoConfigSpec:
-    """The defaults, built once (a reconcile reads the config; building it was 7% of a no-op pass)."""
-    return KaiwoConfigSpec()
+    """The defaults, with the default queue `DEFAULT_CLUSTER_QUEUE_NAME` names, as in the KaiwoConfig
+    we create."""
+    return _defaults_for(tuple(sorted(default_spec_from_env().items())))
+
+
+@cache
+def _defaults_for(spec: tuple[tuple[str, Any], ...]) -> KaiwoConfigSpec:
+    """Built once per spec (a reconcile reads the config; building it was 7% of a no-op pass)."""
+    return KaiwoConfigSpec.model_validate(dict(spec))
 
 
 def load_queue_config(cache_objects: Iterable[JsonObj]) -> KaiwoQueueConfigSpec | None:

@@ -378,6 +378,19 @@ def test_an_upstream_era_kaiwoconfig_with_data_works_and_is_warned_about(env_fac
     assert len(warnings()) == 1
 
 
+def test_default_cluster_queue_name_from_the_operators_environment(env_factory: Callable[..., Env],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 001: a workload without `clusterQueue` goes to the queue DEFAULT_CLUSTER_QUEUE_NAME names. The
+    KaiwoConfig the operator creates says so, and the default KaiwoQueueConfig builds that queue."""
+    monkeypatch.setenv("DEFAULT_CLUSTER_QUEUE_NAME", "research")
+    env = env_factory()
+    config = wait_for(lambda: env.get(KAIWOCONFIG, "kaiwo"), message="KaiwoConfig kaiwo created")
+    assert config["spec"]["defaultClusterQueueName"] == "research"
+    assert load_config([config]).default_cluster_queue_name == "research"
+    assert load_config([]).default_cluster_queue_name == "research"  # no KaiwoConfig yet: the same default
+    wait_for(lambda: env.names(CQ) == {"research"}, message="the default ClusterQueue named research")
+
+
 def test_example_c_priority_classes_and_a_user_queue_edit(env_factory: Callable[..., Env]) -> None:
     env = env_factory()
     wait_for(_ready(env))
