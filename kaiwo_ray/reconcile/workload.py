@@ -42,6 +42,7 @@ from kaiwo_ray.render import (
     storage_of,
     workload_gpu_check,
 )
+from kaiwo_ray.render.context import PriorityClasses
 
 JsonObj = dict[str, Any]
 Workload = KaiwoJob | KaiwoService
@@ -127,6 +128,9 @@ class World:
     # since it started). The settle pass after a create reads it: no status has observed the
     # generation yet, and the template need not be rendered again to learn what the create did.
     rendered_generation: int | None = None
+    # Whether `spec.priorityClass` names a PriorityClass and/or a Kueue WorkloadPriorityClass (None: not
+    # looked up, or no class named).
+    priority_classes: PriorityClasses | None = None
 
 
 @dataclass(slots=True)
@@ -274,6 +278,24 @@ def _missing_dependency(world: World, workload: Workload) -> Cond | None:
     return Cond("Schedulable", "False", "DependencyMissing", "; ".join(lines))
 
 
+def _priority_class(world: World, workload: Workload) -> Cond | None:
+    """PriorityClassFound: what `spec.priorityClass` names. Seed 001 says a Kubernetes PriorityClass
+    (the pods' priorityClassName), upstream's code a Kueue WorkloadPriorityClass (its label); both
+    apply where they exist, and a name that is neither is said here, the workload still runs."""
+    name = workload.spec.priority_class
+    found = world.priority_classes
+    if not name or found is None:
+        return None
+    kinds = [kind for kind, there in (("PriorityClass", found.pod), ("Kueue WorkloadPriorityClass", found.workload))
+             if there]
+    if not kinds:
+        return Cond("PriorityClassFound", "False", "PriorityClassNotFound",
+                    f"priorityClass '{name}' names neither a PriorityClass nor a Kueue WorkloadPriorityClass: "
+                    "the workload runs without a priority")
+    return Cond("PriorityClassFound", "True", "PriorityClassFound",
+                f"priorityClass '{name}' is a {' and a '.join(kinds)}")
+
+
 def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonObj, stored: str) -> Plan:
     name = workload.metadata.name or ""
     queue = effective_queue(workload, world.config)
@@ -289,9 +311,14 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
         return _write_status(world, plan, status, stored, ph.ERROR, [schedulable], error=schedulable)
     conditions.append(schedulable)
 
+    priority = _priority_class(world, workload)
+    if priority is not None:
+        conditions.append(priority)
+
     numbers = resource_config(workload, world.config, world.nodes)
     # One render context (validation included) for the storage and the main object of this decision.
-    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers)
+    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers,
+                         priority_classes=world.priority_classes)
     storage_children = storage_of(render_ctx)
     if _awaiting_collection(world, plan, storage_children):
         return plan
