@@ -44,6 +44,7 @@ OPERATOR_RULES: tuple[Rule, ...] = (
     Rule(("kueue.x-k8s.io",), ("localqueues",), ("create", "delete", "list", "watch")),
     Rule(("kueue.x-k8s.io",), ("resourceflavors",), ("create", "delete", "get", "list", "patch", "update", "watch")),
     Rule(("kueue.x-k8s.io",), ("workloads",), ("list", "watch")),
+    Rule(("scheduling.k8s.io",), ("priorityclasses",), ("list", "watch")),
 )
 
 # The Role kaiwo-ray-leader-election, in the operator's own namespace.

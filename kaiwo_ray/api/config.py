@@ -1,16 +1,16 @@
 """KaiwoConfig (`config.kaiwo.silogen.ai/v1alpha1`, cluster singleton `kaiwo`): live operator settings.
 
 `KaiwoConfigSpec()` carries every default of spec/cluster.md §2.1 (the code's defaults, which differ
-from seed 003 in places: `storage` not `data`, `terminateUnderutilized` false). Upstream relies on the
+from seed 003 in places: `storage` not `data` (still read, deprecated), `terminateUnderutilized` false). Upstream relies on the
 API server to fill nested defaults, which it skips when `spec` itself is absent; building the model
 always fills them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from kaiwo_ray.api._base import DEFAULT_EMPTY_OBJECT, GoDuration, QuantityString, WireModel
 from kaiwo_ray.api.meta import ObjectMeta
@@ -71,8 +71,8 @@ class ResourceMonitoringConfig(WireModel):
 class GpuPreemptionConfig(WireModel):
     """Cluster-wide defaults for idle-GPU preemption; unset means the operator's env/built-in fallback."""
 
-    default_threshold: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Utilisation percent below which a GPU workload is idle."""
+    default_threshold: Annotated[float, Field(ge=0, le=100)] | None = None
+    """Utilisation percent below which a GPU workload is idle; fractions (`2.5`) allowed, as upstream."""
     default_grace_period: GoDuration | None = None
     default_policy: Literal["OnPressure", "Always"] | None = None
     default_aggregation: Literal["Min", "Max", "Avg"] | None = None
@@ -82,9 +82,6 @@ class GpuPreemptionConfig(WireModel):
 
 class KaiwoConfigSpec(WireModel):
     """Operator configuration; every field has a default."""
-
-    # Seed 003 and the upstream Helm chart still call the storage block `data` (renamed upstream in #284).
-    RENAMED_FIELDS: ClassVar[dict[str, str]] = {"data": "storage"}
 
     ray: RayConfig = Field(default_factory=RayConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
     storage: StorageConfig = Field(default_factory=StorageConfig, json_schema_extra=DEFAULT_EMPTY_OBJECT)
@@ -104,6 +101,16 @@ class KaiwoConfigSpec(WireModel):
     dynamically_update_default_cluster_queue: bool = False
     """Rebuild the default KaiwoQueueConfig from the nodes on every reconcile."""
     default_topology_name: str = "default-topology"
+    data: StorageConfig | None = None
+    """Deprecated: the name seed 003 and upstream's Helm chart give `storage` (renamed upstream in #284).
+    Read as `storage`, and its fields win over `storage`'s (which the API server always fills with
+    defaults, so its presence says nothing); the KaiwoConfig controller records a Warning event."""
+
+    @model_validator(mode="after")
+    def _data_is_storage(self) -> KaiwoConfigSpec:
+        if self.data is not None:
+            self.storage = self.data
+        return self
 
 
 class KaiwoConfig(WireModel):

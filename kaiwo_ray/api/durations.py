@@ -83,3 +83,10 @@ def format_go_duration(delta: datetime.timedelta) -> str:
 def _trim(value: Decimal) -> str:
     text = format(value, "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def canonical_go_duration(text: str) -> str:
+    """`text` as metav1.Duration writes it back (`5m` -> `5m0s`, `90s` -> `1m30s`, `15s` stays):
+    what an operator in Go stores after parsing a duration. Raises ValueError like the parser."""
+    return format_go_duration(parse_go_duration(text))
+

@@ -38,8 +38,8 @@ class GpuWorkloadSpec(WireModel):
     workload_ref: WorkloadRef
     gpu_resources: dict[str, Annotated[int, Field(ge=0)]] = Field(default_factory=dict)
     """Extended resource (`amd.com/gpu`, `nvidia.com/gpu`, ...) -> GPUs held by the workload's pods."""
-    utilization_threshold: Annotated[int, Field(ge=0, le=100)] | None = None
-    """Percent below which the workload is idle (unset: KaiwoConfig, env, 5)."""
+    utilization_threshold: Annotated[float, Field(ge=0, le=100)] | None = None
+    """Percent below which the workload is idle, fractions allowed as upstream (unset: KaiwoConfig, env, 5)."""
     grace_period: GoDuration | None = None
     """How long it must stay idle before it may be preempted (unset: KaiwoConfig, env, 10m)."""
     preemption_policy: Literal["OnPressure", "Always"] | None = None

@@ -166,7 +166,7 @@ class Toleration(WireModel):
 
 
 class ResourceFlavorEntry(WireModel):
-    """A Kueue ResourceFlavor. Taints and tolerations are accepted but (like upstream) not propagated."""
+    """A Kueue ResourceFlavor; taints and tolerations become its `nodeTaints` and `tolerations`."""
 
     name: str
     node_labels: Annotated[dict[str, str], Field(max_length=10)] = Field(default_factory=dict)

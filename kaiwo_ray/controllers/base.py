@@ -88,6 +88,8 @@ class ControllerStats:
     errors: int = 0
     retries: int = 0
     worker_crashes: int = 0
+    # Reconciles that raised something other than a KubeError: a bug, what a recovered panic is in Go.
+    panics: int = 0
     last_error: str = ""
     reconcile_seconds: float = 0.0
     started_at: float = field(default_factory=time.monotonic)
@@ -286,6 +288,7 @@ class Controller:
             return
         except Exception as err:  # a bug in one reconcile must not take the controller down
             self.stats.errors += 1
+            self.stats.panics += 1
             self.stats.last_error = f"{type(err).__name__}: {err}"
             log.exception("%s %s/%s: reconcile crashed", self.name, key[0], key[1])
             self.queue.add_rate_limited(key)
@@ -337,10 +340,19 @@ class Controller:
     def stats_snapshot(self) -> JsonObj:
         """Numbers for controller-runtime's metrics (rendered by the admin API's /metrics)."""
         queue = self.queue.stats
+        unfinished, longest = self.queue.processing_seconds()
         return {
             "controller": self.name,
             "reconcile_total": dict(self.stats.results),
             "reconcile_errors_total": self.stats.errors + self.stats.retries,
+            "reconcile_panics_total": self.stats.panics,
+            # Every error is retried (no reconcile.TerminalError) and no reconcile has a timeout.
+            "terminal_reconcile_errors_total": 0,
+            "reconcile_timeouts_total": 0,
+            "max_concurrent_reconciles": self.workers,
+            "active_workers": self._in_flight,
+            "workqueue_unfinished_work_seconds": unfinished,
+            "workqueue_longest_running_processor_seconds": longest,
             "reconcile_time_seconds": self.stats.reconcile_time.snapshot(),
             "workqueue_depth": len(self.queue),
             "workqueue_adds_total": queue.adds,
@@ -348,6 +360,7 @@ class Controller:
             "workqueue_queue_duration_seconds": queue.queue_duration.snapshot(),
             "workqueue_work_duration_seconds": queue.work_duration.snapshot(),
             "rest_client_requests_total": self.client.requests.snapshot(),
+            "rest_client_host": self.client.server,
         }
 
     def health(self) -> JsonObj:

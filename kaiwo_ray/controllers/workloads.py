@@ -24,6 +24,7 @@ from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
+from kaiwo_ray.controllers.kaiwoconfig import default_spec_from_env
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
@@ -43,6 +44,7 @@ from kaiwo_ray.reconcile.workload import (
     decide,
     predecessor_leftover,
 )
+from kaiwo_ray.render.context import PriorityClasses
 
 log = logging.getLogger(__name__)
 
@@ -182,10 +184,16 @@ def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
     return _default_config()
 
 
-@cache
 def _default_config() -> KaiwoConfigSpec:
-    """The defaults, built once (a reconcile reads the config; building it was 7% of a no-op pass)."""
-    return KaiwoConfigSpec()
+    """The defaults, with the default queue `DEFAULT_CLUSTER_QUEUE_NAME` names, as in the KaiwoConfig
+    we create."""
+    return _defaults_for(tuple(sorted(default_spec_from_env().items())))
+
+
+@cache
+def _defaults_for(spec: tuple[tuple[str, Any], ...]) -> KaiwoConfigSpec:
+    """Built once per spec (a reconcile reads the config; building it was 7% of a no-op pass)."""
+    return KaiwoConfigSpec.model_validate(dict(spec))
 
 
 def load_queue_config(cache_objects: Iterable[JsonObj]) -> KaiwoQueueConfigSpec | None:
@@ -258,6 +266,8 @@ class WorkloadController(Controller):
             Watch(R.NODES),
             Watch(R.LOCALQUEUES, self._queue_keys),
             Watch(R.CLUSTERQUEUES),
+            Watch(R.PRIORITYCLASSES, self._priority_class_keys),
+            Watch(R.WORKLOADPRIORITYCLASSES, self._priority_class_keys),
         ]
         if self.kind == "KaiwoService":
             watches += [
@@ -351,6 +361,21 @@ class WorkloadController(Controller):
             return []
         return [own_key("SYNC", cr, None)[0] for cr in self.caches[self.primary]]
 
+    def _priority_class_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        """A class appeared or went: the workloads that name it."""
+        if event_type == "MODIFIED" or self.primary not in self.caches:
+            return []
+        name = (obj.get("metadata") or {}).get("name")
+        return [own_key("SYNC", cr, None)[0] for cr in self.caches[self.primary]
+                if (cr.get("spec") or {}).get("priorityClass") == name]
+
+    def _priority_classes(self, obj: JsonObj) -> PriorityClasses | None:
+        name = (obj.get("spec") or {}).get("priorityClass")
+        if not name:
+            return None
+        return PriorityClasses(pod=self.caches[R.PRIORITYCLASSES].get(None, name) is not None,
+                               workload=self.caches[R.WORKLOADPRIORITYCLASSES].get(None, name) is not None)
+
     def _same_name(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         return own_key(event_type, obj, old)
 
@@ -431,6 +456,7 @@ class WorkloadController(Controller):
             rendered_generation=self._rendered_generation((namespace, name), uid),
             live_object=live_object,
             missing_apis=self._missing_apis,
+            priority_classes=self._priority_classes(obj),
         )
 
     def _rendered_generation(self, key: Key, uid: str) -> int | None:

@@ -61,6 +61,11 @@ class KubeClient:
         self.write_guard: Callable[[], bool] | None = None
         self.requests = RequestStats()  # rest_client_requests_total, read by the admin API's /metrics
 
+    @property
+    def server(self) -> str:
+        """The API server's URL, as the kubeconfig or in-cluster settings gave it."""
+        return str(self._api.configuration.host)
+
     @classmethod
     async def from_kubeconfig(cls, path: str | None = None, context: str | None = None) -> KubeClient:
         from kubernetes.aio import client as aio_client

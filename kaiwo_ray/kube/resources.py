@@ -73,13 +73,14 @@ RESOURCEFLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "Reso
 WORKLOADPRIORITYCLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
                                    "WorkloadPriorityClass", False)
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", True)
+PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False)
 
 ALL: tuple[Resource, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, CONFIGMAPS, SECRETS, PVCS, SERVICES, DEPLOYMENTS, JOBS, LEASES, CRDS,
     KAIWOJOBS, KAIWOSERVICES, KAIWOQUEUECONFIGS, KAIWOCONFIGS, AIMNAMESPACECONFIGS,
     RAYJOBS, RAYSERVICES, RAYCLUSTERS, APPWRAPPERS,
-    CLUSTERQUEUES, LOCALQUEUES, RESOURCEFLAVORS, WORKLOADPRIORITYCLASSES, WORKLOADS, TOPOLOGIES,
+    CLUSTERQUEUES, LOCALQUEUES, RESOURCEFLAVORS, WORKLOADPRIORITYCLASSES, WORKLOADS, TOPOLOGIES, PRIORITYCLASSES,
 )
 
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.group, r.kind): r for r in ALL}

@@ -221,6 +221,13 @@ class WorkQueue(Generic[K]):
             self._dirty_while_processing.discard(key)
             self.add(key)
 
+    def processing_seconds(self) -> tuple[float, float]:
+        """client-go's workqueue_unfinished_work_seconds and workqueue_longest_running_processor_seconds:
+        the seconds keys now in flight have run, summed and at most."""
+        now = self._clock()
+        running = [now - started for started in self._started_at.values()]
+        return sum(running), max(running, default=0.0)
+
     def shutdown(self) -> None:
         """Stop handing out new keys; keys in flight may still call `done`."""
         self._shutting_down = True

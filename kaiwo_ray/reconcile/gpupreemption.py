@@ -10,6 +10,7 @@ is never idle, so nothing is preempted on missing data.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kaiwo_ray.api.config import GpuPreemptionConfig
-from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.durations import canonical_go_duration, format_go_duration, parse_go_duration
 from kaiwo_ray.api.meta import parse_time
 
 JsonObj = dict[str, Any]
@@ -62,19 +63,17 @@ def spec_overrides(annotations: Mapping[str, str]) -> JsonObj:
     threshold = annotations.get(PREFIX + "threshold")
     if threshold is not None:
         try:
-            value = int(str(threshold).strip().rstrip("%"))
-            if 0 <= value <= 100:
-                out["utilizationThreshold"] = value
+            value = float(str(threshold).strip().rstrip("%"))
+            if 0 <= value <= 100:  # also false for NaN
+                out["utilizationThreshold"] = int(value) if value.is_integer() else value
         except ValueError:
             pass
     for key, spec_field in (("grace-period", "gracePeriod"), ("ttl", "ttlAfterFinished")):
         text = annotations.get(PREFIX + key)
         if text is not None:
-            try:
-                parse_go_duration(str(text).strip())
-                out[spec_field] = str(text).strip()
-            except ValueError:
-                pass
+            # stored as Go's metav1.Duration writes it back (`5m` -> `5m0s`); an invalid one is ignored
+            with contextlib.suppress(ValueError):
+                out[spec_field] = canonical_go_duration(str(text).strip())
     policy = annotations.get(PREFIX + "policy")
     if policy in ("OnPressure", "Always"):
         out["preemptionPolicy"] = policy
@@ -352,9 +351,9 @@ def evaluate(trackers: Sequence[tuple[JsonObj, Resolved]], now: datetime) -> lis
             if since is None or now - since < settings.grace:
                 continue
             if settings.policy == "Always":
-                idle_for = int((now - since).total_seconds())
+                idle_for = format_go_duration(timedelta(seconds=int((now - since).total_seconds())))
                 decisions.append(Preemption(meta.get("namespace") or "", meta["name"], "",
-                                            f"Policy is Always and workload has been idle for {idle_for}s"))
+                                            f"Policy is Always and workload has been idle for {idle_for}"))
                 continue
             for res in resources:
                 idle_pool.setdefault(res, []).append(cr)

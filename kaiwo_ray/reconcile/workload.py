@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
-from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.durations import format_go_duration, parse_go_duration
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import parse_time
@@ -42,6 +42,7 @@ from kaiwo_ray.render import (
     storage_of,
     workload_gpu_check,
 )
+from kaiwo_ray.render.context import PriorityClasses
 
 JsonObj = dict[str, Any]
 Workload = KaiwoJob | KaiwoService
@@ -127,6 +128,9 @@ class World:
     # since it started). The settle pass after a create reads it: no status has observed the
     # generation yet, and the template need not be rendered again to learn what the create did.
     rendered_generation: int | None = None
+    # Whether `spec.priorityClass` names a PriorityClass and/or a Kueue WorkloadPriorityClass (None: not
+    # looked up, or no class named).
+    priority_classes: PriorityClasses | None = None
 
 
 @dataclass(slots=True)
@@ -274,6 +278,24 @@ def _missing_dependency(world: World, workload: Workload) -> Cond | None:
     return Cond("Schedulable", "False", "DependencyMissing", "; ".join(lines))
 
 
+def _priority_class(world: World, workload: Workload) -> Cond | None:
+    """PriorityClassFound: what `spec.priorityClass` names. Seed 001 says a Kubernetes PriorityClass
+    (the pods' priorityClassName), upstream's code a Kueue WorkloadPriorityClass (its label); both
+    apply where they exist, and a name that is neither is said here, the workload still runs."""
+    name = workload.spec.priority_class
+    found = world.priority_classes
+    if not name or found is None:
+        return None
+    kinds = [kind for kind, there in (("PriorityClass", found.pod), ("Kueue WorkloadPriorityClass", found.workload))
+             if there]
+    if not kinds:
+        return Cond("PriorityClassFound", "False", "PriorityClassNotFound",
+                    f"priorityClass '{name}' names neither a PriorityClass nor a Kueue WorkloadPriorityClass: "
+                    "the workload runs without a priority")
+    return Cond("PriorityClassFound", "True", "PriorityClassFound",
+                f"priorityClass '{name}' is a {' and a '.join(kinds)}")
+
+
 def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonObj, stored: str) -> Plan:
     name = workload.metadata.name or ""
     queue = effective_queue(workload, world.config)
@@ -289,9 +311,14 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
         return _write_status(world, plan, status, stored, ph.ERROR, [schedulable], error=schedulable)
     conditions.append(schedulable)
 
+    priority = _priority_class(world, workload)
+    if priority is not None:
+        conditions.append(priority)
+
     numbers = resource_config(workload, world.config, world.nodes)
     # One render context (validation included) for the storage and the main object of this decision.
-    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers)
+    render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers,
+                         priority_classes=world.priority_classes)
     storage_children = storage_of(render_ctx)
     if _awaiting_collection(world, plan, storage_children):
         return plan
@@ -432,16 +459,17 @@ def _duration_rules(world: World, workload: Workload, status: JsonObj, stored: s
                                f"Workload may run until {_stamp(deadline)}", generation))
         plan.requeue_after = max((deadline - world.now).total_seconds(), 0.01)
         return phase
+    written = format_go_duration(limit)  # in messages as Go's Duration.String() writes it: 1h0m0s
     conditions.append(Cond("Preemptable", "True", "DurationExceeded",
-                           f"Workload exceeded its duration of {spec_duration}", generation))
+                           f"Workload exceeded its duration of {written}", generation))
     if world.active_gpu_demand:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceededWithActiveGpuDemand",
-                               f"Duration {spec_duration} exceeded while GPU workloads wait in the queue"))
+                               f"Duration {written} exceeded while GPU workloads wait in the queue"))
         plan.requeue_after = 0.01  # the termination pass reads the TERMINATING this pass writes
         return ph.TERMINATING
     if world.any_pending_workload:
         conditions.append(Cond("WorkloadTerminatedEarly", "False", "DurationExceeded",
-                               f"Duration {spec_duration} exceeded and another workload is pending"))
+                               f"Duration {written} exceeded and another workload is pending"))
         plan.requeue_after = 0.01
         return ph.TERMINATING
     return phase

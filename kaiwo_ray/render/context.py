@@ -48,6 +48,16 @@ class StoragePlan:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorityClasses:
+    """Which kinds of class `spec.priorityClass` names on the cluster: a Kubernetes PriorityClass (the
+    pods get `priorityClassName`, as seed 001 says), a Kueue WorkloadPriorityClass (the Workload gets
+    Kueue's label, as upstream's code does), both, or neither."""
+
+    pod: bool = False
+    workload: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class RenderContext:
     """Read-only facts about one workload render."""
 
@@ -64,15 +74,24 @@ class RenderContext:
     """All CR annotations (kubectl's last-applied copy included, like upstream) plus the topology one."""
     owner_reference: Mapping[str, Any]
     storage: StoragePlan | None
+    priority_classes: PriorityClasses | None = None
+    """What the cluster has of `spec.priorityClass`; None where nobody looked (an offline render): the
+    Kueue label alone, as upstream."""
 
     @property
     def kueue_labels(self) -> dict[str, str]:
         """`queue-name` and, when set, `priority-class` (a fresh dict)."""
         labels = {LABEL_QUEUE: self.queue}
         priority = self.workload.spec.priority_class
-        if priority:
+        if priority and (self.priority_classes is None or self.priority_classes.workload):
             labels[LABEL_PRIORITY] = priority
         return labels
+
+    @property
+    def pod_priority_class_name(self) -> str | None:
+        """`spec.priorityClass` where the cluster has a PriorityClass of that name."""
+        priority = self.workload.spec.priority_class
+        return priority if priority and self.priority_classes is not None and self.priority_classes.pod else None
 
 
 def effective_queue(workload: Workload, config: KaiwoConfigSpec) -> str:
@@ -169,6 +188,7 @@ def render_context(
     nodes: Sequence[Mapping[str, Any]],
     *,
     numbers: ResourceConfig | None = None,
+    priority_classes: PriorityClasses | None = None,
 ) -> RenderContext:
     """Derive the shared facts; `numbers` skips the node scan when the caller already has them."""
     meta = workload.metadata
@@ -190,6 +210,7 @@ def render_context(
         pod_annotations=annotations,
         owner_reference=owner_reference(workload),
         storage=storage_plan(workload, config),
+        priority_classes=priority_classes,
     )
 
 

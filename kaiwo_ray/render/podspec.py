@@ -205,6 +205,10 @@ def update_pod_spec(
             _mutate_container(container, ctx)
         pod["initContainers"] = init_containers
 
+    priority_class = ctx.pod_priority_class_name
+    if priority_class and not pod.get("priorityClassName"):  # a template's own class wins
+        pod["priorityClassName"] = priority_class
+
     config = ctx.config.nodes
     if config.add_taints_to_gpu_nodes and any(requests_any(c, _TOLERATION_TRIGGER_KEYS) for c in containers):
         pod["tolerations"] = [

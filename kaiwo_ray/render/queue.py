@@ -113,7 +113,9 @@ def render_topology(entry: TopologyEntry, owner: JsonObj) -> JsonObj:
 
 def resource_flavor_spec(entry: ResourceFlavorEntry, *, topology_api_available: bool = True) -> JsonObj:
     """Kueue ResourceFlavor spec: labels copied; `kaiwo/worker: "true"` added unless the flavor
-    uses a topology. Taints and tolerations stay in the KaiwoQueueConfig (upstream never copies them).
+    uses a topology. Taints become Kueue's `nodeTaints` (a workload is admitted to the flavor only if
+    it tolerates them) and tolerations Kueue's `tolerations` (added to the admitted pods), as the
+    seeds document; upstream's code drops both.
     """
     topology = entry.topology_name if topology_api_available else None
     node_labels = dict(entry.node_labels)
@@ -122,6 +124,10 @@ def resource_flavor_spec(entry: ResourceFlavorEntry, *, topology_api_available: 
     spec: JsonObj = {}
     if node_labels:
         spec["nodeLabels"] = node_labels
+    if entry.taints:
+        spec["nodeTaints"] = [taint.to_wire() for taint in entry.taints]
+    if entry.tolerations:
+        spec["tolerations"] = [toleration.to_wire() for toleration in entry.tolerations]
     if topology:
         spec["topologyName"] = topology
     return spec

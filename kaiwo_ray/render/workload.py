@@ -15,7 +15,7 @@ from typing import Any
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.appwrapper import render_appwrapper
-from kaiwo_ray.render.context import JsonObj, RenderContext, Workload, render_context
+from kaiwo_ray.render.context import JsonObj, PriorityClasses, RenderContext, Workload, render_context
 from kaiwo_ray.render.deployment import render_deployment
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.gpus import ResourceConfig
@@ -34,7 +34,8 @@ _CHILD_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 
 
 def prepare(
-    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None
+    workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None,
+    priority_classes: PriorityClasses | None = None,
 ) -> RenderContext:
     """Validate what the models cannot (cross-field rules) and derive the shared render facts."""
     name = workload.metadata.name
@@ -49,7 +50,7 @@ def prepare(
     validate_storage(workload.spec.storage)
     check_resources(workload.spec.resources, "spec.resources")
     validate_for_children(workload)
-    return render_context(workload, config, nodes, numbers=numbers)
+    return render_context(workload, config, nodes, numbers=numbers, priority_classes=priority_classes)
 
 
 def main_kind(workload: Workload) -> tuple[str, str]:

@@ -93,6 +93,18 @@ def test_gpu_preemption_fields_are_unset_by_default_and_validated() -> None:
     assert KaiwoConfigSpec().gpu_preemption.default_policy is None
 
 
+def test_seed_003s_data_is_read_as_storage() -> None:
+    spec = KaiwoConfigSpec.model_validate({"data": {"defaultStorageClass": "rwx-nfs"},
+                                           "storage": {"defaultStorageClass": "from-crd-default"}})
+    assert spec.storage.default_storage_class == "rwx-nfs"
+    assert KaiwoConfigSpec().data is None
+
+
+def test_fractional_gpu_preemption_threshold() -> None:
+    spec = KaiwoConfigSpec.model_validate({"gpuPreemption": {"defaultThreshold": 2.5}})
+    assert spec.gpu_preemption.default_threshold == 2.5
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
@@ -136,8 +148,6 @@ def test_gpu_preemption_fields_are_unset_by_default_and_validated() -> None:
             {"ray": {"headPodMemory": "lots"}},
             'spec.ray.headPodMemory: invalid quantity "lots" (expected e.g. 2, 500m, 16Gi)',
         ),
-        # seed 003 / the Helm chart call the storage block `data`; the CRD (and we) call it `storage`.
-        ({"data": {"defaultStorageClass": "x"}}, 'spec.data: unknown field (now called "storage")'),
         (
             {"nodes": {"addTaintsToGpuNodes": "yes please"}},
             'spec.nodes.addTaintsToGpuNodes: must be true or false (got "yes please")',

@@ -4,6 +4,7 @@ rejected naming the field."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterator
 from typing import Any
@@ -167,3 +168,27 @@ def test_status_subresource_round_trips_through_the_model(custom: Any) -> None:
         assert parsed.to_wire()["status"] == status  # type: ignore[union-attr]
     finally:
         delete(custom, doc)
+
+
+def test_upstream_era_manifests_are_accepted(custom: Any) -> None:
+    """Seed 003's KaiwoConfig (`data`, not `storage`) with a fractional GPU-preemption threshold, and a
+    GpuWorkload with a fractional one: the server keeps them, and the models read `data` as `storage`."""
+    config = {"apiVersion": "config.kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig", "metadata": {"name": "old"},
+              "spec": {"data": {"defaultStorageClass": "rwx-nfs", "defaultHfMountPath": "/.cache/huggingface"},
+                       "gpuPreemption": {"defaultThreshold": 2.5}}}
+    tracker = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "GpuWorkload",
+               "metadata": {"name": "job-x-12345678", "namespace": NAMESPACE},
+               "spec": {"workloadRef": {"apiVersion": "batch/v1", "kind": "Job", "name": "x", "uid": "u"},
+                        "utilizationThreshold": 2.5}}
+    try:
+        stored = create(custom, config)
+        assert stored["spec"]["data"]["defaultStorageClass"] == "rwx-nfs"
+        spec = KaiwoConfigSpec.model_validate(stored["spec"])
+        assert (spec.storage.default_storage_class, spec.storage.default_hf_mount_path) == (
+            "rwx-nfs", "/.cache/huggingface")
+        assert spec.gpu_preemption.default_threshold == 2.5
+        assert create(custom, tracker)["spec"]["utilizationThreshold"] == 2.5
+    finally:
+        for doc in (config, tracker):
+            with contextlib.suppress(kubernetes.client.ApiException):
+                delete(custom, doc)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kaiwo_ray.api.durations import format_go_duration, parse_go_duration
+from kaiwo_ray.api.durations import canonical_go_duration, format_go_duration, parse_go_duration
 
 td = datetime.timedelta
 
@@ -59,3 +59,11 @@ def test_formats_like_go(delta: datetime.timedelta, text: str) -> None:
 @given(st.timedeltas(min_value=td(days=-3000), max_value=td(days=3000)))
 def test_format_then_parse_is_identity(delta: datetime.timedelta) -> None:
     assert parse_go_duration(format_go_duration(delta)) == delta
+
+
+@pytest.mark.parametrize(("text", "written"), [
+    ("5m", "5m0s"), ("15s", "15s"), ("1h30m", "1h30m0s"), ("90s", "1m30s"), ("1h", "1h0m0s"), ("0", "0s"),
+    ("300ms", "300ms"), ("1.5s", "1.5s"), ("-90s", "-1m30s"), ("25h", "25h0m0s"), ("1h2m0.3s", "1h2m0.3s"),
+])
+def test_canonical_form_is_what_metav1_duration_writes_back(text: str, written: str) -> None:
+    assert canonical_go_duration(text) == written

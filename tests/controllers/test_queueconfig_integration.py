@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from kaiwo_ray.controllers.manager import HostSettings, Operator
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
+from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_sandbox.contracts import GVR, ApiError
 from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
 
@@ -334,6 +335,60 @@ def test_example_b_namespaced_local_queues(env_factory: Callable[..., Env]) -> N
     env.set_spec(spec)
     wait_for(lambda: env.names(CQ) == set(), message="ClusterQueue fizz deleted")
     assert "other-tool-flavor" in env.names(RF)
+
+
+def test_flavor_taints_and_tolerations_reach_the_kueue_resource_flavor(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(_ready(env))
+    taint = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    env.set_spec({"resourceFlavors": [{"name": "tainted", "nodeLabels": {"kaiwo/nodepool": "tainted"},
+                                       "taints": [taint], "tolerations": [toleration]}],
+                  "clusterQueues": [_cq_entry("fizz", "tainted")]})
+    flavor = wait_for(lambda: (rf := env.get(RF, "tainted")) and rf.get("spec", {}).get("nodeTaints") and rf,
+                      message="the ResourceFlavor with its taints")
+    assert flavor["spec"]["nodeTaints"] == [taint]
+    assert flavor["spec"]["tolerations"] == [toleration]
+    wait_for(_ready(env))
+
+
+def test_an_upstream_era_kaiwoconfig_with_data_works_and_is_warned_about(env_factory: Callable[..., Env]) -> None:
+    env = env_factory()
+    wait_for(lambda: env.get(KAIWOCONFIG, "kaiwo") is not None, message="KaiwoConfig kaiwo created")
+    config = env.get(KAIWOCONFIG, "kaiwo")
+    assert config is not None
+    config["spec"] = {"data": {"defaultStorageClass": "rwx-nfs"}}
+    env.custom.replace_cluster_custom_object(*KAIWOCONFIG, "kaiwo", config)
+
+    def warnings() -> list[Any]:
+        return [e for e in env.core.list_namespaced_event("default").items
+                if e.involved_object.kind == "KaiwoConfig" and e.reason == "DeprecatedField"]
+
+    found = wait_for(warnings, message="a DeprecatedField Warning on the KaiwoConfig")
+    assert found[0].type == "Warning" and "spec.storage" in found[0].message
+    storage = load_config([env.get(KAIWOCONFIG, "kaiwo")]).storage  # what every controller reads
+    assert storage.default_storage_class == "rwx-nfs"
+    controller = env.operator.host("kaiwoconfig").controller
+    assert controller is not None
+    before = controller.health()["reconciles"]
+    # a label is no new generation: reconciled again, no second Warning
+    env.custom.patch_cluster_custom_object(*KAIWOCONFIG, "kaiwo", {"metadata": {"labels": {"touched": "yes"}}})
+    wait_for(lambda: controller.health()["reconciles"] > before and controller.health()["in_flight"] == 0,
+             message="the KaiwoConfig reconciled again")
+    assert len(warnings()) == 1
+
+
+def test_default_cluster_queue_name_from_the_operators_environment(env_factory: Callable[..., Env],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 001: a workload without `clusterQueue` goes to the queue DEFAULT_CLUSTER_QUEUE_NAME names. The
+    KaiwoConfig the operator creates says so, and the default KaiwoQueueConfig builds that queue."""
+    monkeypatch.setenv("DEFAULT_CLUSTER_QUEUE_NAME", "research")
+    env = env_factory()
+    config = wait_for(lambda: env.get(KAIWOCONFIG, "kaiwo"), message="KaiwoConfig kaiwo created")
+    assert config["spec"]["defaultClusterQueueName"] == "research"
+    assert load_config([config]).default_cluster_queue_name == "research"
+    assert load_config([]).default_cluster_queue_name == "research"  # no KaiwoConfig yet: the same default
+    wait_for(lambda: env.names(CQ) == {"research"}, message="the default ClusterQueue named research")
 
 
 def test_example_c_priority_classes_and_a_user_queue_edit(env_factory: Callable[..., Env]) -> None:

@@ -242,3 +242,21 @@ def test_delayed_keys_run_on_time_while_the_first_is_still_in_flight() -> None:
         await asyncio.gather(*workers, return_exceptions=True)
 
     run(body())
+
+
+def test_processing_seconds_sum_and_longest_of_keys_in_flight() -> None:
+    async def body() -> None:
+        clock = FakeClock()
+        q: WorkQueue[str] = WorkQueue(clock=clock)
+        assert q.processing_seconds() == (0.0, 0.0)
+        q.add("a")
+        q.add("b")
+        assert await q.get() == "a"
+        clock.t += 3.0
+        assert await q.get() == "b"
+        clock.t += 1.0
+        assert q.processing_seconds() == (5.0, 4.0)
+        q.done("a")
+        assert q.processing_seconds() == (1.0, 1.0)
+
+    run(body())

@@ -317,7 +317,7 @@ class TestOwnership:
         (flavor,) = render_queue_config(queue_config({"resourceFlavors": [{"name": "f"}]}, uid=None))
         assert flavor["metadata"]["ownerReferences"][0]["uid"] == ""
 
-    def test_taints_and_tolerations_never_reach_kueue(self) -> None:
+    def test_taints_and_tolerations_become_kueues_node_taints_and_tolerations(self) -> None:
         spec = {
             "resourceFlavors": [
                 {
@@ -328,7 +328,9 @@ class TestOwnership:
             ]
         }
         (flavor,) = render_queue_config(queue_config(spec))
-        assert flavor["spec"] == {"nodeLabels": {"kaiwo/worker": "true"}}
+        assert flavor["spec"] == {"nodeLabels": {"kaiwo/worker": "true"},
+                                  "nodeTaints": [{"key": "k", "value": "v", "effect": "NoSchedule"}],
+                                  "tolerations": [{"key": "k", "operator": "Exists"}]}
 
     def test_lazy_local_queue_is_not_a_controller_reference(self) -> None:
         local_queue = render_local_queue("kaiwo", "team-a", cluster_queue_uid="cq-uid", controller=False)

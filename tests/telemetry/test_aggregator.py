@@ -4,6 +4,7 @@ metrics it exports under the exporters' names."""
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
+from promtool_support import assert_scrapeable, needs_promtool
 
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.exposition import render
@@ -91,3 +92,11 @@ def test_metrics_use_the_exporters_names_and_leave_out_unknowns() -> None:
     up = {s.labels["node"]: s.value for s in families["kaiwo_gpu_telemetry_up"]}
     assert up == {"amd-1": 1.0, "nv-1": 1.0, "gone": 0.0}
     assert families["kaiwo_gpu_memory_used_bytes"][0].value == 2 * 1024 ** 3
+
+
+@needs_promtool
+def test_the_aggregators_exposition_passes_promtool() -> None:
+    agg = Aggregator()
+    agg.ingest(_node("amd-1", T0, 93.0), received=T0)
+    agg.ingest(_node("nv-1", T0, 12.0, vendor="nvidia"), received=T0)
+    assert_scrapeable(render(agg, now=T0 + 1).decode())

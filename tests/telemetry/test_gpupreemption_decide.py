@@ -43,6 +43,12 @@ def test_overrides_ignore_invalid_values() -> None:
     annotations = {PREFIX + "threshold": "250", PREFIX + "grace-period": "15s", PREFIX + "policy": "Never",
                    PREFIX + "aggregation": "Avg", PREFIX + "ttl": "soon"}
     assert spec_overrides(annotations) == {"gracePeriod": "15s", "aggregationPolicy": "Avg"}
+    assert spec_overrides({PREFIX + "threshold": "nan"}) == {}
+
+
+def test_fractional_thresholds_are_kept_and_whole_ones_stay_integers() -> None:
+    assert spec_overrides({PREFIX + "threshold": "2.5"}) == {"utilizationThreshold": 2.5}
+    assert spec_overrides({PREFIX + "threshold": "0"}) == {"utilizationThreshold": 0}
 
 
 def test_resolution_order_spec_config_env_builtin() -> None:

@@ -139,3 +139,24 @@ def test_always_policy_forbidden_delete_then_success_then_ttl(env: OperatorSandb
     assert done["status"]["preemptionReason"].startswith("Policy is Always")
     wait_for(lambda: kube.get("batch/v1", "Job", "locked", namespace) is None, 30, "the Job deleted")
     wait_for(lambda: tracker() is None, 90, "the tracker removed after its 3s TTL")
+
+
+def test_durations_from_annotations_are_written_as_go_writes_them(env: OperatorSandbox) -> None:
+    """metav1.Duration writes `5m` back as `5m0s`: a namespace's `grace-period: 5m` is stored so, a
+    Job's own `15s` stays `15s`, and `1h30m` becomes `1h30m0s`."""
+    kube = env.target.kube
+    namespace = "preempt-durations"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "annotations": {
+        PREFIX + "grace-period": "5m", PREFIX + "ttl": "1h30m"}}})
+    kube.create(_job("by-namespace", 1, "50", "nvidia.com/gpu"), namespace)
+    own = _job("by-job", 1, "50", "nvidia.com/gpu")
+    own["metadata"]["annotations"] = {PREFIX + "grace-period": "15s"}
+    kube.create(own, namespace)
+
+    def specs() -> dict[str, dict[str, Any]] | None:
+        found = {item["spec"]["workloadRef"]["name"]: item["spec"] for item in kube.items(API, "GpuWorkload", namespace)}
+        return found if len(found) == 2 else None
+
+    found = wait_for(specs, 60, "both Jobs tracked")
+    assert (found["by-namespace"]["gracePeriod"], found["by-namespace"]["ttlAfterFinished"]) == ("5m0s", "1h30m0s")
+    assert (found["by-job"]["gracePeriod"], found["by-job"]["ttlAfterFinished"]) == ("15s", "1h30m0s")
