@@ -211,7 +211,9 @@ class LocalRuntime:
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]
         # HOME in the pod's private /tmp: a container starts with a home of its own, and the host's
         # (~/.ray/auth_token, caches) must not leak into it.
-        full_env = {"PATH": image_path(), "HOME": "/tmp", "LANG": "C.UTF-8", **env}
+        # GRPC_DNS_RESOLVER: the sandbox's cluster DNS is the hosts file, which gRPC's default c-ares
+        # resolver never reads (it asks DNS servers only); Ray's GCS client resolves with gRPC.
+        full_env = {"PATH": image_path(), "HOME": "/tmp", "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native", **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, start_new_session=True)
