@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml requirements.lock
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
-	$(PY) -m compileall -q -j 0 $(VENV)/lib kaiwo_ray kaiwo_sandbox actors serve >/dev/null || true
+	$(PY) -m compileall -q -j 0 $(VENV)/lib kaiwo_ray kaiwo_sandbox actors serve hosts >/dev/null || true
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -65,7 +65,7 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 typecheck: install
-	$(VENV)/bin/mypy kaiwo_ray kaiwo_sandbox actors serve
+	$(VENV)/bin/mypy kaiwo_ray kaiwo_sandbox actors serve hosts
 
 pytest: install tools promtool browser vendor
 	$(VENV)/bin/pytest

@@ -25,8 +25,9 @@ from typing import Any
 
 import psutil
 
-from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
-from kaiwo_ray.cpu_policy import is_batch
+from hosts.runtime.controller_host import ControllerHost
+from hosts.runtime.cpu_policy import is_batch
+from kaiwo_ray.controllers.manager import HostSettings
 
 # Options for `ray.remote`: the actor reserves no CPU (it is I/O bound and must never wait for a
 # slot behind user tasks), Ray restarts it forever and replays interrupted calls (all idempotent).

@@ -22,9 +22,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from hosts.runtime.cpu_policy import batch_wanted
+from hosts.runtime.operator_runtime import ActorHealth, parse_controller_names
 from kaiwo_ray.controllers.manager import HostSettings
-from kaiwo_ray.cpu_policy import batch_wanted
-from kaiwo_ray.operator_runtime import ActorHealth, parse_controller_names
 
 log = logging.getLogger(__name__)
 

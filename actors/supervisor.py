@@ -30,8 +30,8 @@ from typing import Any
 import ray
 
 from actors.controller import ACTOR_OPTIONS, ControllerActor
+from hosts.runtime.operator_runtime import ActorHealth
 from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
-from kaiwo_ray.operator_runtime import ActorHealth
 
 log = logging.getLogger(__name__)
 

@@ -535,9 +535,9 @@ def _sandbox_main(conn: Connection, workdir: str, cluster: bool | list[str], tim
                   users: list[str], state: bool = False, cpu_nodes: int = 1) -> None:
     import psutil
 
+    from hosts.runtime.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.api.config import KaiwoConfigSpec
     from kaiwo_ray.api.crd import all_crds
-    from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
     from kaiwo_ray.nodes import with_pool_labels
     from kaiwo_sandbox.apiserver.audit import AuditRecord
     from kaiwo_sandbox.apiserver.auth.authn import AUTHENTICATED, UserInfo

@@ -86,7 +86,7 @@ def sandbox_process(extra_args: tuple[str, ...] = ()) -> Iterator[ServerProcess]
     with tempfile.TemporaryDirectory(prefix="kaiwo-bench-") as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
         process = subprocess.Popen(
-            [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
+            [sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
              "--no-cluster", *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:

@@ -26,7 +26,8 @@ from _common import CONTEXT, run_deployed, sandbox_process
 def _instance_main(conn: Connection, kubeconfig: str, identity: str, lease_seconds: float, retry: float) -> None:
     """One kaiwo-ray instance: reports `leading` as soon as it holds its Lease, then serves
     `stop` (graceful) until killed."""
-    from kaiwo_ray.controllers.manager import HostSettings, Operator
+    from hosts.runtime.controller_host import Operator
+    from kaiwo_ray.controllers.manager import HostSettings
 
     async def main() -> None:
         operator = Operator(["kaiwoconfig"], HostSettings(kubeconfig=kubeconfig, identity=identity,

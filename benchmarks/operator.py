@@ -178,8 +178,9 @@ def _operator_main(conn: Connection, kubeconfig: str, workers: int | None) -> No
     import kubernetes.aio.client  # noqa: F401  (imported by the client on first use; timed apart)
     import psutil
 
+    from hosts.runtime.controller_host import Operator
     from kaiwo_ray.controllers import workloads  # noqa: F401
-    from kaiwo_ray.controllers.manager import HostSettings, Operator
+    from kaiwo_ray.controllers.manager import HostSettings
 
     imports_s = time.monotonic() - imported
 
@@ -374,10 +375,10 @@ FLOOR_SAME_WORK = Peer("floor_same_work", "floor_same_work",
 def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -> None:
     _nice_from_env()
     # The floors are yardsticks for work, so they run in the CPU scheduling class our controllers run in
-    # (kaiwo_ray.cpu_policy), threads and all: against them the comparison is of the work each party
+    # (hosts.runtime.cpu_policy), threads and all: against them the comparison is of the work each party
     # does, not of which one preempts the API server. kopf runs as its users deploy it (the default class).
     if module.startswith("floor_"):
-        from kaiwo_ray.cpu_policy import run_as_batch
+        from hosts.runtime.cpu_policy import run_as_batch
 
         run_as_batch()
     os.environ["KUBECONFIG"] = kubeconfig

@@ -50,7 +50,7 @@ async def open_state(settings: AdminSettings) -> AdminState:
         await client.close()
         raise
     if settings.tune_gc:
-        from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
+        from hosts.runtime.gc_tuning import tune_for_long_lived_caches
 
         tune_for_long_lived_caches()
     return state

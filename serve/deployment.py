@@ -36,7 +36,7 @@ class AdminOptions:
     """Controller actors to read /metrics stats from (None: no controller series)."""
     max_body_bytes: int = 1 << 20
     tune_gc: bool = True
-    """A replica is a long-lived server holding large caches (see kaiwo_ray.gc_tuning)."""
+    """A replica is a long-lived server holding large caches (see hosts.runtime.gc_tuning)."""
 
     def settings(self) -> AdminSettings:
         return AdminSettings(kubeconfig=self.kubeconfig, in_cluster=self.in_cluster, auth=self.auth,

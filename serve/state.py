@@ -19,7 +19,7 @@ from serve.limits import DEFAULT_MAX_BODY_BYTES
 StatsSource = Callable[[], Awaitable[list[dict[str, Any]]]]
 GpuSamples = Callable[[], Iterable[GpuSample]]
 """Per-GPU telemetry, when a collector exists: the latest sample of every GPU (the telemetry seam)."""
-"""Returns one stats snapshot per controller (see kaiwo_ray.controllers.manager.ControllerHost.stats)."""
+"""Returns one stats snapshot per controller (see hosts.runtime.controller_host.ControllerHost.stats)."""
 
 
 @dataclass(slots=True)
@@ -37,7 +37,7 @@ class AdminSettings:
     """Per-GPU utilization for /api/v1/nodes, the overview and the dashboard's heat map (none: allocation only)."""
     tune_gc: bool = False
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
-    sight and collect rarely (kaiwo_ray.gc_tuning), as the operator does."""
+    sight and collect rarely (hosts.runtime.gc_tuning), as the operator does."""
 
 
 @dataclass(slots=True)

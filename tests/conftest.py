@@ -33,7 +33,7 @@ use_world(crds=all_crds(), nodes=default_nodes())
 @pytest.fixture(autouse=True)
 def _default_cpu_class() -> Iterator[None]:
     """Each test starts in the default CPU scheduling class. A controller host asks for SCHED_BATCH on
-    the thread it runs on (kaiwo_ray.cpu_policy), and `kaiwo-ray up --no-ray` run in this process
+    the thread it runs on (hosts.runtime.cpu_policy), and `kaiwo-ray up --no-ray` run in this process
     hosts them on pytest's own thread; the class is per thread and inherited by every thread started
     later, so without this one test would change the timing of all the tests after it."""
     yield

@@ -1,4 +1,4 @@
-from kaiwo_ray.cli.main import main
+from hosts.cli.main import main
 
 
 def test_no_subcommand_prints_help_and_fails(capsys: object) -> None:

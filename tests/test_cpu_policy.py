@@ -1,4 +1,4 @@
-"""kaiwo_ray.cpu_policy: the controller's thread in SCHED_BATCH, and only that thread.
+"""hosts.runtime.cpu_policy: the controller's thread in SCHED_BATCH, and only that thread.
 
 Each case runs in a thread of its own, because the policy is per thread and inherited: set on
 pytest's thread, it would stay for the rest of the session."""
@@ -14,8 +14,9 @@ from typing import TypeVar
 
 import pytest
 
-from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
-from kaiwo_ray.cpu_policy import BATCH_VARIABLE, batch_wanted, is_batch, run_as_batch
+from hosts.runtime.controller_host import ControllerHost
+from hosts.runtime.cpu_policy import BATCH_VARIABLE, batch_wanted, is_batch, run_as_batch
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_sandbox.testing import RunningSandbox
 
 T = TypeVar("T")

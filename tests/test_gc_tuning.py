@@ -1,4 +1,4 @@
-"""kaiwo_ray.gc_tuning, in a child interpreter each (it changes the collector of the whole process)."""
+"""hosts.runtime.gc_tuning, in a child interpreter each (it changes the collector of the whole process)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def run(code: str) -> None:
 def test_what_survives_a_gen1_collection_is_frozen_and_cycles_younger_than_that_are_collected() -> None:
     run("""
         import gc
-        from kaiwo_ray.gc_tuning import THRESHOLDS, tune_for_long_lived_caches
+        from hosts.runtime.gc_tuning import THRESHOLDS, tune_for_long_lived_caches
         tune_for_long_lived_caches(freeze_after=1)
         assert gc.get_threshold() == THRESHOLDS
         frozen = gc.get_freeze_count()
@@ -34,7 +34,7 @@ def test_what_survives_a_gen1_collection_is_frozen_and_cycles_younger_than_that_
 def test_no_collection_while_the_caches_fill_and_what_they_hold_is_frozen_after() -> None:
     run("""
         import gc
-        from kaiwo_ray.gc_tuning import filling_caches, tune_for_long_lived_caches
+        from hosts.runtime.gc_tuning import filling_caches, tune_for_long_lived_caches
         tune_for_long_lived_caches(freeze_after=1)
         collections = []
         gc.callbacks.append(lambda phase, info: collections.append(info) if phase == "stop" else None)
@@ -49,7 +49,7 @@ def test_no_collection_while_the_caches_fill_and_what_they_hold_is_frozen_after(
 def test_the_sweeper_collects_cyclic_garbage_frozen_before_its_cycle_closed_once_the_queues_are_quiet() -> None:
     run("""
         import asyncio, gc, weakref
-        from kaiwo_ray.gc_tuning import SWEEPS, ensure_sweeper, forget_busy_check, tune_for_long_lived_caches
+        from hosts.runtime.gc_tuning import SWEEPS, ensure_sweeper, forget_busy_check, tune_for_long_lived_caches
         tune_for_long_lived_caches(freeze_after=1)
 
         class Node:

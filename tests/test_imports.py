@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("kaiwo_ray", "kaiwo_sandbox", "actors", "serve")
+PACKAGES = ("kaiwo_ray", "kaiwo_sandbox", "actors", "serve", "hosts")
 
 
 def _modules(package: str) -> list[str]:

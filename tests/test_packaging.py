@@ -24,7 +24,7 @@ SANDBOX_ONLY = ("cryptography", "uvloop")
 BLOCKER = """
 import importlib.abc, json, sys
 BLOCKED = set(json.loads(sys.argv[1]))
-OURS = ("kaiwo_ray", "actors", "kaiwo_sandbox")
+OURS = ("kaiwo_ray", "actors", "kaiwo_sandbox", "hosts")
 asked = []
 class Absent(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -74,9 +74,9 @@ def test_the_distribution_ships_every_sandbox_package() -> None:
 def test_every_operator_module_imports_without_the_sandbox_dependencies() -> None:
     script = BLOCKER + """
 import importlib, pkgutil
-import kaiwo_ray, actors
+import kaiwo_ray, actors, hosts
 names = []
-for package in (kaiwo_ray, actors):
+for package in (kaiwo_ray, actors, hosts):
     for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
         importlib.import_module(info.name)
         names.append(info.name)
@@ -93,7 +93,7 @@ print(json.dumps({"asked": asked, "imported": names}))
 
 def test_the_sandbox_command_without_its_extra_says_how_to_get_it(tmp_path: Path) -> None:
     script = BLOCKER + """
-from kaiwo_ray.cli.main import main
+from hosts.cli.main import main
 raise SystemExit(main(["sandbox", "--kubeconfig", sys.argv[2]]))
 """
     result = subprocess.run([sys.executable, "-c", script, json.dumps(SANDBOX_ONLY), str(tmp_path / "kc")],

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.up import resolve_kubeconfig
+    from kaiwo_ray.cli.kubeconfig import resolve_kubeconfig
     from kaiwo_ray.doctor.gather import Options, run_checks
     from kaiwo_ray.kube.client import KubeClient
 

@@ -26,6 +26,7 @@ from kaiwo_ray.cli.errors import ClusterError, UsageError
 
 JsonObj = dict[str, Any]
 ADMIN_EXTENSION = "kaiwo.silogen.ai/admin-api"  # kubeconfig cluster extension: {url: <kaiwo-ray admin API>}
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
 
 
 @dataclass
@@ -231,3 +232,15 @@ def _exec_credential(spec: JsonObj, access: ClusterAccess) -> str | None:
         _load_chain(access.ssl_context, status["clientCertificateData"].encode(), status["clientKeyData"].encode())
     token = status.get("token")
     return str(token) if token else None
+
+
+def resolve_kubeconfig(path: Path | None) -> Path:
+    """The kubeconfig as an absolute path (actors run in other processes, with another cwd).
+    Raises ValueError with what to do when there is none."""
+    if path is None:
+        env = os.environ.get("KUBECONFIG", "")
+        path = Path(env.split(os.pathsep)[0]) if env else DEFAULT_KUBECONFIG
+    resolved = path.expanduser().resolve()
+    if not resolved.is_file():
+        raise ValueError(f"kubeconfig {resolved} does not exist; pass --kubeconfig PATH or --in-cluster")
+    return resolved

@@ -1,8 +1,10 @@
-"""Entry point of the `kaiwo-ray` console script.
+"""The command runner behind the `kaiwo-ray` and `kaiwo` console scripts, and the library's commands.
 
-Each sub-command lives in its own module under `kaiwo_ray.cli` and exposes
-`add_arguments(parser)` and `run(args) -> int`. Modules are imported only when
-their sub-command runs, so `kaiwo-ray render` never pays for importing Ray.
+Each sub-command lives in its own module and exposes `add_arguments(parser)` and
+`run(args) -> int`. Modules are imported only when their sub-command runs, so
+`kaiwo-ray render` never pays for importing Ray. The hosting commands (`sandbox`,
+`dev`, `up`) are the host layer's: `hosts.cli.main` adds them to these and is the
+`kaiwo-ray` entry point.
 """
 
 from __future__ import annotations
@@ -12,13 +14,10 @@ import importlib
 import sys
 from typing import NoReturn
 
-# sub-command -> (module, one-line help)
+# The operator's tools: sub-command -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "render": ("kaiwo_ray.cli.render", "print the objects the operator would create for a manifest"),
     "crds": ("kaiwo_ray.cli.crds", "regenerate the CRD manifests in crds/ from the API models"),
-    "sandbox": ("kaiwo_ray.cli.sandbox", "run the Kubernetes API sandbox (a simulated cluster)"),
-    "dev": ("kaiwo_ray.cli.dev", "start sandbox + local Ray + operator in one command"),
-    "up": ("kaiwo_ray.cli.up", "run the operator against a real cluster"),
     "doctor": ("kaiwo_ray.cli.doctor", "check a cluster for kaiwo-ray: one line per check, with its fix"),
 }
 
@@ -124,7 +123,3 @@ def main(argv: list[str] | None = None, *, prog: str = "kaiwo-ray",
     except BrokenPipeError:  # `kaiwo list | head`
         sys.stderr.close()
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -200,8 +200,8 @@ def test_the_supervise_loop_restarts_nothing_that_is_alive(instances: Any) -> No
     import io
     import threading
 
-    from kaiwo_ray.cli.up import supervise
-    from kaiwo_ray.operator_runtime import StopSignal
+    from hosts.cli.up import supervise
+    from hosts.runtime.operator_runtime import StopSignal
 
     sup = instances.supervisor("operator-s", NAMES)
     pids = {r.name: r.pid for r in sup.start()}

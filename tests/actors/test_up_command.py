@@ -51,7 +51,7 @@ def test_up_joins_ray_runs_the_operator_and_stops_on_sigint(ray_session: Any, sa
         sock.bind(("127.0.0.1", 0))
         admin_port = sock.getsockname()[1]
     admin = f"http://127.0.0.1:{admin_port}"
-    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--kubeconfig", str(sandbox.kubeconfig_path),
+    command = [sys.executable, "-m", "hosts.cli.main", "up", "--kubeconfig", str(sandbox.kubeconfig_path),
                "--ray-address", address, "--controllers", "kaiwojob,kaiwoqueueconfig",
                "--ray-namespace", RAY_NAMESPACE, "--health-interval", "0.5", "--identity", "up-test",
                "--admin-auth", "none", "--admin-port", str(admin_port)]

@@ -19,8 +19,8 @@ import psutil
 import pytest
 import yaml
 
-from kaiwo_ray.cli.dev import next_steps
-from kaiwo_ray.cli.main import main
+from hosts.cli.dev import next_steps
+from hosts.cli.main import main
 from kaiwo_sandbox.testing import polling
 
 T = TypeVar("T")
@@ -76,7 +76,7 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         admin_port = sock.getsockname()[1]
-    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "dev", "--kubeconfig", str(kubeconfig),
+    command = [sys.executable, "-m", "hosts.cli.main", "dev", "--kubeconfig", str(kubeconfig),
                "--time-factor", "0.05", "--admin-port", str(admin_port)]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:

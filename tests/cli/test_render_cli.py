@@ -1,4 +1,4 @@
-"""`kaiwo-ray render`, driven through the real entry point (`kaiwo_ray.cli.main.main`)."""
+"""`kaiwo-ray render`, driven through the real entry point (`hosts.cli.main.main`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from hosts.cli.main import main
 from kaiwo_ray.cli import render as render_cli
-from kaiwo_ray.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -363,7 +363,7 @@ def test_rendering_stays_light() -> None:
         "import sys; from kaiwo_ray.cli.render import render_file, render_default_queue_config; "
         "render_file('examples/gpu-job.yaml'); render_file('examples/ray-service.yaml'); "
         "render_file('examples/queue-config.yaml'); render_default_queue_config(); "
-        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_sandbox', 'kaiwo_ray.operator_runtime'); "
+        "heavy = ('ray', 'kubernetes', 'aiohttp', 'kaiwo_sandbox', 'hosts.runtime.operator_runtime'); "
         "print(sorted(m for m in heavy if m in sys.modules))"
     )
     result = subprocess.run(

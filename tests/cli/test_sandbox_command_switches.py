@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from kaiwo_ray.cli import sandbox as sandbox_cli
+from hosts.cli import sandbox as sandbox_cli
 from kaiwo_sandbox.cluster import CONTROLLERS
 
 

@@ -1,5 +1,5 @@
 """`kaiwo-ray up` before Ray: argument checking, and the Ray-free runtime helpers it prints with
-(`kaiwo_ray.operator_runtime`). None of these tests starts Ray."""
+(`hosts.runtime.operator_runtime`). None of these tests starts Ray."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.cli import up
-from kaiwo_ray.cli.main import build_parser, main
-from kaiwo_ray.cli.up import host_settings, resolve_kubeconfig
-from kaiwo_ray.controllers.manager import CONTROLLERS
-from kaiwo_ray.operator_runtime import (
+from hosts.cli import up
+from hosts.cli.main import build_parser, main
+from hosts.cli.up import host_settings
+from hosts.runtime.operator_runtime import (
     ActorHealth,
     ProcessMemory,
     StopSignal,
@@ -29,6 +28,8 @@ from kaiwo_ray.operator_runtime import (
     parse_controller_names,
     process_tree_memory,
 )
+from kaiwo_ray.cli.kubeconfig import resolve_kubeconfig
+from kaiwo_ray.controllers.manager import CONTROLLERS
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -67,10 +68,10 @@ def test_a_missing_kubeconfig_is_a_usage_error_before_ray_starts(capsys: pytest.
 
 
 def test_the_ray_import_is_deferred_to_run() -> None:
-    code = ("import sys; from kaiwo_ray.cli.main import main; "
+    code = ("import sys; from hosts.cli.main import main; "
             "rc = main(['up', '--kubeconfig', '/nonexistent/kc']); "
             "assert rc == 2, rc; assert 'ray' not in sys.modules and 'actors.supervisor' not in sys.modules; "
-            "import kaiwo_ray.cli.dev, kaiwo_ray.operator_runtime; assert 'ray' not in sys.modules")
+            "import hosts.cli.dev, hosts.runtime.operator_runtime; assert 'ray' not in sys.modules")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
 
@@ -302,7 +303,7 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
 
     with start_sandbox(cluster=True, time_factor=0.05) as sb:
         log_path = tmp_path / "up.log"
-        command = [sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--no-ray", "--kubeconfig",
+        command = [sys.executable, "-m", "hosts.cli.main", "up", "--no-ray", "--kubeconfig",
                    str(sb.kubeconfig_path), "--controllers", "kaiwoqueueconfig,kaiwojob", "--health-interval", "0.5"]
         with log_path.open("wb") as log:
             up = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,

@@ -16,7 +16,8 @@ import pytest
 from e2e_scenarios import kaiwo_job, wait_phase
 from e2e_support import Kube, Target, wait_for
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from hosts.runtime.controller_host import Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_sandbox.instance import write_kubeconfig
 from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 

@@ -17,7 +17,8 @@ import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from hosts.runtime.controller_host import Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
 from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_sandbox.contracts import GVR, ApiError

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from hosts.runtime.controller_host import ControllerHost
 from kaiwo_ray.controllers.base import Controller, Key, StartupError, Watch
-from kaiwo_ray.controllers.manager import ControllerHost, HostSettings
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Invalid

@@ -16,7 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CONTAINERFILE = (REPO / "Containerfile").read_text()
 # Stage `wheel` copies exactly these; the wheel is built from them alone.
-SOURCES = ("pyproject.toml", "README.md", "kaiwo_ray", "kaiwo_sandbox", "actors", "serve")
+SOURCES = ("pyproject.toml", "README.md", "kaiwo_ray", "kaiwo_sandbox", "actors", "serve", "hosts")
 
 
 def _name(requirement: str) -> str:
@@ -91,13 +91,13 @@ class NoDevDependencies(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoDevDependencies())
 imported = 0
-for top in ("kaiwo_ray", "actors", "serve"):
+for top in ("kaiwo_ray", "actors", "serve", "hosts"):
     package = importlib.import_module(top)
     assert package.__file__.startswith(target), (top, package.__file__)
     for info in pkgutil.walk_packages(package.__path__, top + "."):
         importlib.import_module(info.name)
         imported += 1
-from kaiwo_ray.cli.main import main
+from hosts.cli.main import main
 print("imported", imported)
 """
 

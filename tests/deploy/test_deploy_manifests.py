@@ -25,7 +25,7 @@ def test_install_yaml_is_deploy_rendered(kubectl_bin: str) -> None:
 
 
 def test_deploy_crds_are_the_generated_ones() -> None:
-    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "crds", "--check", "--out",
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "crds", "--check", "--out",
                              str(DEPLOY / "base" / "crds")], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     listed = yaml.safe_load((DEPLOY / "base" / "kustomization.yaml").read_text())["resources"]
@@ -149,7 +149,7 @@ def test_the_deployed_controllers_run_batch_unless_the_admin_turns_it_off(render
     head = find(rendered, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]
     env = {e["name"]: e.get("value") or "" for e in head["template"]["spec"]["containers"][0]["env"]}
     env = {**env, "KAIWO_IN_CLUSTER": "false"}  # the manifest's settings, read outside a pod
-    assert settings_from_env(env)[0].batch_scheduling  # as deploy/ ships it: kaiwo_ray.cpu_policy
+    assert settings_from_env(env)[0].batch_scheduling  # as deploy/ ships it: hosts.runtime.cpu_policy
     assert not settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "False"})[0].batch_scheduling
     assert settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "yes"})[0].batch_scheduling
     with pytest.raises(ValueError, match="KAIWO_BATCH_SCHEDULING must be true or false, not 'sometimes'"):

@@ -29,7 +29,7 @@ NAMESPACE = "kaiwo-system"
 
 
 def doctor(sb: RunningSandbox, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "doctor", "--kubeconfig",
+    return subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
                            str(sb.kubeconfig_path), *extra], capture_output=True, text=True, timeout=120)
 
 
@@ -122,7 +122,7 @@ def test_a_broken_cluster_names_each_problem_with_its_fix(broken: RunningSandbox
 
 
 def test_doctor_without_a_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "doctor", "--kubeconfig",
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
                              str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.startswith("kaiwo-ray doctor: kubeconfig ")
 

@@ -40,7 +40,7 @@ def test_up_in_cluster_runs_as_the_service_account_with_leases_in_its_namespace(
                "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(sb.sandbox.port)}
         env.pop("KUBECONFIG", None)
         log_path = tmp_path / "up.log"
-        command = [sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--in-cluster", "--no-ray",
+        command = [sys.executable, "-m", "hosts.cli.main", "up", "--in-cluster", "--no-ray",
                    "--controllers", "kaiwoconfig,kaiwojob", "--health-interval", "0.5"]
         with log_path.open("wb") as log:
             up = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)

@@ -111,7 +111,7 @@ def test_the_operator_runs_on_kueue_v1beta1_without_kuberay_or_appwrapper(old_ku
 
 
 def _up(kubeconfig: Path, tmp_path: Path, timeout: float) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--no-ray", "--kubeconfig",
+    return subprocess.Popen([sys.executable, "-m", "hosts.cli.main", "up", "--no-ray", "--kubeconfig",
                              str(kubeconfig), "--controllers", "kaiwoconfig", "--no-lease"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
 
@@ -137,7 +137,7 @@ def test_up_without_kueue_stops_with_one_line(tmp_path: Path) -> None:
                  kueue_v1beta1_only=False)
     with start_sandbox(nodes=[], install_crds=False) as sb:
         _install(sb, crds)
-        result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "up", "--no-ray", "--kubeconfig",
+        result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "up", "--no-ray", "--kubeconfig",
                                  str(sb.kubeconfig_path)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [

@@ -12,7 +12,8 @@ from typing import Any
 
 from e2e_support import Kube, Target, wait_for
 
-from kaiwo_ray.controllers.manager import HostSettings, Operator
+from hosts.runtime.controller_host import Operator
+from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_sandbox.testing import RunningSandbox, start_sandbox
 
 # A `sleep 20` entrypoint runs 1 s; pod start-up takes 25 ms.

@@ -12,7 +12,7 @@ from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_scenarios import kaiwo_job, kaiwo_service, wait_phase
 from e2e_support import KAIWO_API, owned_by, wait_for
 
-from kaiwo_ray.controllers.manager import Operator
+from hosts.runtime.controller_host import Operator
 from kaiwo_ray.kube import resources as R
 
 ELECTION = {"lease": True, "lease_seconds": 3, "renew_every": 0.3}

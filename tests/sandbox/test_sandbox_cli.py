@@ -34,7 +34,7 @@ status:
 
 @contextmanager
 def running_cli(*args: str) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
-    process = subprocess.Popen([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", *args],
+    process = subprocess.Popen([sys.executable, "-m", "hosts.cli.main", "sandbox", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     try:
@@ -98,7 +98,7 @@ def test_cli_serves_writes_kubeconfig_and_stops_cleanly(tmp_path: Path) -> None:
 def test_cli_rejects_a_bad_nodes_file(tmp_path: Path) -> None:
     bad = tmp_path / "nodes.yaml"
     bad.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n")
-    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig",
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig",
                              str(tmp_path / "kc"), "--nodes", str(bad)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "expected Node" in result.stderr
@@ -108,7 +108,7 @@ def test_cli_rejects_a_bad_nodes_file(tmp_path: Path) -> None:
 def test_cli_refuses_to_overwrite_a_foreign_kubeconfig(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters:\n- name: production\n  cluster: {server: x}\n")
-    result = subprocess.run([sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                              "--no-cluster"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "refusing to overwrite" in result.stderr and "production" in result.stderr

@@ -70,7 +70,7 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 def test_dev_preempts_an_idle_gpu_job_and_terminates_an_underutilized_kaiwojob(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     log_path = tmp_path / "dev.log"
-    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "dev", "--kubeconfig", str(kubeconfig),
+    command = [sys.executable, "-m", "hosts.cli.main", "dev", "--kubeconfig", str(kubeconfig),
                "--time-factor", "1", "--telemetry-interval", "0.5", "--resource-monitoring-interval", "1s",
                "--gpu-preemption-interval", "1s", "--admin-port", str(_free_port())]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from kaiwo_ray.cli import telemetry_flags
+from hosts.cli import telemetry_flags
 from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 
 

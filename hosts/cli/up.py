@@ -17,11 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from kaiwo_ray.cli import telemetry_flags
-from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
-from kaiwo_ray.cpu_policy import batch_wanted
-from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
-from kaiwo_ray.operator_runtime import (
+from hosts.cli import telemetry_flags
+from hosts.runtime.cpu_policy import batch_wanted
+from hosts.runtime.operator_runtime import (
     ActorHealth,
     StopSignal,
     adopted,
@@ -29,8 +27,10 @@ from kaiwo_ray.operator_runtime import (
     health_changes,
     parse_controller_names,
 )
+from kaiwo_ray.cli.kubeconfig import resolve_kubeconfig
+from kaiwo_ray.controllers.manager import CONTROLLERS, HostSettings, default_controller_names
+from kaiwo_ray.kube.discovery import KUEUE, Dependency, missing_line
 
-DEFAULT_KUBECONFIG = Path("~/.kube/config")
 IN_CLUSTER_LEASE_NAMESPACE = "kaiwo-system"  # deploy/'s namespace, when the pod's is not mounted
 
 
@@ -62,18 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_cli_arguments(parser, default_auth="kubernetes")
     telemetry_flags.add_arguments(parser, dev=False)
-
-
-def resolve_kubeconfig(path: Path | None) -> Path:
-    """The kubeconfig as an absolute path (actors run in other processes, with another cwd).
-    Raises ValueError with what to do when there is none."""
-    if path is None:
-        env = os.environ.get("KUBECONFIG", "")
-        path = Path(env.split(os.pathsep)[0]) if env else DEFAULT_KUBECONFIG
-    resolved = path.expanduser().resolve()
-    if not resolved.is_file():
-        raise ValueError(f"kubeconfig {resolved} does not exist; pass --kubeconfig PATH or --in-cluster")
-    return resolved
 
 
 def host_settings(args: argparse.Namespace) -> HostSettings:
@@ -214,7 +202,7 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
     `Operator`), for machines without Ray or to take Ray out of the picture while debugging."""
     import psutil
 
-    from kaiwo_ray.controllers.manager import Operator
+    from hosts.runtime.controller_host import Operator
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -47,7 +47,7 @@ class ActorHealth(BaseModel):
     last_error: str = ""
     rss_bytes: int = 0
     uptime_s: float = 0.0
-    batch_scheduling: bool = False  # its loop's thread never preempts on wakeup (kaiwo_ray.cpu_policy)
+    batch_scheduling: bool = False  # its loop's thread never preempts on wakeup (hosts.runtime.cpu_policy)
     restarts: int = 0
     error: str = ""
 
@@ -156,7 +156,7 @@ def _label(process: Any) -> str:
     if not name.startswith("python"):
         return name  # gcs_server, raylet, and workers that retitle themselves ("ray::ControllerActor")
     argv = list(process.cmdline()[1:])
-    if "-m" in argv:  # python -m kaiwo_ray.cli.main sandbox ... -> "kaiwo_ray.cli.main sandbox"
+    if "-m" in argv:  # python -m hosts.cli.main sandbox ... -> "hosts.cli.main sandbox"
         return " ".join(argv[argv.index("-m") + 1:][:2])
     args = [a for a in argv if not a.startswith("-")]
     return Path(args[0]).name if args else name

@@ -91,7 +91,7 @@ def _cluster(args: argparse.Namespace) -> bool | list[str]:
 
 
 async def _serve(sandbox: object) -> None:
-    from kaiwo_ray.gc_tuning import tune_for_long_lived_caches
+    from hosts.runtime.gc_tuning import tune_for_long_lived_caches
     from kaiwo_sandbox.instance import Sandbox
 
     assert isinstance(sandbox, Sandbox)
@@ -103,7 +103,7 @@ async def _serve(sandbox: object) -> None:
     await sandbox.start()
     # The store holds every object for the process's lifetime: spare it the collector's pauses
     # (a real apiserver's Go GC does not stop the world for 100 ms either); what it stores as it runs
-    # is frozen once it survived a collection (kaiwo_ray.gc_tuning).
+    # is frozen once it survived a collection (hosts.runtime.gc_tuning).
     tune_for_long_lived_caches(freeze_after=0)
     kubeconfig = sandbox.config.kubeconfig_path
     print(f"Kubernetes API sandbox listening on {sandbox.url} (authorization: {sandbox.config.authorization})",

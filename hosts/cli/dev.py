@@ -20,10 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-from kaiwo_ray.cli import sandbox as sandbox_cli
-from kaiwo_ray.cli import telemetry_flags
-from kaiwo_ray.cpu_policy import batch_wanted
-from kaiwo_ray.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
+from hosts.cli import sandbox as sandbox_cli
+from hosts.cli import telemetry_flags
+from hosts.runtime.cpu_policy import batch_wanted
+from hosts.runtime.operator_runtime import StopSignal, format_health, format_memory, process_tree_memory
 
 READY_LINE = "Kubeconfig written to"
 SANDBOX_START_TIMEOUT = 60.0
@@ -68,7 +68,7 @@ def _die_with_parent() -> None:
 
 def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
                   log_path: Path, local_images: list[str] | None = None) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "kaiwo_ray.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
+    command = [sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
     for image in local_images or []:
         command += ["--local-image", image]
@@ -200,7 +200,7 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
         print(next_steps(kubeconfig, admin_url), flush=True)
 
-        from kaiwo_ray.cli.up import stop_supervisor, supervise
+        from hosts.cli.up import stop_supervisor, supervise
 
         supervise(supervisor, stop, args.health_interval)
         if admin_url is not None:
