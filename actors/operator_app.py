@@ -7,7 +7,9 @@ health check, so KubeRay sees an unhealthy operator as an unhealthy application.
 Settings come from the pod's environment (deploy/base/rayservice.yaml sets them):
     KAIWO_IN_CLUSTER        "true": the pod's service account (the default); "false": KUBECONFIG
     KAIWO_LEASE_NAMESPACE   the Leases' namespace (default: the pod's own, else kaiwo-system)
-    KAIWO_CONTROLLERS       a,b: run only these (default: all)
+    KAIWO_CONTROLLERS       a,b: run only these (default: all but the opt-in features that are off)
+    RESOURCE_MONITORING_*, GPU_PREEMPTION_*   the opt-in features, as upstream Kaiwo reads them
+                            (docs/install.md); GPU preemption's Lease defaults to the Leases' namespace
     KAIWO_RAY_NAMESPACE     Ray namespace of the named actors (default: kaiwo)
     KAIWO_ACTOR_RESOURCES   JSON {resource: amount} each controller actor asks for (deploy/: Ray's
                             `node:__internal_head__`, so no controller is placed on a GPU telemetry worker)
@@ -22,7 +24,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_ray.controllers.manager import HostSettings
+from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
+from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
+from kaiwo_ray.controllers.monitoring import MonitorSettings
 from kaiwo_ray.cpu_policy import batch_wanted
 from kaiwo_ray.operator_runtime import ActorHealth, parse_controller_names
 
@@ -34,7 +38,8 @@ DEFAULT_LEASE_NAMESPACE = "kaiwo-system"
 
 def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], str]:
     """(host settings, controller names, Ray namespace) from the environment; ValueError when they are wrong."""
-    names = parse_controller_names(env.get("KAIWO_CONTROLLERS") or None)
+    wanted = env.get("KAIWO_CONTROLLERS") or None
+    names = parse_controller_names(wanted)
     settings = HostSettings(tune_gc=True, batch_scheduling=batch_wanted(env))
     if (env.get("KAIWO_IN_CLUSTER") or "true").lower() in ("1", "true", "yes"):
         from kaiwo_ray.kube import incluster
@@ -45,6 +50,13 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], 
     else:
         settings.kubeconfig = env.get("KUBECONFIG") or None
         settings.lease_namespace = env.get("KAIWO_LEASE_NAMESPACE") or settings.lease_namespace
+    # Read here, not in each actor: a bad value stops the replica with the variable named, and the
+    # preemption Lease lands where the operator's Role allows Leases.
+    settings.controller_options = {
+        "resourcemonitor": {"settings": MonitorSettings.from_env(env)},
+        "gpuworkload": {"settings": GpuPreemptionSettings.from_env(env, lease_namespace=settings.lease_namespace)}}
+    if wanted is None:  # as `kaiwo-ray up`: an opt-in feature's controller only when it is on
+        names = default_controller_names(settings)
     return settings, names, env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
 
 
