@@ -7,9 +7,11 @@ driver-side `TelemetryFleet` that keeps the first in line with the live node set
   dev`, one Ray node) the single actor reports every simulated GPU node.
 * The aggregator (pure core in `kaiwo_ray.telemetry.aggregator`) answers per-pod readings for the
   resource monitor and GPU preemption and serves `/metrics`.
-* The fleet runs on a thread of the `up`/`dev` process, like the controller supervisor: a node
-  joins -> its actor is started; a node dies -> its actor is killed and the aggregator told, so
-  that node's GPUs read as unknown at once instead of after `stale_after`.
+* The fleet runs on a thread of the `up`/`dev` process, like the controller supervisor, or of the
+  operator's Serve replica in a deploy/ install (actors/operator_app.py), where only the nodes of the
+  gpu-telemetry worker group get an actor (`TelemetrySettings.node_resource`): a node joins -> its
+  actor is started; a node dies -> its actor is killed and the aggregator told, so that node's GPUs
+  read as unknown at once instead of after `stale_after`.
 """
 
 from __future__ import annotations
@@ -211,7 +213,10 @@ class TelemetryFleet:
 
     def start(self) -> TelemetryFleet:
         remote = ray.remote(**CONTROL_ACTOR)(AggregatorActor)
-        self.aggregator = remote.options(**self._options(AGGREGATOR_NAME)).remote(self.settings)
+        options = self._options(AGGREGATOR_NAME)
+        if self.settings.aggregator_resources:
+            options["resources"] = dict(self.settings.aggregator_resources)
+        self.aggregator = remote.options(**options).remote(self.settings)
         self.reconcile()
         self._thread = threading.Thread(target=self._loop, name="telemetry-fleet", daemon=True)
         self._thread.start()
@@ -228,6 +233,8 @@ class TelemetryFleet:
                 log.exception("telemetry fleet reconcile failed")
 
     def desired_nodes(self) -> list[str]:
+        if self.settings.node_resource:
+            return sorted(_alive_nodes(self.settings.node_resource))
         alive = sorted(_alive_nodes())
         if self.settings.backend == "sandbox":
             own = ray.get_runtime_context().get_node_id()
@@ -296,6 +303,8 @@ class TelemetryFleet:
                 self.aggregator = None
 
 
-def _alive_nodes() -> set[str]:
+def _alive_nodes(resource: str = "") -> set[str]:
+    """Ids of the live Ray nodes (with `resource`: only those whose total offers some of it)."""
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    return {str(n["NodeID"]) for n in nodes if n.get("Alive")}
+    return {str(n["NodeID"]) for n in nodes
+            if n.get("Alive") and (not resource or float((n.get("Resources") or {}).get(resource, 0)) > 0)}

@@ -1,6 +1,8 @@
 """What the operator's controllers need from the API server, as RBAC rules: the same rules as
 deploy/base/rbac-operator.yaml (a test keeps the two equal; tests/e2e/test_least_privilege.py proves every
-one of them is needed and that they suffice). `kaiwo-ray doctor` asks the API server about each.
+one of them is needed and that they suffice) and, for GPU preemption, rbac-gpu-preemption.yaml
+(tests/deploy/test_gpu_preemption_rbac.py runs preemption under both). `kaiwo-ray doctor` asks the API
+server about the operator's rules.
 """
 
 from __future__ import annotations
@@ -49,3 +51,19 @@ OPERATOR_RULES: tuple[Rule, ...] = (
 
 # The Role kaiwo-ray-leader-election, in the operator's own namespace.
 LEASE_RULES: tuple[Rule, ...] = (Rule(("coordination.k8s.io",), ("leases",), ("create", "get", "update")),)
+
+# The ClusterRole kaiwo-ray-gpu-preemption (deploy/base/rbac-gpu-preemption.yaml): what the GpuWorkload
+# controller (kaiwo_ray/controllers/gpupreemption.py) needs beyond OPERATOR_RULES. Its trackers; the
+# owner chain it reads (get) from a GPU pod or Kueue Workload up to the root owner, and the root it deletes
+# to preempt, for the root kinds listed here; its evaluation Lease is LEASE_RULES' (same namespace).
+PREEMPTION_RULES: tuple[Rule, ...] = (
+    Rule(("kaiwo.silogen.ai",), ("gpuworkloads",), ("create", "delete", "get", "list", "patch", "watch")),
+    Rule(("kaiwo.silogen.ai",), ("gpuworkloads/status",), ("patch",)),
+    Rule(("",), ("pods",), ("delete", "get")),
+    Rule(("apps",), ("replicasets", "statefulsets"), ("delete", "get")),
+    Rule(("batch",), ("cronjobs",), ("delete", "get")),
+    Rule(("ray.io",), ("rayclusters",), ("delete", "get")),
+    Rule(("ray.io",), ("rayservices",), ("get",)),
+    Rule(("kaiwo.silogen.ai",), ("kaiwojobs", "kaiwoservices"), ("delete", "get")),
+)
+

@@ -65,7 +65,7 @@ def configure(args: argparse.Namespace, settings: HostSettings) -> str | None:
         env["GPU_PREEMPTION_POLLING_INTERVAL"] = args.gpu_preemption_interval
     try:
         monitor = MonitorSettings.from_env(env)
-        preemption = GpuPreemptionSettings.from_env(env)
+        preemption = GpuPreemptionSettings.from_env(env, lease_namespace=settings.lease_namespace)
     except ValueError as err:
         return str(err)
     settings.controller_options.setdefault("resourcemonitor", {})["settings"] = monitor

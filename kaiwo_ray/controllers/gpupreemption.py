@@ -7,8 +7,12 @@ Lease (an empty holder counts as free).
 Settings as upstream's environment, overridable through `HostSettings.controller_options`:
 `GPU_PREEMPTION_ENABLED`, `GPU_PREEMPTION_METRICS_ENDPOINT` (empty: our telemetry),
 `GPU_PREEMPTION_POLLING_INTERVAL` (15s), `GPU_PREEMPTION_OPERATOR_NAMESPACE` (the evaluation
-Lease's namespace; default kube-system, where kaiwo-ray keeps its Leases), and the
-`GPU_PREEMPTION_DEFAULT_*` fallbacks.
+Lease's namespace; default: the operator's Lease namespace, where its Role allows Leases: kaiwo-system
+in-cluster, kube-system from a workstation), and the `GPU_PREEMPTION_DEFAULT_*` fallbacks.
+
+What it reads and deletes beyond the operator's ClusterRole is `kaiwo_ray.permissions.PREEMPTION_RULES`
+(deploy/base/rbac-gpu-preemption.yaml): a root owner of a kind outside it is not tracked (its owner
+chain cannot be read) or, if it is, fails to delete with a `PreemptionFailed` event.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ class GpuPreemptionSettings:
     lease_namespace: str = "kube-system"
 
     @staticmethod
-    def from_env(env: Mapping[str, str] | None = None) -> GpuPreemptionSettings:
+    def from_env(env: Mapping[str, str] | None = None, *, lease_namespace: str = "kube-system") -> GpuPreemptionSettings:
+        """`lease_namespace`: the operator's own Lease namespace, used unless GPU_PREEMPTION_OPERATOR_NAMESPACE
+        names another."""
         env = os.environ if env is None else env
         enabled = env.get("GPU_PREEMPTION_ENABLED", "").strip().lower() in ("true", "1", "yes")
         endpoint = env.get("GPU_PREEMPTION_METRICS_ENDPOINT", "").strip()
@@ -60,7 +66,7 @@ class GpuPreemptionSettings:
             raise ValueError(f"GPU_PREEMPTION_POLLING_INTERVAL={text!r}: {err}") from err
         if interval <= 0:
             raise ValueError(f"GPU_PREEMPTION_POLLING_INTERVAL={text!r}: must be greater than 0")
-        namespace = env.get("GPU_PREEMPTION_OPERATOR_NAMESPACE", "").strip() or "kube-system"
+        namespace = env.get("GPU_PREEMPTION_OPERATOR_NAMESPACE", "").strip() or lease_namespace
         return GpuPreemptionSettings(enabled, endpoint, interval, namespace)
 
 

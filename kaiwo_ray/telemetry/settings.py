@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 AGGREGATOR_NAME = "gpu-telemetry-aggregator"
 ACTOR_PREFIX = "gpu-telemetry-"
@@ -19,6 +19,12 @@ class TelemetrySettings:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = 0  # the aggregator's /metrics; 0: any free port, None: not served
     reconcile_interval: float = 2.0  # how often the fleet compares actors with the live Ray nodes
+    # Only Ray nodes offering this custom resource get a telemetry actor (deploy/: `kaiwo_gpu_telemetry`,
+    # from the gpu-telemetry worker group's rayStartParams: one actor per GPU node, none on the head);
+    # empty: every node (`kaiwo-ray up|dev`).
+    node_resource: str = ""
+    # Ray resources the aggregator asks for (deploy/: the head's, beside the controllers).
+    aggregator_resources: dict[str, float] = field(default_factory=dict)
 
     @property
     def effective_stale_after(self) -> float:

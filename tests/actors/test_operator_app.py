@@ -104,6 +104,33 @@ def test_the_serve_app_starts_the_controllers_in_cluster(ray_session: Any,
         assert not answered and why == "Serve routes ['/operator'] have no admin application at /", why
     finally:
         serve.shutdown()
-        for name in CONTROLLERS:  # detached: they outlive the replica, as they must on a real cluster
+        from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME
+
+        # detached: they outlive the replica, as they must on a real cluster (this one-node Ray offers no
+        # kaiwo_gpu_telemetry, so the telemetry fleet is its aggregator alone)
+        for name in [*CONTROLLERS, AGGREGATOR_NAME]:
             with contextlib.suppress(ValueError):
                 ray.kill(ray.get_actor(name, namespace=ray_namespace), no_restart=True)
+
+
+def test_the_deployed_operator_keeps_one_telemetry_actor_per_telemetry_node() -> None:
+    """A multi-node Ray cluster of its own (a fresh interpreter: the session's Ray is one node): exactly one
+    telemetry actor, on the node offering kaiwo_gpu_telemetry, reporting that node's Kubernetes name;
+    none on the head or a plain worker; a telemetry node joining gets one, leaving drops it."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).with_name("operator_fleet_script.py")
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=root)
+    lines = [line for line in done.stdout.splitlines()
+             if line.split(" ")[0] in {"placed", "joined", "left", "FAILED:"}]
+    assert done.returncode == 0, "\n".join(lines) + done.stderr[-3000:]
+    placed = next(line for line in lines if line.startswith("placed "))
+    gpu_node = placed.rsplit(" ", 1)[1]
+    assert placed == f"placed [('{gpu_node}', 'k8s-gpu-1')] gpu {gpu_node}"
+    assert "joined ['k8s-gpu-1', 'k8s-gpu-2']" in lines
+    assert "left ['k8s-gpu-1']" in lines

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import yaml
@@ -141,3 +142,38 @@ def test_the_dev_only_set_is_what_it_says() -> None:
     blocked = dev_only_modules(md.requires("kaiwo-ray") or [])
     assert {"pytest", "hypothesis", "mypy", "kopf"} <= blocked
     assert not {"ray", "jsonschema", "kubernetes", "pydantic", "yaml"} & blocked
+
+
+def test_the_image_vendors_the_dashboards_chart_library(tmp_path: Path) -> None:
+    """The wheel stage copies the chart library, fetched at the Makefile's version as `make vendor` does,
+    to where the dashboard loads it from, before the wheel is built; the wheel then carries it (package
+    data), so the image's dashboard draws its charts."""
+    from serve.dashboard import CHART_JS, STATIC
+
+    makefile = (REPO / "Makefile").read_text()
+    version = re.search(r"^CHARTJS_VERSION := (\S+)$", makefile, re.MULTILINE)
+    assert version and _arg("CHARTJS_VERSION") == version.group(1)
+    stages = {m.group(2): m.start() for m in re.finditer(r"^FROM (\S+) AS (\w+)$", CONTAINERFILE, re.MULTILINE)}
+    vendor = CONTAINERFILE[stages["vendor"]:stages["wheel"]]
+    assert 'npm pack --silent "chart.js@${CHARTJS_VERSION}"' in vendor
+    assert f"mv package/dist/{CHART_JS.name} {CHART_JS.name}" in vendor
+    wheel_stage = CONTAINERFILE[stages["wheel"]:stages["amd"]]
+    target = CHART_JS.parent.relative_to(STATIC.parent.parent)
+    copy = wheel_stage.index(f"COPY --from=vendor /vendor/ ./{target}/")
+    assert copy < wheel_stage.index("pip wheel"), "the chart library must be in place before the wheel is built"
+    # what the COPY puts there is package data of the wheel
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in SOURCES:
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "vendor"))
+        else:
+            shutil.copy(path, source / name)
+    (source / target).mkdir(parents=True)
+    (source / target / CHART_JS.name).write_text("/* chart.js */\n")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(tmp_path / "wheels"), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheels").glob("kaiwo_ray-*.whl")
+    assert f"{target}/{CHART_JS.name}" in zipfile.ZipFile(wheel).namelist()

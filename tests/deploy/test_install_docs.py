@@ -118,7 +118,7 @@ def test_deploy_as_shipped_runs_the_released_image(rendered: list[dict[str, Any]
 def without_prometheus() -> Iterator[RunningSandbox]:
     """A cluster with everything kaiwo-ray needs but no Prometheus operator (no monitoring.coreos.com)."""
     with start_sandbox(nodes=[]) as sb:
-        extensions = kubernetes.client.ApiextensionsV1Api(sb.api_client())
+        extensions: Any = kubernetes.client.ApiextensionsV1Api(sb.api_client())
         for crd in extensions.list_custom_resource_definition().items:
             if crd.spec.group == "monitoring.coreos.com":
                 extensions.delete_custom_resource_definition(crd.metadata.name)
@@ -185,7 +185,7 @@ def test_the_readme_workstation_commands_install_the_scheduler_every_pod_names(k
             result = _run(kubectl_bin, sb, argv)
             assert result.returncode == 0, f"kubectl {' '.join(argv)}: {result.stderr}"
         scheduler = KaiwoConfigSpec().scheduling.kube_scheduler_name
-        apps = kubernetes.client.AppsV1Api(sb.api_client())
+        apps: Any = kubernetes.client.AppsV1Api(sb.api_client())
         found = apps.list_namespaced_deployment("kube-system").items
     assert [d.metadata.name for d in found] == [scheduler], "the commands leave out the scheduler every pod names"
     deployment = found[0]
@@ -208,3 +208,27 @@ def test_every_ref_the_docs_name_exists() -> None:
         resolved = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=REPO,
                                   capture_output=True, text=True)
         assert resolved.returncode == 0, f"{where} names {ref}, which is no tag, branch or commit"
+
+
+# -- opt-in features --------------------------------------------------------------------------------------
+
+
+def test_the_documented_switches_turn_on_monitoring_and_preemption(kubectl_bin: str, tmp_path: Path) -> None:
+    """The install guide's overlay, built, gives the head the environment from which the deployed operator
+    (actors/operator_app.py) starts both opt-in controllers, preemption's Lease in kaiwo-system."""
+    from actors.operator_app import settings_from_env
+
+    overlay = yaml_block(section(INSTALL_MD, "Resource monitoring and GPU preemption"), "kind: Kustomization")
+    objects = build_overlay(kubectl_bin, tmp_path, overlay, "my-kaiwo")
+    service = next(o for o in objects if o["kind"] == "RayService")
+    env: dict[str, str] = {}
+    for var in service["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"]:
+        if "value" in var:
+            env[var["name"]] = var["value"]
+        elif var["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
+            env[var["name"]] = service["metadata"]["namespace"]  # the downward API: the pod's namespace
+    settings, names, _ = settings_from_env({**env, "KAIWO_IN_CLUSTER": "false"})  # read outside a pod
+    assert {"resourcemonitor", "gpuworkload"} <= set(names)
+    assert settings.controller_options["gpuworkload"]["settings"].lease_namespace == "kaiwo-system"
+    assert settings_from_env({"KAIWO_IN_CLUSTER": "false"})[1] == [
+        "kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice"]  # without the switches: off
