@@ -147,8 +147,66 @@ def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates
         return service if apps and all(a["status"] == "RUNNING" for a in apps.values()) else None
     eventually(new_head_serving, timeout=INSTALL_SECONDS, interval=2.0,
                message="a new head serves the operator and the admin API again")
-    kubectl("apply", "-f", "examples/cpu-job.yaml")  # unchanged: nothing to do
+    # the operator resumed: a KaiwoJob submitted now runs
+    manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: after-failover")
+    kubectl("apply", "-f", "-", stdin=manifest)
+
+    def resumed() -> str | None:
+        status = (_json(kubectl, "kaiwojob", "-n", "default", "after-failover").get("status") or {}).get("status")
+        return status if status in ("RUNNING", "COMPLETE") else None
+    eventually(resumed, timeout=90, interval=1.0, message="a KaiwoJob submitted after the failover runs")
     for job in _json(kubectl, "kaiwojobs", "-A")["items"]:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
         assert len(children) == 1, f"{ns}/{name} has {len(children)} Jobs"
+
+
+def test_a_serve_application_that_fails_to_import_leaves_the_rayservice_not_ready_with_its_error(
+        installed: dict[str, Any], kubectl: Kubectl) -> None:
+    """Bad input: KubeRay submits the config, Ray reports DEPLOY_FAILED with the import error, and the
+    RayService stays not Ready with that message; the installed one is untouched."""
+    service = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    broken = {"apiVersion": "ray.io/v1", "kind": "RayService",
+              "metadata": {"name": "broken", "namespace": "default"},
+              "spec": {"serveConfigV2": "applications:\n  - name: app\n    import_path: no_such_module:app\n"
+                                        "    route_prefix: /\n",
+                       "rayClusterConfig": {"rayVersion": service["spec"]["rayClusterConfig"]["rayVersion"],
+                                            "headGroupSpec": {"rayStartParams": {"num-cpus": "1"}, "template": {
+                                                "spec": {"containers": [{"name": "ray-head", "image": "kaiwo-ray:test",
+                                                                         "ports": [{"name": "dashboard",
+                                                                                    "containerPort": 8265},
+                                                                                   {"name": "serve",
+                                                                                    "containerPort": 8000}]}]}}}}}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(broken))
+
+    def failed() -> dict[str, Any] | None:
+        status = _json(kubectl, "rayservice", "-n", "default", "broken").get("status") or {}
+        apps = (status.get("pendingServiceStatus") or status.get("activeServiceStatus") or {}).get(
+            "applicationStatuses") or {}
+        app = apps.get("app") or {}
+        return app if app.get("status") == "DEPLOY_FAILED" else None
+    app = eventually(failed, timeout=120, interval=2.0, message="Ray reports the application DEPLOY_FAILED")
+    assert "no_such_module" in app["message"]
+    status = _json(kubectl, "rayservice", "-n", "default", "broken")
+    assert _condition(status, "Ready").get("status") != "True"
+    kubectl("delete", "rayservice", "-n", "default", "broken", "--wait=false")
+    assert _rayservice_ready(kubectl) is not None
+
+
+def test_a_local_pod_that_exits_non_zero_shows_its_exit_code_logs_and_backs_off(installed: dict[str, Any],
+                                                                               kubectl: Kubectl) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crasher", "namespace": "default"},
+           "spec": {"containers": [{"name": "main", "image": "kaiwo-ray:test",
+                                    "command": ["sh", "-c", "echo about to fail; exit 3"]}]}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+
+    def backing_off() -> dict[str, Any] | None:
+        status = _json(kubectl, "pod", "-n", "default", "crasher")["status"]
+        container = ((status.get("containerStatuses") or [{}])[0])
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        return container if waiting.get("reason") == "CrashLoopBackOff" else None
+    container = eventually(backing_off, timeout=60, interval=0.5, message="the container backs off")
+    assert container["lastState"]["terminated"]["exitCode"] == 3
+    assert container["lastState"]["terminated"]["reason"] == "Error"
+    assert "about to fail" in kubectl("logs", "-n", "default", "crasher").stdout
+    kubectl("delete", "pod", "-n", "default", "crasher", "--wait=false")

@@ -61,8 +61,9 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
     query = request.query
     if sub == "log":
         container = _container_choice(pod, query.get("container"))
-        if query.get("previous") not in ("true", "1"):
-            pod_log(pod, container)  # the kubelet's errors for a container that has not started
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        if query.get("previous") not in ("true", "1") and runtime.log_file(uid, container) is None:
+            pod_log(pod, container)  # never started: the kubelet's waiting error (a crashed one has its last log)  # the kubelet's errors for a container that has not started
         return await real_streams.log(store, request, pod, runtime, container)
     if request.headers.get("Upgrade", "").lower() != "websocket":
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "

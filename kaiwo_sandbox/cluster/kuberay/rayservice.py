@@ -68,8 +68,8 @@ def application_statuses(answer: object) -> dict[str, JsonObj]:
 
 class RayServiceReconciler(KubeRayBase):
     _dashboard: DashboardCalls | None = None
-    _submitted: dict[tuple[str, str, str], str]  # (ns, service, cluster) -> serveConfigV2 Ray accepted
-    _putting: dict[tuple[str, str, str], str]  # the config a PUT in flight carries
+    _submitted: dict[tuple[str, str, str, str], str]  # (ns, service, cluster, head uid) -> serveConfigV2 Ray accepted
+    _putting: dict[tuple[str, str, str, str], str]  # the config a PUT in flight carries
 
     def _real_head(self, ns: str, cluster_name: str) -> JsonObj | None:
         """The head pod of a cluster whose Ray runs for real (`--local-image`), else None."""
@@ -89,8 +89,9 @@ class RayServiceReconciler(KubeRayBase):
             self._dashboard, self._submitted, self._putting = DashboardCalls(), {}, {}
         calls = self._dashboard
         ns, name = str(meta_of(service).get("namespace", "")), str(meta_of(service).get("name", ""))
-        key = (ns, name, cluster_name)
-        local = runtime.pod(str(meta_of(head).get("uid", "")))
+        # per head pod: a new head (the old one deleted) starts with no applications and no answers
+        key = (ns, name, cluster_name, str(meta_of(head).get("uid", "")))
+        local = runtime.pod(key[3])
         if local is None or not is_ready(head):
             return {}
         base = f"http://{local.ip}:{DASHBOARD_PORT}/api/serve/applications/"
