@@ -139,7 +139,7 @@ class TelemetryActor:
 
             client = (KubeClient.in_cluster() if self.settings.in_cluster
                       else await KubeClient.from_kubeconfig(self.settings.kubeconfig))
-            return SandboxSampler(client, self.ray_node_id)
+            return SandboxSampler(client, self.ray_node_id, self.node if self.settings.in_cluster else None)
         from kaiwo_ray.telemetry.backends import select_backend
 
         backend = await asyncio.to_thread(select_backend, self.settings.backend)

@@ -226,6 +226,8 @@ class Sandbox:
                 settings = dataclasses.replace(settings, root_ca_pem=self.cert.cert_pem.decode())
             if self.local_runtime is not None:
                 settings = dataclasses.replace(settings, local_runtime=self.local_runtime)
+            if settings.token_minter is None:
+                settings = dataclasses.replace(settings, token_minter=self._legacy_token)
             self.cluster = start_cluster(self.store, self.clock, settings, enabled)
         if cfg.event_ttl > 0:
             self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
@@ -233,6 +235,10 @@ class Sandbox:
         if cfg.state_dir is not None:
             self._persister = Persister(self.store, cfg.state_dir)
             self._persister.start()
+
+    def _legacy_token(self, namespace: str, name: str) -> str:
+        """A token for a legacy token Secret: bound to the ServiceAccount, valid for ten years."""
+        return self.service_account_token(namespace, name, seconds=10 * 365 * 86400)
 
     def _start_local_runtime(self) -> None:
         """The real pods' runtime: their network, and their files under the state directory (else a

@@ -88,13 +88,16 @@ class HardwareSampler:
 
 
 class SandboxSampler:
-    """The sandbox's GPUs through its `/sandbox/gpus` route, with the operator's API client."""
+    """The sandbox's GPUs through its `/sandbox/gpus` route, with the operator's API client: every
+    simulated node's (one actor stands for all, as `kaiwo-ray dev` runs it), or only `node`'s (an actor
+    in a pod of the installed gpu-telemetry group reads the node its pod runs on, as on hardware)."""
 
     name = "sandbox"
 
-    def __init__(self, client: Any, ray_node_id: str = "") -> None:
+    def __init__(self, client: Any, ray_node_id: str = "", node: str | None = None) -> None:
         self.client = client
         self.ray_node_id = ray_node_id
+        self.node = node
         self.known_nodes: set[str] = set()
 
     async def node_samples(self) -> list[NodeSample]:
@@ -104,9 +107,10 @@ class SandboxSampler:
         except Exception as err:  # the sandbox restarting: every simulated node is unreadable this tick
             return [NodeSample(node=n, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
                                error=f"{type(err).__name__}: {err}") for n in sorted(self.known_nodes)]
-        by_node: dict[str, list[GpuSample]] = {}
+        by_node: dict[str, list[GpuSample]] = {self.node: []} if self.node else {}
         for item in (body or {}).get("items") or []:
-            by_node.setdefault(str(item["node"]), []).append(sandbox_gpu(item))
+            if self.node is None or str(item["node"]) == self.node:
+                by_node.setdefault(str(item["node"]), []).append(sandbox_gpu(item))
         self.known_nodes = set(by_node)
         return [NodeSample(node=node, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
                            gpus=tuple(gpus)) for node, gpus in sorted(by_node.items())]

@@ -19,6 +19,7 @@ from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
 from kaiwo_sandbox.cluster.nodes.localdns import LocalDns
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
 from kaiwo_sandbox.cluster.nodes.volumes import VolumeBinder
+from kaiwo_sandbox.cluster.tokens import TokenController
 from kaiwo_sandbox.cluster.workloads.daemonsets import DaemonSetController
 from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
 from kaiwo_sandbox.cluster.workloads.jobs import JobController
@@ -37,6 +38,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "appwrapper": AppWrapperController,
     "namespace-defaults": NamespaceDefaults,
     "daemonset-controller": DaemonSetController,
+    "token-controller": TokenController,
 }
 
 

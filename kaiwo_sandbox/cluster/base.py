@@ -41,6 +41,8 @@ class ClusterSettings:
     root_ca_pem: str = ""  # the API server's CA (PEM) for kube-root-ca.crt; the sandbox sets it when serving TLS
     # Real processes for pods of local images (`--local-image`): the kubelet runs those pods here.
     local_runtime: LocalRuntime | None = None
+    # (namespace, service account) -> a long-lived token of it: the token controller fills legacy token Secrets
+    token_minter: Callable[[str, str], str] | None = None
 
 
 class Controller:

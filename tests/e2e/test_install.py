@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.nodes import default_nodes
+from kaiwo_ray.reconcile.gpupreemption import PREFIX
+from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION as GPU_UTILIZATION
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,9 +80,9 @@ def _all_pods_ready(kubectl: Kubectl) -> list[dict[str, Any]] | None:
 
 @pytest.fixture(scope="module")
 def installed(kubectl: Kubectl) -> dict[str, Any]:
-    """Step 1: the documented install, as written."""
-    kubectl("apply", "-k", "deploy/")
-    kubectl("apply", "-k", "deploy/monitoring")
+    """Step 1: the documented install, as written (docs/install.md, "Try the real install locally")."""
+    kubectl("apply", "-k", "deploy/sandbox/")
+    kubectl("apply", "-k", "deploy/monitoring/")
     service = eventually(lambda: _rayservice_ready(kubectl), timeout=INSTALL_SECONDS,
                          message="the RayService is Ready", interval=1.0,
                          ignoring=lambda err: isinstance(err, (AssertionError, KeyError)))
@@ -210,3 +214,135 @@ def test_a_local_pod_that_exits_non_zero_shows_its_exit_code_logs_and_backs_off(
     assert container["lastState"]["terminated"]["reason"] == "Error"
     assert "about to fail" in kubectl("logs", "-n", "default", "crasher").stdout
     kubectl("delete", "pod", "-n", "default", "crasher", "--wait=false")
+
+
+def _ray_json(kubectl: Kubectl, *command: str) -> Any:
+    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]["metadata"]["name"]
+    return json.loads(kubectl("exec", "-n", "kaiwo-system", head, "--", *command).stdout)
+
+
+def test_one_telemetry_actor_on_every_gpu_telemetry_node(installed: dict[str, Any], kubectl: Kubectl) -> None:
+    workers = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/group=gpu-telemetry")["items"]
+    assert len(workers) == 3  # deploy/sandbox: one per GPU node of the default node set
+    assert len({w["spec"]["nodeName"] for w in workers}) == 3
+    worker_ips = {w["status"]["podIP"] for w in workers}
+
+    def actors_placed() -> list[Any] | None:
+        nodes = {n["node_id"]: n["node_ip"] for n in _ray_json(kubectl, "ray", "list", "nodes", "--format", "json")
+                 if n["state"] == "ALIVE"}
+        actors = [a for a in _ray_json(kubectl, "ray", "list", "actors", "--format", "json",
+                                       "--filter", "class_name=TelemetryActor", "--filter", "state=ALIVE")]
+        placed = sorted(nodes.get(a["node_id"], "?") for a in actors)
+        return actors if placed == sorted(worker_ips) else None
+    eventually(actors_placed, timeout=90, interval=2.0,
+               message="exactly one TelemetryActor on each gpu-telemetry Ray node")
+
+
+def test_idle_gpu_job_is_preempted_and_a_busy_one_is_not_under_the_shipped_role(installed: dict[str, Any],
+                                                                               kubectl: Kubectl) -> None:
+    namespace = "preempt"
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "annotations": {PREFIX + "enabled": "true", PREFIX + "grace-period": "1s"}}}))
+
+    def job(name: str, utilization: str) -> str:
+        return json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+                           "spec": {"backoffLimit": 0, "template": {
+                               "metadata": {"annotations": {GPU_UTILIZATION: utilization}},
+                               "spec": {"restartPolicy": "Never", "containers": [{
+                                   "name": "main", "image": "busybox", "command": ["sleep", "3600"],
+                                   "resources": {"limits": {"amd.com/gpu": "8"},
+                                                 "requests": {"amd.com/gpu": "8"}}}]}}}})
+
+    def phase(name: str) -> str:
+        for item in _json(kubectl, "gpuworkloads", "-n", namespace)["items"]:
+            if item["spec"]["workloadRef"]["name"] == name:
+                return str((item.get("status") or {}).get("phase") or "")
+        return ""
+
+    kubectl("apply", "-f", "-", stdin=job("train", "0"))
+    eventually(lambda: phase("train") == "Idle", timeout=90, interval=1.0, message="train Idle")
+    kubectl("apply", "-f", "-", stdin=job("busy", "90"))
+    eventually(lambda: phase("busy") == "Active", timeout=90, interval=1.0, message="busy Active")
+    kubectl("apply", "-f", "-", stdin=job("infer", "70"))  # both AMD nodes are full: it waits for GPUs
+    eventually(lambda: phase("train") == "Preempted", timeout=90, interval=1.0, message="train Preempted")
+    eventually(lambda: kubectl("get", "job", "-n", namespace, "train", check=False).returncode != 0, timeout=60,
+               interval=1.0, message="the idle Job deleted")
+    eventually(lambda: phase("infer") == "Active", timeout=90, interval=1.0, message="infer runs on the freed GPUs")
+    assert phase("busy") == "Active"
+    kubectl("get", "job", "-n", namespace, "busy")
+
+
+@pytest.fixture(scope="module")
+def admin_url(installed: dict[str, Any], sandbox: RunningSandbox, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[str]:
+    """The admin API as a user reaches it: `kubectl port-forward svc/kaiwo-ray-admin` to the head's Serve proxy."""
+    binary = shutil.which("kubectl")
+    assert binary is not None
+    process = subprocess.Popen([binary, "--kubeconfig", str(sandbox.kubeconfig_path), "port-forward", "-n",
+                                "kaiwo-system", "svc/kaiwo-ray-admin", ":8000"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert match, f"kubectl port-forward said: {line}"
+        yield f"http://127.0.0.1:{match.group(1)}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
+        admin_url: str, sandbox: RunningSandbox, kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "workload-reader", "namespace": "default"},
+         "rules": [{"apiGroups": ["kaiwo.silogen.ai"], "resources": ["kaiwojobs", "kaiwoservices"],
+                    "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "alice-reads", "namespace": "default"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "workload-reader"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}]}))
+    kubectl("apply", "-f", "examples/cpu-job.yaml")
+    path = "/api/v1/namespaces/default/kaiwojobs/cpu-job"
+    alice, bob = sandbox.mint_token("alice"), sandbox.mint_token("bob")
+    with httpx.Client(base_url=admin_url, timeout=30) as http:
+        assert http.get(path).status_code == 401
+        assert http.get(path, headers={"Authorization": f"Bearer {bob}"}).status_code == 403
+        answer = http.get(path, headers={"Authorization": f"Bearer {alice}"})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["name"] == "cpu-job"
+
+
+def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no_console_error(
+        admin_url: str, sandbox: RunningSandbox) -> None:
+    browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    if not browser_path or not driver_path:
+        pytest.skip("chromium/chromedriver missing: run `make browser`")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser_path
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.set_page_load_timeout(60)
+        driver.get(f"{admin_url}/")
+        driver.execute_script("localStorage.setItem('kaiwoToken', arguments[0])", sandbox.mint_token("kaiwo-admin",
+                                                                                                     ["system:masters"]))
+        driver.get_log("browser")
+        driver.refresh()
+        eventually(lambda: driver.execute_script("return document.body.dataset.ready === '1'"), timeout=60,
+                   interval=0.5, message="the dashboard rendered")
+        charts = driver.execute_script(
+            "return [...document.querySelectorAll('canvas')].filter(c => window.Chart && Chart.getChart(c)).length")
+        assert charts >= 2, "the overview's charts are drawn (Chart.js served from the image)"
+        severe = [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+        assert severe == []
+    finally:
+        driver.quit()
