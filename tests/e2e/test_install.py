@@ -9,10 +9,12 @@ Needs root (each pod runs in a network namespace of its own), as CI has it.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.nodes import default_nodes
@@ -346,3 +349,96 @@ def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no
         assert severe == []
     finally:
         driver.quit()
+
+
+def _port_number(pod: dict[str, Any], port: object) -> int | None:
+    if isinstance(port, int) or str(port).isdigit():
+        return int(str(port))
+    for container in pod["spec"]["containers"]:
+        for declared in container.get("ports") or []:
+            if declared.get("name") == port:
+                return int(declared["containerPort"])
+    return None
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or selector).items())
+
+
+def scrape_jobs(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """Prometheus scrape jobs from the shipped ServiceMonitor and PodMonitor, as the Prometheus operator
+    derives them: the targets their selectors and ports name, the path, the scheme and the bearer token
+    from the Secret they reference."""
+    pods = [p for p in _json(kubectl, "pods", "-n", "kaiwo-system")["items"] if p["status"].get("podIP")]
+    services = _json(kubectl, "services", "-n", "kaiwo-system")["items"]
+
+    def token(credentials: dict[str, str]) -> str:
+        secret = _json(kubectl, "secret", "-n", "kaiwo-system", credentials["name"])
+        return base64.b64decode(secret["data"][credentials["key"]]).decode()
+
+    jobs: list[dict[str, Any]] = []
+    for monitor in _json(kubectl, "podmonitors", "-n", "kaiwo-system")["items"]:
+        for index, endpoint in enumerate(monitor["spec"]["podMetricsEndpoints"]):
+            targets = [f"{p['status']['podIP']}:{port}" for p in pods
+                       if _selects(monitor["spec"]["selector"], p["metadata"].get("labels") or {})
+                       and (port := _port_number(p, endpoint["port"])) is not None]
+            jobs.append({"job_name": f"podMonitor/{monitor['metadata']['name']}/{index}", "targets": targets,
+                         "path": endpoint.get("path", "/metrics"), "scheme": endpoint.get("scheme", "http"),
+                         "token": token(endpoint["authorization"]["credentials"])})
+    for monitor in _json(kubectl, "servicemonitors", "-n", "kaiwo-system")["items"]:
+        for index, endpoint in enumerate(monitor["spec"]["endpoints"]):
+            targets = []
+            for service in services:
+                if not _selects(monitor["spec"]["selector"], service["metadata"].get("labels") or {}):
+                    continue
+                port = next(p for p in service["spec"]["ports"] if p.get("name") == endpoint["port"])
+                for pod in pods:
+                    if _selects(service["spec"].get("selector") or {"-": "-"}, pod["metadata"].get("labels") or {}):
+                        number = _port_number(pod, port.get("targetPort", port["port"]))
+                        if number is not None:
+                            targets.append(f"{pod['status']['podIP']}:{number}")
+            jobs.append({"job_name": f"serviceMonitor/{monitor['metadata']['name']}/{index}", "targets": targets,
+                         "path": endpoint.get("path", "/metrics"), "scheme": endpoint.get("scheme", "http"),
+                         "token": token(endpoint["authorization"]["credentials"])})
+    return jobs
+
+
+def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[str, Any], kubectl: Kubectl,
+                                                                tmp_path: Path) -> None:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("Debian's prometheus is missing: run `make promtool`")
+    jobs = eventually(lambda: (lambda found: found if all(j["targets"] for j in found) and len(found) >= 2 else None)(
+        scrape_jobs(kubectl)), timeout=60, interval=1.0, message="every monitor has targets and its token")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = {"global": {"scrape_interval": "2s", "scrape_timeout": "2s"}, "scrape_configs": [
+        {"job_name": job["job_name"], "metrics_path": job["path"], "scheme": job["scheme"],
+         "authorization": {"type": "Bearer", "credentials": job["token"]},
+         "static_configs": [{"targets": job["targets"]}]} for job in jobs]}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    process = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=(tmp_path / "prometheus.log").open("w"))
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            def all_up() -> list[dict[str, Any]] | None:
+                active = http.get("/api/v1/targets").json()["data"]["activeTargets"]
+                expected = sum(len(j["targets"]) for j in jobs)
+                return active if len(active) == expected and all(t["health"] == "up" for t in active) else None
+            try:
+                eventually(all_up, timeout=60, interval=1.0, ignoring=lambda err: isinstance(err, httpx.HTTPError),
+                           message="every target up")
+            except AssertionError:
+                targets = http.get("/api/v1/targets").json()["data"]["activeTargets"]
+                raise AssertionError([(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]) from None
+
+            def series(query: str) -> list[Any] | None:
+                return http.get("/api/v1/query", params={"query": query}).json()["data"]["result"] or None
+            for query in ('{__name__=~"kaiwo_.+"}', "controller_runtime_reconcile_total",
+                          "kaiwo_gpu_utilization_percent", '{__name__=~"ray_.+"}'):
+                eventually(lambda q=query: series(q), timeout=60, interval=1.0, message=f"series {query}")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

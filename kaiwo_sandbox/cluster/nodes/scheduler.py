@@ -30,6 +30,7 @@ from kaiwo_sandbox.cluster.nodes.scheduling import (
     Placement,
     Unschedulable,
     claim_names,
+    has_pod_affinity,
     node_state,
     place_pod,
     pod_priority,
@@ -173,6 +174,12 @@ class Scheduler(Controller):
             node.used = dict(self._used.get(node.name, {}))
             node.pods = self._pod_counts.get(node.name, 0)
         by_name = {n.name: n for n in nodes}
+        if any(has_pod_affinity(p) for p in candidates):
+            for bound in self.store.list(PODS)[0]:
+                node_name = (bound.get("spec") or {}).get("nodeName")
+                if node_name in by_name and not is_terminal(bound):
+                    meta = bound.get("metadata") or {}
+                    by_name[node_name].pod_labels.append((str(meta.get("namespace", "")), meta.get("labels") or {}))
         claims: dict[str, dict[str, str | None]] = {}
         verdicts: dict[str, Unschedulable] = {}  # by shape, until the next placement
         for pod in candidates:
@@ -236,6 +243,7 @@ class Scheduler(Controller):
             except ApiError:
                 return  # deleted or bound meanwhile; the resulting event brings us back
             by_name[decision.node].charge(pod_requests(pod))
+            by_name[decision.node].pod_labels.append((namespace, meta.get("labels") or {}))
             verdicts.clear()  # the nodes changed: earlier "does not fit" may now read differently
             record_event(self.store, self.clock, pod, "Normal", "Scheduled",
                          f"Successfully assigned {namespace}/{name} to {decision.node}", component)

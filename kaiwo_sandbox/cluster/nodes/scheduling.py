@@ -30,6 +30,8 @@ NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 REASON_UNSCHEDULABLE_NODE = "node(s) were unschedulable"
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_TOO_MANY_PODS = "Too many pods"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_POD_AFFINITY = "node(s) didn't match pod affinity rules"
 PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_PREEMPTION_VICTIMS = "No preemption victims found for incoming pod"
 NO_NODES = "no nodes available to schedule pods"
@@ -46,6 +48,8 @@ class NodeState:
     allocatable: dict[str, Decimal]
     used: dict[str, Decimal] = field(default_factory=dict)
     pods: int = 0
+    # (namespace, labels) of the pods bound here: filled only when a pod to place has pod (anti-)affinity
+    pod_labels: list[tuple[str, Mapping[str, str]]] = field(default_factory=list)
 
     def charge(self, requests: Mapping[str, Decimal]) -> None:
         for name, value in requests.items():
@@ -241,6 +245,54 @@ def failure_message(total_nodes: int, verdicts: Iterable[NodeVerdict], prefilter
     return f"{head} {filter_part}. preemption: {head} {preemption_part}."
 
 
+def has_pod_affinity(pod: JsonObj) -> bool:
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    return any((affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+               for kind in ("podAffinity", "podAntiAffinity"))
+
+
+def _selector_matches(selector: JsonObj, labels: Mapping[str, str]) -> bool:
+    if not selector:
+        return False  # a term without a selector selects nothing
+    return all(labels.get(k) == str(v) for k, v in (selector.get("matchLabels") or {}).items()) and all(
+        expression_matches(labels, e) for e in selector.get("matchExpressions") or [])
+
+
+def _term_pods(term: JsonObj, namespace: str, node: NodeState, nodes: list[NodeState]) -> bool | None:
+    """Whether a pod matching `term` runs in `node`'s topology domain; None when `node` has no value
+    for the term's topologyKey (it is in no domain)."""
+    key = str(term.get("topologyKey") or "")
+    domain = node.labels.get(key)
+    if domain is None:
+        return None
+    namespaces = set(term.get("namespaces") or [namespace])
+    return any(other.labels.get(key) == domain and ns in namespaces and _selector_matches(term.get("labelSelector")
+                                                                                          or {}, labels)
+               for other in nodes for ns, labels in other.pod_labels)
+
+
+def inter_pod_affinity(pod: JsonObj, node: NodeState, nodes: list[NodeState]) -> str | None:
+    """The InterPodAffinity filter for required terms: None when `node` passes, else the reason."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace", ""))
+    affinity = spec.get("affinity") or {}
+    for term in (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        if _term_pods(term, namespace, node, nodes):
+            return REASON_ANTI_AFFINITY
+    own = meta.get("labels") or {}
+    for term in (affinity.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or []:
+        found = _term_pods(term, namespace, node, nodes)
+        if found:
+            continue
+        # The first pod of a group that matches its own term may go anywhere in a domain, as upstream allows.
+        anywhere = any(_selector_matches(term.get("labelSelector") or {}, labels)
+                       for other in nodes for _, labels in other.pod_labels)
+        if found is None or anywhere or not _selector_matches(term.get("labelSelector") or {}, own):
+            return REASON_POD_AFFINITY
+    return None
+
+
 def place_pod(pod: JsonObj, nodes: list[NodeState], volume_problem: str | None = None) -> Placement | Unschedulable:
     """Pick a node for `pod` (not mutating the node states) or explain why none fits."""
     if volume_problem:
@@ -250,8 +302,12 @@ def place_pod(pod: JsonObj, nodes: list[NodeState], volume_problem: str | None =
     requests = pod_requests(pod)
     verdicts: list[NodeVerdict] = []
     best: tuple[float, str] | None = None
+    affinity = has_pod_affinity(pod)
     for node in nodes:
         verdict = filter_node(spec, requests, node)
+        if verdict is None and affinity:
+            reason = inter_pod_affinity(pod, node, nodes)
+            verdict = NodeVerdict((reason,), resolvable=False) if reason else None
         if verdict is not None:
             verdicts.append(verdict)
             continue

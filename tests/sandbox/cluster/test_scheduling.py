@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from kaiwo_sandbox.cluster.nodes.scheduling import (
     NO_NODES,
+    REASON_ANTI_AFFINITY,
     NodeVerdict,
     Placement,
     Unschedulable,
@@ -142,3 +144,31 @@ def test_priority_comes_from_the_pod_its_class_or_the_global_default() -> None:
     assert pod_priority({"spec": {"priorityClassName": "high"}}, classes) == 1000
     assert pod_priority({"spec": {"priorityClassName": "unknown"}}, classes, global_default=7) == 7
     assert pod_priority({"spec": {}}, classes) == 0
+
+
+def test_required_pod_anti_affinity_spreads_pods_one_per_host() -> None:
+    """The InterPodAffinity filter: a pod whose required anti-affinity term matches a pod already on a
+    node (same topology domain) does not go there; with no such node left it is unschedulable."""
+    def node(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "10"}}}
+
+    def pod(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns", "labels": {"app": "spread"}},
+                "spec": {"containers": [{"name": "c"}], "affinity": {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "spread"}}}]}}}}
+
+    nodes = [node_state(node("a")), node_state(node("b"))]
+    placed = []
+    for name in ("p1", "p2"):
+        decision = place_pod(pod(name), nodes)
+        assert isinstance(decision, Placement)
+        placed.append(decision.node)
+        next(n for n in nodes if n.name == decision.node).pod_labels.append(("ns", {"app": "spread"}))
+    assert sorted(placed) == ["a", "b"]
+    third = place_pod(pod("p3"), nodes)
+    assert isinstance(third, Unschedulable) and REASON_ANTI_AFFINITY in third.message
+    other_namespace = place_pod({**pod("p4"), "metadata": {"name": "p4", "namespace": "elsewhere"}}, nodes)
+    assert isinstance(other_namespace, Placement)  # the term counts pods of the pod's own namespace only
