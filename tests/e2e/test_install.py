@@ -99,6 +99,13 @@ def test_rayservice_serves_the_operator_and_admin_api_from_a_real_ray_cluster(in
     apps = installed["status"]["activeServiceStatus"]["applicationStatuses"]
     assert {name: app["status"] for name, app in apps.items()} == {"operator": "RUNNING", "admin": "RUNNING"}
     head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+    # both applications and every controller run on the head (whose environment holds their settings)
+    nodes = {n["node_id"]: n["node_ip"] for n in _ray_json(kubectl, "ray", "list", "nodes", "--format", "json")}
+    actors = _ray_json(kubectl, "ray", "list", "actors", "--format", "json", "--filter", "state=ALIVE")
+    on_head = [a["class_name"] for a in actors if nodes.get(a["node_id"]) == head["status"]["podIP"]]
+    elsewhere = [a["class_name"] for a in actors if nodes.get(a["node_id"]) != head["status"]["podIP"]]
+    assert {"ServeReplica:operator:kaiwo-operator", "ServeReplica:admin:AdminAPI", "ControllerActor"} <= set(on_head)
+    assert set(elsewhere) == {"TelemetryActor"}
     # the head is a real Ray node: `ray status` inside it sees the gpu-telemetry worker join
     def nodes_joined() -> str | None:
         out = kubectl("exec", "-n", "kaiwo-system", head["metadata"]["name"], "--", "ray", "status", check=False).stdout
@@ -297,7 +304,7 @@ def admin_url(installed: dict[str, Any], sandbox: RunningSandbox, tmp_path_facto
 
 def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
         admin_url: str, sandbox: RunningSandbox, kubectl: Kubectl) -> None:
-    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "workload-reader", "namespace": "default"},
          "rules": [{"apiGroups": ["kaiwo.silogen.ai"], "resources": ["kaiwojobs", "kaiwoservices"],
@@ -306,7 +313,7 @@ def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": {"name": "alice-reads", "namespace": "default"},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "workload-reader"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}]}))
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}]))
     kubectl("apply", "-f", "examples/cpu-job.yaml")
     path = "/api/v1/namespaces/default/kaiwojobs/cpu-job"
     alice, bob = sandbox.mint_token("alice"), sandbox.mint_token("bob")
