@@ -62,12 +62,26 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], 
         settings.lease_namespace = env.get("KAIWO_LEASE_NAMESPACE") or settings.lease_namespace
     # Read here, not in each actor: a bad value stops the replica with the variable named, and the
     # preemption Lease lands where the operator's Role allows Leases.
+    ray_namespace = env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
+    monitor = MonitorSettings.from_env(env)
+    preemption = GpuPreemptionSettings.from_env(env, lease_namespace=settings.lease_namespace)
+    # The telemetry aggregator is found by name in the operator's Ray namespace, named here: a controller
+    # actor runs under this Serve replica's job, whose own namespace is Serve's.
     settings.controller_options = {
-        "resourcemonitor": {"settings": MonitorSettings.from_env(env)},
-        "gpuworkload": {"settings": GpuPreemptionSettings.from_env(env, lease_namespace=settings.lease_namespace)}}
+        "resourcemonitor": {"settings": monitor, **_native_source(monitor.endpoint, ray_namespace)},
+        "gpuworkload": {"settings": preemption, **_native_source(preemption.endpoint, ray_namespace)}}
     if wanted is None:  # as `kaiwo-ray up`: an opt-in feature's controller only when it is on
         names = default_controller_names(settings)
-    return settings, names, env.get("KAIWO_RAY_NAMESPACE") or "kaiwo"
+    return settings, names, ray_namespace
+
+
+def _native_source(endpoint: str, ray_namespace: str) -> dict[str, Any]:
+    """`source=` for a monitoring controller reading our telemetry (none where it scrapes an endpoint)."""
+    if endpoint:
+        return {}
+    from kaiwo_ray.telemetry.sources import NativeSource
+
+    return {"source": NativeSource(ray_namespace)}
 
 
 def actor_resources(env: Mapping[str, str]) -> dict[str, float]:

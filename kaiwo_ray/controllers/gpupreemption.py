@@ -403,7 +403,7 @@ class GpuPreemptionController(Controller):
     def health(self) -> JsonObj:
         report = super().health()
         report.update(enabled=self.settings.enabled, evaluations=self.evaluations,
-                      source=getattr(self.source, "name", ""))
+                      source=getattr(self.source, "name", ""), source_error=getattr(self.source, "last_error", ""))
         return report
 
 
