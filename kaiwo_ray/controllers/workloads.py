@@ -93,8 +93,8 @@ def kueue_workload_fields(obj: JsonObj) -> JsonObj:
 def without_pod_template(obj: JsonObj) -> JsonObj:
     """A Job less its pod template (the informer's transform for Jobs). The template cannot change after
     creation (`drift.FROZEN_PATHS`), so deciding whether a Job drifted never reads it, and nothing else
-    here does; a pass that will update a Job reads it whole first (`_whole_children`). 10,000 Jobs'
-    templates were about 80 MB of the KaiwoJob actor."""
+    here does; a pass that will update a Job reads it whole first (`_whole_children`). The templates
+    of 10,000 Jobs would take about 80 MB of the KaiwoJob actor."""
     spec = obj.get("spec")
     if not isinstance(spec, dict) or "template" not in spec:
         return obj
@@ -192,7 +192,7 @@ def _default_config() -> KaiwoConfigSpec:
 
 @cache
 def _defaults_for(spec: tuple[tuple[str, Any], ...]) -> KaiwoConfigSpec:
-    """Built once per spec (a reconcile reads the config; building it was 7% of a no-op pass)."""
+    """Built once per spec: every reconcile reads the config, and building it costs about 7% of a no-op pass."""
     return KaiwoConfigSpec.model_validate(dict(spec))
 
 

@@ -183,7 +183,7 @@ def decide(world: World) -> Plan:
 
     try:
         # The status is read from `obj` as stored, never from the model: validating it (its condition
-        # timestamps) was about 15% of a no-op decision.
+        # timestamps) would be about 15% of a no-op decision.
         workload = parse_workload({key: value for key, value in obj.items() if key != "status"})
         return _observe_and_act(world, workload, plan, status, stored)
     except (ManifestError, RenderError) as err:
