@@ -19,9 +19,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hosts.runtime.controller_host import Operator
+from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
-from kaiwo_ray.controllers.workloads import load_config
 from kaiwo_ray.kube.cache import object_key
 from kaiwo_sandbox.contracts import GVR, ApiError
 from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
