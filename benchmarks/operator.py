@@ -23,12 +23,11 @@ load client (this process), each on the event loop it is deployed on (uvloop whe
 a peer and the load client each get their own token.
 
 The API server has a CPU of its own, as on a cluster: every sandbox runs on the first CPU, and every
-operator, peer and client of the benchmark on the others (`_common.pin_apart`; BENCH_PIN=0 shares them,
-the layout before the tenth session). Shared, the kernel ran each operator woken by an answer on the API
-server's CPU before the API server's next write (wake-affine placement), so on this 2-core machine the
-ratios measured where the scheduler put the parties as much as what they did: of the tenth session's
-1,000-CR runs of 400 samples per rate, 7 of 11 had all four ratios within 1.2x shared, 13 of 15 pinned
-(docs/performance.md).
+operator, peer and client of the benchmark on the others (`_common.pin_apart`; BENCH_PIN=0 shares them).
+Shared, the kernel runs each operator woken by an answer on the API server's CPU before the API
+server's next write (wake-affine placement), so on a 2-core machine the ratios measure where the
+scheduler put the parties as much as what they did: of 1,000-CR runs of 400 samples per rate, 7 of 11
+had all four ratios within 1.2x shared, 13 of 15 pinned (docs/performance.md).
 
 Latency is measured once every party is set up, each on its own sandbox: each rate in `--rounds`
 slices per party, the parties in turn (`measure_latencies`), so a spell of machine noise is shared
@@ -410,11 +409,10 @@ def _peer_main(conn: Connection, kubeconfig: str, namespace: str, module: str) -
 # -- measurements ---------------------------------------------------------------------------------
 
 
-# The default run's paced load per rate. 3 s at 20 CR/s made its "p99" the second-worst of 60
-# samples: two parties' worst samples compared, which swung 0.81-1.31x between runs of unchanged code
-# (eighth session). 400 samples at each rate make each p99 the fifth-worst. 200 at 20 CR/s (10 s, the
-# ninth session's default) still swung: pinned, that p99 ratio passed 1.2x in 3 of 8 default runs
-# against 1 of 15 runs of 400 (tenth session). The run stays under two minutes with three parties in
+# The default run's paced load per rate: 400 samples at each rate make each p99 the fifth-worst. Fewer
+# swing between runs of unchanged code: 60 samples at 20 CR/s (3 s) compare two parties' worst
+# samples (0.81-1.31x), and with 200 (10 s) that p99 ratio passed 1.2x in 3 of 8 pinned runs against
+# 1 of 15 runs of 400 (docs/performance.md). The run stays under two minutes with three parties in
 # turn: the same-work floor, a reference without a target, is left to --phases and to --scale runs.
 DEFAULT_SECONDS_20 = 20.0
 DEFAULT_SECONDS_100 = 4.0

@@ -1,11 +1,15 @@
 """A Kubernetes API sandbox: an in-process server that the official clients and kubectl use unchanged.
 
-Layers (arrows point one way; docs/sandbox.md has the full map):
-    types      -- shared contracts: GVR, ApiError, WatchEvent, the Store protocol, Clock
-    pure modules (selectors, patching, apply, schema, metadata, builtin_*, tables, strategies, scale)
-    registry   -- what is served: built-in kinds and CRDs
-    store, gc  -- the object store with a real apiserver's semantics, garbage collection; no HTTP
-    server     -- HTTPS/JSON front end over the store (aiohttp): auth, audit, faults, watches
-    instance   -- one running sandbox (store + server + cluster + persistence); testing, cli
-    cluster/   -- simulated cluster controllers (scheduler, kubelet, Job, Kueue, KubeRay, ...)
+Layers, lowest first (`make lint` checks that imports point down only; docs/sandbox.md has the map):
+    contracts   -- GVR, ResourceInfo, ApiError, WatchEvent, the Store protocol, Clock
+    semantics/  -- pure apiserver semantics, no I/O: selectors, patching, apply, schema, metadata,
+                   strategies, builtin/ (the built-in kinds), quantity and time parsing
+    registry    -- what is served: the built-in table and CRDs -> ResourceInfo
+    storage/    -- ObjectStore (verbs, write pipeline), history, owners, garbage collection,
+                   persistence, Event expiry; no HTTP
+    runtime/    -- real pods on this machine (`--local-image`): network namespaces, processes, probes
+    apiserver/  -- the HTTPS/JSON front end over the store: fastpath, routes, auth/, streams/, audit,
+                   faults | cluster/ -- simulated controllers (scheduler, kubelet, Job, Kueue, KubeRay, ...)
+    instance    -- one running sandbox (store + server + cluster + persistence)
+    testing     -- start_sandbox() / RunningSandbox for tests (pytest_plugin: the fixtures)
 """

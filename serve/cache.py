@@ -34,7 +34,8 @@ from kaiwo_ray.kube.resources import (
     WORKLOADS,
     Resource,
 )
-from kaiwo_ray.views._objects import LABEL_NAME, meta, status
+from kaiwo_ray.render.context import LABEL_NAME
+from kaiwo_ray.views._objects import meta, status
 
 log = logging.getLogger(__name__)
 

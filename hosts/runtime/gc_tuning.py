@@ -1,42 +1,28 @@
 """Garbage-collector settings for a process that holds large, long-lived caches: an operator, or the
 sandbox with its object store.
 
-A controller caches every object it watches as plain dicts: 10,000 KaiwoJobs with their Jobs and
-Workloads are a few million container objects. CPython's cyclic collector walks all of them on each
-full collection (up to ~480 ms at 10,000 KaiwoJobs, measured in benchmarks/operator.py: the whole
-p99 of create -> child Job at 100 CR/s) and the young ones on every gen-0 run (each 700 allocations
-by default). Cached JSON has no reference cycles (reference counting frees a replaced or deleted
-object at once, frozen or not), so keeping it out of the collector's sight loses nothing:
+A controller caches every object it watches as plain dicts, and CPython's cyclic collector walks all
+of them on each full collection and the young ones on every gen-0 run. Cached JSON has no reference
+cycles (reference counting frees a replaced or deleted object at once, frozen or not), so keeping it
+out of the collector's sight loses nothing:
 
 * `tune_for_long_lived_caches()`, before the caches fill: one collection, then `gc.freeze()` moves what
-  exists (imported modules, pydantic schemas) out of sight for good, and the thresholds change: gen-0
-  runs every 2,000 net allocations (default 700; with the caches frozen, a gen-0 walks only what is
-  new), gen-1 every 100 of those, gen-2 every 100 gen-1 runs (and only when enough survivors
-  accumulated). Filling 30,000 objects into the caches under the default thresholds ran a dozen full
-  collections over the growing caches: seconds of a cold start. The time all gen-0 runs take together
-  hardly depends on the threshold (each walks the young objects alive at that moment); the threshold
-  sets how long each one holds the event loop, which is what a latency tail feels: at 10,000 (the former setting) the sandbox's gen-0 pauses were 3 ms on
-  average and up to 9 ms (195 in 70 s at 100 creates/s), at 2,000 they are 0.5 ms and at most 2 ms
-  for the same total, and the operator's at most 1 ms instead of 6 ms. Gen-1 every 100 gen-0 runs
-  keeps its old period (200,000 allocations; every 20 made it walk 40,000 allocations' survivors
-  three times a minute, up to 18 ms each).
-* `filling_caches()` around the first sync: no collection while the caches fill, then the initial lists
-  join the frozen set without a collection (walking them once more would be the pause this module
-  avoids).
+  exists (imported modules, pydantic schemas) out of sight for good, and THRESHOLDS apply: gen-0 every
+  2,000 net allocations (with the caches frozen a gen-0 walks only what is new; the threshold sets how
+  long each run holds the event loop, not their total), gen-1 every 100 of those, gen-2 every 100
+  gen-1 runs.
+* `filling_caches()` around the first sync: no collection while the caches fill, then the initial
+  lists join the frozen set without a collection.
 * `freeze_after=g`: what survives a collection of generation g or older is frozen at once
-  (`gc.callbacks`). The operator uses 1: what lives through two young collections is, in a
-  controller, almost always a cache entry, so no collection walks the objects cached since the start
-  (each full collection walked every object cached since the last freeze: the 480 ms pauses). The
-  sandbox uses 0: its store keeps nearly everything it allocates.
+  (`gc.callbacks`). The operator uses 1 (what lives through two young collections is, in a
+  controller, almost always a cache entry); the sandbox uses 0 (its store keeps nearly everything it
+  allocates).
 
-The price: cyclic garbage whose cycle closes only after it was frozen (an object alive at such a
-collection that later becomes part of an unreachable cycle: an exception's traceback held by a
-long-lived task, say) is never collected; reference counting still frees everything acyclic.
-`full_collection()` collects everything once, frozen or not; `sweep_frozen_garbage()` runs it every
-half hour in the operator, at a quiet moment, which bounds that. Measured under injected faults (5% 5xx,
-2% 429, 10% 409, watch cuts; 500 KaiwoJobs in 65 s): 431 objects of frozen cyclic garbage, so about
-25,000 objects an hour under heavy faults between two sweeps; one sweep of 455,000 frozen objects
-paused the process 568 ms.
+The price: cyclic garbage whose cycle closes only after it was frozen (an exception's traceback held
+by a long-lived task, say) is never collected by the young collections. `full_collection()` collects
+everything once, frozen or not; `sweep_frozen_garbage()` runs it every SWEEP_SECONDS in the operator,
+at a quiet moment, which bounds that garbage. What each setting buys, measured, is in
+docs/performance.md ("Garbage collection").
 
 Only for processes that are the operator (a Ray actor, `kaiwo-ray up`) or the sandbox (`kaiwo-ray
 sandbox`): a test process or a library user keeps the defaults.

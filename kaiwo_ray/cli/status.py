@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
+from kaiwo_ray.render.context import LABEL_NAME
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
@@ -106,7 +107,7 @@ def node_rows(nodes: list[JsonObj], views: list[NodeView], pods: list[JsonObj]) 
         node = (pod.get("spec") or {}).get("nodeName")
         if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             running[node] = running.get(node, 0) + 1
-            name = ((pod.get("metadata") or {}).get("labels") or {}).get("kaiwo.silogen.ai/name")
+            name = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_NAME)
             if name:
                 workloads.setdefault(node, set()).add(f"{pod['metadata'].get('namespace')}/{name}")
     rows = []

@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 from kaiwo_ray.cli.table import age
+from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
 JsonObj = dict[str, Any]
 GROUP, VERSION = "kaiwo.silogen.ai", "v1alpha1"
-RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
-TYPE_LABEL = "kaiwo.silogen.ai/type"
 GPU_KEYS = ("amd.com/gpu", "nvidia.com/gpu")
 
 
@@ -85,8 +84,8 @@ def pods_of(api: Api, workload: JsonObj) -> list[JsonObj]:
 
     meta = workload.get("metadata") or {}
     pods = api.list(resource_path("", "v1", "pods", meta.get("namespace")),
-                    labelSelector=f"{RUN_ID_LABEL}={meta.get('uid', '')}").get("items") or []
-    pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(TYPE_LABEL) != "downloader"]
+                    labelSelector=f"{LABEL_RUN_ID}={meta.get('uid', '')}").get("items") or []
+    pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_TYPE) != "downloader"]
     return sorted(pods, key=_pod_order)
 
 

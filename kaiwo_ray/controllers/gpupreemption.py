@@ -22,13 +22,13 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
-from kaiwo_ray.controllers.workloads import load_config
+from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.errors import Conflict, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
@@ -49,6 +49,8 @@ class GpuPreemptionSettings:
     endpoint: str = ""
     polling_interval: float = 15.0
     lease_namespace: str = "kube-system"
+    # GPU_PREEMPTION_DEFAULT_*: the operator's defaults under KaiwoConfig's (`gpupreemption.resolve`)
+    defaults: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None, *, lease_namespace: str = "kube-system") -> GpuPreemptionSettings:
@@ -67,7 +69,8 @@ class GpuPreemptionSettings:
         if interval <= 0:
             raise ValueError(f"GPU_PREEMPTION_POLLING_INTERVAL={text!r}: must be greater than 0")
         namespace = env.get("GPU_PREEMPTION_OPERATOR_NAMESPACE", "").strip() or lease_namespace
-        return GpuPreemptionSettings(enabled, endpoint, interval, namespace)
+        defaults = {k: v for k, v in env.items() if k.startswith("GPU_PREEMPTION_DEFAULT_")}
+        return GpuPreemptionSettings(enabled, endpoint, interval, namespace, defaults)
 
 
 def resource_for(api_version: str, kind: str) -> Resource:
@@ -249,7 +252,8 @@ class GpuPreemptionController(Controller):
     # -- one tracker (§8.4) ---------------------------------------------------------------------
 
     def _resolved(self, cr: JsonObj) -> gp.Resolved:
-        return gp.resolve(cr.get("spec") or {}, load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption)
+        return gp.resolve(cr.get("spec") or {}, load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption,
+                          self.settings.defaults)
 
     async def reconcile(self, key: Key) -> float | None:
         if not self.settings.enabled:

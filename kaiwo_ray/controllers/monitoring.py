@@ -23,7 +23,7 @@ from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.controllers.base import Controller, Key, Watch
-from kaiwo_ray.controllers.workloads import load_config
+from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.errors import Conflict, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder

@@ -19,7 +19,7 @@ from typing import Any
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch
-from kaiwo_ray.controllers.workloads import load_config
+from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import RETRYABLE, Conflict, Forbidden, Invalid, KubeError, NotFound

@@ -13,20 +13,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
-from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
-from kaiwo_ray.controllers.kaiwoconfig import default_spec_from_env
+from kaiwo_ray.controllers.config import load_config, load_queue_config, singleton
 from kaiwo_ray.kube import resources as R
-from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
 from kaiwo_ray.kube.errors import RETRYABLE, AlreadyExists, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
@@ -35,34 +32,35 @@ from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.workload import (
     FINALIZER,
+    RESTORE,
+    TAKEN,
     Plan,
     World,
     child_name_taken,
     child_rejected,
     controlled_by,
-    controller_ref,
     decide,
-    predecessor_leftover,
+    effective_queue_name,
+    existing_child,
+    gpu_demand,
+    shared_child,
 )
-from kaiwo_ray.render.context import PriorityClasses
+from kaiwo_ray.render.context import LABEL_NAME, LABEL_RUN_ID, LABEL_TYPE, PriorityClasses
 
 log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-RUN_ID_LABEL = "kaiwo.silogen.ai/run-id"
-NAME_LABEL = "kaiwo.silogen.ai/name"
 
 # Every child we render carries the CR's uid in this label: the child watches select on it, so the
 # caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.
-CHILD_SELECTOR = RUN_ID_LABEL
+CHILD_SELECTOR = LABEL_RUN_ID
 
-TYPE_LABEL = "kaiwo.silogen.ai/type"
 # A KaiwoService's only Jobs are its download Jobs (`type=downloader`); selecting on the run-id alone,
 # its controller cached every KaiwoJob's main Job too (10,000 of them at 10,000 KaiwoJobs).
 _CHILD_SELECTORS: dict[tuple[str, str], str] = {
-    ("KaiwoService", "jobs"): f"{CHILD_SELECTOR},{TYPE_LABEL}=downloader",
+    ("KaiwoService", "jobs"): f"{CHILD_SELECTOR},{LABEL_TYPE}=downloader",
 }
 
 _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
@@ -93,8 +91,8 @@ def kueue_workload_fields(obj: JsonObj) -> JsonObj:
 def without_pod_template(obj: JsonObj) -> JsonObj:
     """A Job less its pod template (the informer's transform for Jobs). The template cannot change after
     creation (`drift.FROZEN_PATHS`), so deciding whether a Job drifted never reads it, and nothing else
-    here does; a pass that will update a Job reads it whole first (`_whole_children`). 10,000 Jobs'
-    templates were about 80 MB of the KaiwoJob actor."""
+    here does; a pass that will update a Job reads it whole first (`_whole_children`). The templates
+    of 10,000 Jobs would take about 80 MB of the KaiwoJob actor."""
     spec = obj.get("spec")
     if not isinstance(spec, dict) or "template" not in spec:
         return obj
@@ -136,75 +134,6 @@ class ChildRejected(Exception):
 
 def _permanent(err: KubeError) -> bool:
     return 400 <= err.code < 500 and not isinstance(err, RETRYABLE)
-
-
-# Parsed singletons by (uid, resourceVersion): every reconcile reads KaiwoConfig and the queue config,
-# but they change rarely, and validating them each time was a measurable share of a reconcile.
-_PARSED: dict[tuple[str, str, str], Any] = {}
-_PARSED_MAX = 16
-
-
-def _parsed_spec(obj: JsonObj, model: type[Any], invalid: str) -> Any:
-    """`obj`'s spec as `model`, parsed once per resourceVersion; raises ValueError when invalid, which
-    is logged (with `invalid`, what happens instead) once per resourceVersion too, not per reconcile."""
-    meta = obj.get("metadata") or {}
-    key = (model.__name__, str(meta.get("uid", "")), str(meta.get("resourceVersion", "")))
-    parsed = _PARSED.get(key) if key[2] else None  # no resourceVersion (a test double): nothing to key on
-    if parsed is None:
-        try:
-            parsed = model.model_validate(obj.get("spec") or {})
-        except ValueError as err:
-            log.warning("%s %s is invalid, %s: %s", model.__name__.removesuffix("Spec"), meta.get("name"), invalid, err)
-            parsed = err
-        if key[2]:
-            if len(_PARSED) >= _PARSED_MAX:
-                _PARSED.pop(next(iter(_PARSED)))
-            _PARSED[key] = parsed
-    if isinstance(parsed, ValueError):
-        raise parsed
-    return parsed
-
-
-def _singleton(cache: ObjectCache) -> list[JsonObj]:
-    """The cluster-scoped object `kaiwo` of a cache, or nothing: a lookup, not a copy of the cache."""
-    obj = cache.get(None, "kaiwo")
-    return [obj] if obj is not None else []
-
-
-def load_config(cache_objects: Iterable[JsonObj]) -> KaiwoConfigSpec:
-    """KaiwoConfig `kaiwo`, read live from the cache; defaults when absent or invalid (never fail).
-    The returned model is shared between callers: treat it as read-only."""
-    for obj in cache_objects:
-        if (obj.get("metadata") or {}).get("name") == "kaiwo":
-            try:
-                config: KaiwoConfigSpec = _parsed_spec(obj, KaiwoConfigSpec, "using defaults")
-                return config
-            except ValueError:
-                pass
-    return _default_config()
-
-
-def _default_config() -> KaiwoConfigSpec:
-    """The defaults, with the default queue `DEFAULT_CLUSTER_QUEUE_NAME` names, as in the KaiwoConfig
-    we create."""
-    return _defaults_for(tuple(sorted(default_spec_from_env().items())))
-
-
-@cache
-def _defaults_for(spec: tuple[tuple[str, Any], ...]) -> KaiwoConfigSpec:
-    """Built once per spec (a reconcile reads the config; building it was 7% of a no-op pass)."""
-    return KaiwoConfigSpec.model_validate(dict(spec))
-
-
-def load_queue_config(cache_objects: Iterable[JsonObj]) -> KaiwoQueueConfigSpec | None:
-    for obj in cache_objects:
-        if (obj.get("metadata") or {}).get("name") == "kaiwo":
-            try:
-                queue_config: KaiwoQueueConfigSpec = _parsed_spec(obj, KaiwoQueueConfigSpec, "ignoring it")
-                return queue_config
-            except ValueError:
-                return None
-    return None
 
 
 class WorkloadController(Controller):
@@ -273,7 +202,7 @@ class WorkloadController(Controller):
             watches += [
                 Watch(R.RAYSERVICES, self._same_name, label_selector=CHILD_SELECTOR, coalesce=True),
                 Watch(R.PODS, self._pod_keys, label_selector="kaiwo.silogen.ai/type=service",
-                      index_labels=(RUN_ID_LABEL,), coalesce=True),
+                      index_labels=(LABEL_RUN_ID,), coalesce=True),
             ]
         return watches
 
@@ -385,7 +314,7 @@ class WorkloadController(Controller):
         if event_type == "MODIFIED":
             return []
         meta = obj.get("metadata") or {}
-        cr_name = (meta.get("labels") or {}).get(NAME_LABEL)
+        cr_name = (meta.get("labels") or {}).get(LABEL_NAME)
         return [(meta.get("namespace") or "", cr_name)] if cr_name else []
 
     def _workload_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
@@ -401,7 +330,7 @@ class WorkloadController(Controller):
             elif kind == "Pod" and R.PODS in self.caches:
                 pod = self.caches[R.PODS].get(namespace, name)
                 if pod is not None:
-                    cr_name = ((pod.get("metadata") or {}).get("labels") or {}).get(NAME_LABEL)
+                    cr_name = ((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_NAME)
                     if cr_name:
                         keys.append((namespace, cr_name))
         return keys
@@ -422,8 +351,8 @@ class WorkloadController(Controller):
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
         uid = meta.get("uid") or ""
-        config = load_config(_singleton(self.caches[R.KAIWOCONFIGS]))
-        queue_config = load_queue_config(_singleton(self.caches[R.KAIWOQUEUECONFIGS]))
+        config = load_config(singleton(self.caches[R.KAIWOCONFIGS]))
+        queue_config = load_queue_config(singleton(self.caches[R.KAIWOQUEUECONFIGS]))
         children: dict[tuple[str, str], JsonObj] = {}
         for res in _CHILD_RESOURCES[self.kind]:
             for child in self.caches[res].owned_by(uid):
@@ -481,29 +410,15 @@ class WorkloadController(Controller):
             if main is not None:
                 found.extend(index.with_label(JOB_UID_LABEL, main["metadata"].get("uid", "")))
         if ("Deployment", name) in children and R.PODS in self.caches:
-            for pod in self.caches[R.PODS].with_label(RUN_ID_LABEL, uid):
+            for pod in self.caches[R.PODS].with_label(LABEL_RUN_ID, uid):
                 found.extend(index.with_label(JOB_UID_LABEL, pod["metadata"].get("uid", "")))
         return found
 
     def _demand(self, obj: JsonObj, config: KaiwoConfigSpec, queue: str, now: datetime) -> tuple[bool, bool]:
-        """(active GPU demand on our queue+vendor older than the threshold, any workload PENDING).
-        Only computed for RUNNING workloads with a duration: nobody else reads it."""
-        spec = obj.get("spec") or {}
-        if (obj.get("status") or {}).get("status") != ph.RUNNING or not spec.get("duration"):
-            return False, False
-        threshold = parse_go_duration(config.scheduling.pending_threshold_for_preemption)
-        vendor = spec.get("gpuVendor", "amd")
-        demand = pending = False
-        for res in (self.primary, self.other):
-            for other in self.caches[res].in_phase(ph.PENDING):  # indexed: not a scan of every CR
-                pending = True
-                ospec = other.get("spec") or {}
-                created = parse_time((other.get("metadata") or {}).get("creationTimestamp"))
-                if ((ospec.get("gpus") or 0) > 0 and ospec.get("gpuVendor", "amd") == vendor
-                        and effective_queue_name(other, config) == queue
-                        and created is not None and now - created > threshold):
-                    return True, True
-        return demand, pending
+        """`reconcile.workload.gpu_demand` over the PENDING workloads of both kinds (indexed: not a
+        scan of every CR; read lazily, as the decision stops at the first that counts)."""
+        pending = (other for res in (self.primary, self.other) for other in self.caches[res].in_phase(ph.PENDING))
+        return gpu_demand(obj, config, queue, pending, now)
 
     async def reconcile(self, key: Key) -> float | None:
         namespace, name = key
@@ -618,9 +533,10 @@ class WorkloadController(Controller):
                     try:
                         result = await self.client.create(res, body)
                     except AlreadyExists as exists:
-                        if body["kind"] == "LocalQueue":
-                            continue  # shared, not ours: someone made it first, which is all we wanted
-                        result = await self._existing_child(res, body, exists)
+                        answer = await self._existing_child(res, body, exists)
+                        if answer is None:
+                            continue
+                        result = answer
                 else:
                     result = await self.client.apply(res, body)
             except KubeError as err:
@@ -639,20 +555,23 @@ class WorkloadController(Controller):
             result.setdefault("apiVersion", body.get("apiVersion"))
             self.caches[res].upsert_if_newer(result, update_only=update_only)
 
-    async def _existing_child(self, res: Resource, body: JsonObj, exists: AlreadyExists) -> JsonObj:
-        """A child we meant to create exists. Ours (its run-id label was removed, so the watch lost
-        it): apply to restore it. A deleted predecessor's, which the garbage collector is taking:
-        retried (with backoff) until it is gone. Anyone else's: ChildNameTaken, never written."""
+    async def _existing_child(self, res: Resource, body: JsonObj, exists: AlreadyExists) -> JsonObj | None:
+        """Carries out `reconcile.workload.existing_child`'s verdict on a create answered AlreadyExists:
+        the answer of the apply that restores our child, None to leave a shared child be, or raises (the
+        create retried with backoff, or ChildNameTaken)."""
         meta = body["metadata"]
+        if shared_child(body):
+            return None
         try:
-            live = await self.client.get(res, meta["name"], meta.get("namespace"))
+            live: JsonObj | None = await self.client.get(res, meta["name"], meta.get("namespace"))
         except NotFound:
-            raise exists from None  # gone again meanwhile: retry the create
-        if not controlled_by(live, str((controller_ref(body) or {}).get("uid") or "")):
-            if predecessor_leftover(live, body):
-                raise exists from None
+            live = None
+        verdict = existing_child(body, live)
+        if verdict == RESTORE:
+            return await self.client.apply(res, body)
+        if verdict == TAKEN:
             raise ChildNameTaken(body["kind"], meta["name"], exists)
-        return await self.client.apply(res, body)
+        raise exists from None
 
     async def _patch_meta(self, obj: JsonObj, changes: JsonObj) -> JsonObj:
         meta = obj["metadata"]
@@ -664,12 +583,6 @@ class WorkloadController(Controller):
         self.writes += 1
         self._write_through(self.primary, result, self._type_meta)
         return result
-
-
-def effective_queue_name(obj: JsonObj, config: KaiwoConfigSpec) -> str:
-    return str((obj.get("spec") or {}).get("clusterQueue") or config.default_cluster_queue_name)
-
-
 
 
 __all__ = ["WorkloadController", "effective_queue_name", "load_config", "load_queue_config"]

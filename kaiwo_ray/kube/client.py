@@ -132,7 +132,7 @@ class KubeClient:
         """One request; returns the aiohttp response (status already checked).
 
         The generated client's request path (param_serialize, sanitize_for_serialization, stdlib
-        json, its retry wrapper) was ~45% of a reconcile's CPU: this sends orjson bytes on the same
+        json, its retry wrapper) would be ~45% of a reconcile's CPU: this sends orjson bytes on the same
         session instead. A 401 refreshes the token once (expired exec/OIDC credentials)."""
         configuration = self._api.configuration
         url = configuration.host + path + _query_suffix(query)
@@ -172,7 +172,7 @@ class KubeClient:
         session then carries every request, proxy support and all).
 
         Why not aiohttp: its per-request machinery (ClientRequest/ClientResponse objects, a writer
-        task, timer and header multidicts, URL re-parsing) was ~60% of a request's client CPU; this
+        task, timer and header multidicts, URL re-parsing) costs ~60% of a request's client CPU; this
         writes one buffer and reads the answer with asyncio streams over the same TLS context."""
         if not self._lean_checked:
             self._lean_checked = True
@@ -665,8 +665,8 @@ async def _read_head(conn: _Connection) -> tuple[int, dict[str, str], bool]:
 class _IdleCut:
     """Cuts a watch's connection once one wait for its next piece lasted `seconds` (the pending read
     then fails and `cut` says why); time the consumer spends on an event never counts. One timer for
-    the stream, pushed back lazily when it fires, instead of a timeout scope per chunk: that was 4% of
-    the operator at 100 workloads a second."""
+    the stream, pushed back lazily when it fires, instead of a timeout scope per chunk, which would cost 4%
+    of the operator at 100 workloads a second."""
 
     __slots__ = ("_conn", "_handle", "_loop", "_seconds", "_since", "_waiting", "cut")
 
@@ -795,7 +795,7 @@ def _query_suffix(query: Mapping[str, Any] | None) -> str:
 
 def _query_string(params: tuple[tuple[str, str], ...]) -> str:
     """`urlencode`, memoized: the hot queries repeat (fieldManager, force) and urlencode's quoting
-    was ~1% of the operator's CPU. Bounded by starting over (watch resourceVersions never repeat)."""
+    costs ~1% of the operator's CPU. Bounded by starting over (watch resourceVersions never repeat)."""
     encoded = _QUERY_STRINGS.get(params)
     if encoded is None:
         if len(_QUERY_STRINGS) >= 256:

@@ -11,7 +11,6 @@ is never idle, so nothing is preempted on missing data.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -102,9 +101,9 @@ def _duration(*candidates: str | None, fallback: timedelta) -> timedelta:
     return fallback
 
 
-def resolve(spec: Mapping[str, Any], config: GpuPreemptionConfig, env: Mapping[str, str] | None = None) -> Resolved:
-    """CR spec -> KaiwoConfig.gpuPreemption -> GPU_PREEMPTION_DEFAULT_* -> built-in (§8.3)."""
-    env = os.environ if env is None else env
+def resolve(spec: Mapping[str, Any], config: GpuPreemptionConfig, env: Mapping[str, str]) -> Resolved:
+    """CR spec -> KaiwoConfig.gpuPreemption -> GPU_PREEMPTION_DEFAULT_* -> built-in (§8.3). `env`: the
+    operator's GPU_PREEMPTION_DEFAULT_* settings, read once by the controller's host."""
     threshold: float = 5.0
     for candidate in (spec.get("utilizationThreshold"), config.default_threshold,
                       env.get("GPU_PREEMPTION_DEFAULT_THRESHOLD")):

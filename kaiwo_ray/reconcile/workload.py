@@ -16,7 +16,7 @@ removed once its children are gone.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -183,7 +183,7 @@ def decide(world: World) -> Plan:
 
     try:
         # The status is read from `obj` as stored, never from the model: validating it (its condition
-        # timestamps) was about 15% of a no-op decision.
+        # timestamps) would be about 15% of a no-op decision.
         workload = parse_workload({key: value for key, value in obj.items() if key != "status"})
         return _observe_and_act(world, workload, plan, status, stored)
     except (ManifestError, RenderError) as err:
@@ -651,3 +651,51 @@ def _write_status(world: World, plan: Plan, status: JsonObj, stored: str, phase:
         event_type, reason, message = _PHASE_EVENTS[phase]
         plan.events.append(Event(event_type, reason, message))
     return plan
+
+
+def effective_queue_name(obj: JsonObj, config: KaiwoConfigSpec) -> str:
+    return str((obj.get("spec") or {}).get("clusterQueue") or config.default_cluster_queue_name)
+
+
+def gpu_demand(obj: JsonObj, config: KaiwoConfigSpec, queue: str, pending: Iterable[JsonObj],
+               now: datetime) -> tuple[bool, bool]:
+    """(active GPU demand: a PENDING GPU workload of our queue and vendor older than the preemption
+    threshold; any workload PENDING), from every PENDING workload of both kinds. Only RUNNING
+    workloads with a duration ask (spec §7.2); for the rest nothing in `pending` is read."""
+    spec = obj.get("spec") or {}
+    if (obj.get("status") or {}).get("status") != ph.RUNNING or not spec.get("duration"):
+        return False, False
+    threshold = parse_go_duration(config.scheduling.pending_threshold_for_preemption)
+    vendor = spec.get("gpuVendor", "amd")
+    any_pending = False
+    for other in pending:
+        any_pending = True
+        ospec = other.get("spec") or {}
+        created = parse_time((other.get("metadata") or {}).get("creationTimestamp"))
+        if ((ospec.get("gpus") or 0) > 0 and ospec.get("gpuVendor", "amd") == vendor
+                and effective_queue_name(other, config) == queue
+                and created is not None and now - created > threshold):
+            return True, True
+    return False, any_pending
+
+
+def shared_child(body: JsonObj) -> bool:
+    """A child that is shared, not ours (a LocalQueue): a create answered AlreadyExists means someone
+    made it first, which is all we wanted; it is left be."""
+    return bool(body["kind"] == "LocalQueue")
+
+
+# What a pass does about a child of its own it meant to create that already exists (`existing_child`).
+RESTORE, RETRY, TAKEN = "restore", "retry", "taken"
+
+
+def existing_child(body: JsonObj, live: JsonObj | None) -> str:
+    """The verdict on a create of `body` answered AlreadyExists, `live` being what holds the name now
+    (None: gone again meanwhile). Ours (its run-id label was removed, so the watch lost it): RESTORE
+    it by apply. Gone again, or a deleted predecessor's that the garbage collector is taking: RETRY
+    the create, with backoff. Anyone else's: TAKEN, never written."""
+    if live is None:
+        return RETRY
+    if controlled_by(live, str((controller_ref(body) or {}).get("uid") or "")):
+        return RESTORE
+    return RETRY if predecessor_leftover(live, body) else TAKEN

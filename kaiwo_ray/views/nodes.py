@@ -9,9 +9,9 @@ from decimal import Decimal
 
 from pydantic import BaseModel, Field
 
+from kaiwo_ray.render.context import LABEL_NAME
 from kaiwo_ray.views._objects import (
     GPU_RESOURCES,
-    LABEL_NAME,
     TERMINAL_POD_PHASES,
     JsonObj,
     ObjectRef,

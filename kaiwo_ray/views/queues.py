@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kaiwo_ray.render.context import LABEL_NAME
 from kaiwo_ray.views._objects import (
-    LABEL_NAME,
     JsonObj,
     ObjectRef,
     condition,

@@ -38,3 +38,13 @@ def test_the_sandbox_http_benchmark_runs() -> None:
     for line in ("server_cpu_per_request_bare:", "server_cpu_per_request_aiohttp_app_tls:",
                  "sandbox_cpu_per_request_create_a_configmap:"):
         assert line in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_timings_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "timings.py"), "--repeats", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in ("runner_slice_overrun_worst:", "event_emit_six_worst:", "event_backlog_span_vs_one_sender_worst:",
+                 "transport_malformed_exchange_worst:"):
+        assert line in done.stdout, done.stdout

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kaiwo_ray.controllers.workloads import load_config, load_queue_config
+from kaiwo_ray.controllers.config import load_config, load_queue_config
 
 
 def config(rv: str, spec: dict[str, Any], kind: str = "KaiwoConfig") -> dict[str, Any]:

@@ -146,16 +146,15 @@ def test_a_restart_under_the_same_identity_waits_for_its_predecessors_lease(inst
         time.sleep(0.05)  # sampling the health reports, not synchronisation
     assert writes(sb, "op-new") == []
     # the predecessor crashes (no release): the restarted one leads once the Lease has expired
-    crashed = time.monotonic()
     for host in first.hosts:
         assert host._election is not None
         instances.loop.call_soon_threadsafe(host._election.cancel)
         if host.controller is not None:
             instances.loop.call_soon_threadsafe(host.controller.writes_enabled.clear)
+    # the restarted incarnation takes over on its own (how long it takes against the lease
+    # duration is benchmarks/failover.py's figure)
     wait_for(lambda: leading(second), 30, "the restarted incarnation leading after the expiry")
-    took = time.monotonic() - crashed
-    print(f"\nfailover after a crash: {took:.2f} s (lease 3 s; target <= lease + 2 s)")
-    assert took <= 3.0 + 2.0, took
+    assert lease_takeovers(sb, "op-new", after=0.0), "the restarted incarnation leads without its Lease"
 
 
 def test_a_standby_stops_without_waiting_out_its_grace(instances: Instances) -> None:

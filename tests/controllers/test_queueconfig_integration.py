@@ -8,19 +8,21 @@ a user would (kubectl-like writes) and polls the API for the outcome under a dea
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import kubernetes
 import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hosts.runtime.controller_host import Operator
+from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
-from kaiwo_ray.controllers.workloads import load_config
+from kaiwo_ray.kube.cache import object_key
 from kaiwo_sandbox.contracts import GVR, ApiError
 from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
 
@@ -120,13 +122,35 @@ class Env:
         current.pop("status", None)
         self.custom.replace_cluster_custom_object(*KAIWO, "kaiwo", current)
 
-    def settle(self, timeout: float = 15.0) -> None:
-        """Wait until the controller has nothing queued or running (twice in a row, a beat apart)."""
-        def idle() -> bool:
-            health = self.controller.health()
-            return bool(health["queue"] == 0 and health["in_flight"] == 0)
+    def served(self) -> dict[str, dict[tuple[str, str], str]]:
+        """Every object the controller watches, as the API server lists it: key -> resourceVersion."""
+        listed: dict[str, dict[tuple[str, str], str]] = {}
+        for resource, informer in self.controller.informers.items():
+            query = f"?labelSelector={quote(informer.label_selector)}" if informer.label_selector else ""
+            code, _, body = self.sb.http("GET", resource.path(informer.namespace) + query)
+            assert code == 200, body
+            listed[resource.plural] = {object_key(item): item["metadata"]["resourceVersion"]
+                                       for item in json.loads(body)["items"]}
+        return listed
 
-        wait_for(lambda: idle() and (time.sleep(0.2) is None) and idle(), timeout, "controller idle")
+    def settle(self, timeout: float = 15.0) -> None:
+        """Wait for a positive signal that the controller has handled every change so far: each of
+        its caches holds the very resourceVersions the API server lists (every watch event up to now
+        has arrived), nothing is queued or running, and nobody wrote while that was checked."""
+        controller = self.controller
+
+        async def seen() -> tuple[bool, dict[str, dict[tuple[str, str], str]]]:
+            idle = len(controller.queue) == 0 and controller.health()["in_flight"] == 0
+            return idle, {r.plural: {object_key(o): o["metadata"]["resourceVersion"] for o in cache}
+                          for r, cache in controller.caches.items()}
+
+        def caught_up() -> bool:
+            written = len(self.writes())
+            served = self.served()
+            idle, cached = self.run(seen())
+            return idle and cached == served and len(self.writes()) == written
+
+        wait_for(caught_up, timeout, "controller caught up with the API server and idle")
 
     def resync(self, name: str = "kaiwo") -> None:
         """Reconcile `name` once more, as a periodic resync or a lost-and-found event would."""

@@ -197,12 +197,18 @@ def test_logs_of_a_job(kaiwo: Run, tmp_path: Path) -> None:
 
 
 def test_logs_follow_ends_when_the_container_does(kaiwo: Run, tmp_path: Path) -> None:
+    # `submit --wait` returns once the job runs; its container then runs 5 s (sleep 100 at the
+    # harness's time factor), ample time to open the follow while it still runs
     code, _, err = kaiwo("submit", "-f", write(tmp_path, job("follows", "ns-follow", entrypoint=(
-        "echo first; sleep 60"))), "--wait", "--timeout", "60")
+        "echo first; sleep 100"))), "--wait", "--timeout", "60")
     assert code == 0, err
-    if phase_of(kaiwo, "job/follows", "ns-follow") == "RUNNING":
-        code, out, _ = kaiwo("logs", "job/follows", "-n", "ns-follow", "-f")
-        assert code == 0 and "first" in out and "terminated since" in out.splitlines()[-1]
+    code, out, _ = kaiwo("logs", "job/follows", "-n", "ns-follow", "-f")
+    lines = out.splitlines()
+    assert code == 0 and "first" in out
+    # the follow began while the container ran (a log read after it ended has no running line)...
+    assert any("running since" in line for line in lines), out
+    # ...and ended when the container did
+    assert "terminated since" in lines[-1], out
 
 
 def test_exec_runs_in_the_pod_and_returns_its_exit_code(kaiwo: Run, tmp_path: Path) -> None:

@@ -5,8 +5,7 @@ a reconcile never waits on one; `flush` waits for all."""
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
+from typing import Any, cast
 
 import kubernetes
 
@@ -27,22 +26,21 @@ def test_events_go_out_one_at_a_time_in_the_order_emitted(sandbox: RunningSandbo
     sandbox.faults.delay(LATENCY, resources="events", verbs="create")
     count = 6
 
-    async def main() -> float:
+    async def main() -> None:
         client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
         try:
             recorder = EventRecorder(client, "test-controller")
-            began = time.monotonic()
             for i in range(count):
                 recorder.emit(involved(f"w{i}"), "Normal", "Step", f"step {i}")
-            emitted_in = time.monotonic() - began
+            # emit only queues: nothing was sent before the caller yielded (how long the six emits
+            # take is benchmarks/timings.py's event_emit_six_worst)
+            assert recorder.recorded == 0, "emit waited on the API server"
             await recorder.flush()
             assert recorder.recorded == count
-            return emitted_in
         finally:
             await client.close()
 
-    emitted_in = asyncio.run(main())
-    assert emitted_in < LATENCY, f"emit waited on the API server ({emitted_in:.3f} s)"
+    asyncio.run(main())
     creates = [r for r in sandbox.audit.records() if r.resource == "events" and r.verb == "create"]
     assert len(creates) == count
     listed = kubernetes.client.CoreV1Api(sandbox.api_client()).list_namespaced_event("default").items
@@ -84,10 +82,26 @@ def test_a_backlog_of_events_gets_more_senders(sandbox: RunningSandbox) -> None:
     sandbox.faults.delay(LATENCY, resources="events", verbs="create")
     count = 3 * events_module.SENDER_PER_QUEUED
 
+    in_flight: list[int] = [0, 0]  # (now, most at once)
+
+    class Counting:
+        """A real client that counts the Event creates awaiting their answer at once."""
+
+        def __init__(self, real: KubeClient) -> None:
+            self.real = real
+
+        async def create(self, *args: Any, **kwargs: Any) -> Any:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+            try:
+                return await self.real.create(*args, **kwargs)
+            finally:
+                in_flight[0] -= 1
+
     async def main() -> None:
         client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
         try:
-            recorder = EventRecorder(client, "test-controller")
+            recorder = EventRecorder(cast(KubeClient, Counting(client)), "test-controller")
             for i in range(count):
                 recorder.emit(involved(f"b{i}"), "Normal", "Backlog", f"backlog {i}")
             await recorder.flush()
@@ -97,9 +111,10 @@ def test_a_backlog_of_events_gets_more_senders(sandbox: RunningSandbox) -> None:
 
     asyncio.run(main())
     creates = [r for r in sandbox.audit.records() if r.resource == "events" and r.verb == "create"]
-    span = creates[-1].timestamp - creates[0].timestamp
-    one_sender = (count - 1) * LATENCY  # the least one sender could take
-    assert span < one_sender * 0.7, f"{count} Events took {span:.2f} s: one sender alone takes >= {one_sender:.2f} s"
+    assert len(creates) == count
+    # each create is held LATENCY by the server, so senders overlap: the backlog's span against one
+    # sender's is benchmarks/timings.py's event_backlog_span_vs_one_sender_worst
+    assert 1 < in_flight[1] <= events_module.MAX_SENDERS, in_flight
 
 
 class AfterCreate:

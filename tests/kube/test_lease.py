@@ -113,10 +113,12 @@ def test_a_leader_that_cannot_renew_steps_down_within_its_deadline(sandbox: Runn
             # From now on every Lease request of ours hangs for 30 s (a partition), then fails.
             rule = sandbox.faults.fail(code=503, latency=30, resources="leases", names="t-partition")
             cut = time.monotonic()
-            while elector.may_write():
-                await asyncio.sleep(0.01)
+            deadline = cut + settings.lease_seconds  # fenced before anyone else may take over
+            while elector.may_write() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)  # polling the fence, under the deadline
             fenced_after = time.monotonic() - cut
-            assert fenced_after < settings.lease_seconds, fenced_after  # before anyone else may take over
+            assert not elector.may_write(), f"still writing {fenced_after:.2f} s into the partition"
+            assert fenced_after < settings.lease_seconds, fenced_after
             await asyncio.wait_for(stopped.wait(), 5)
             assert not elector.is_leader and not task.done()
         finally:

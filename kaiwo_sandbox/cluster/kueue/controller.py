@@ -90,7 +90,7 @@ RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 FINALIZE: Hashable = ("finalize",)
 STATUS_INTERVAL = 0.05  # real seconds between queue status writes (coalesces bursts)
 # Counting walks every Workload: the pause after a count is this many times what it cost, so the
-# counts stay under 5% of the loop (at 3,000 Workloads, every 50 ms was ~9% of the sandbox's CPU).
+# counts stay under 5% of the loop (at 3,000 Workloads, a count every 50 ms costs ~9% of the sandbox's CPU).
 STATUS_COST_FACTOR = 20.0
 
 

@@ -128,10 +128,10 @@ def test_a_slice_stops_at_its_budget_and_the_controllers_take_turns() -> None:
     for n in range(200):
         runner.enqueue(busy, n)
     runner.enqueue(quiet, "q")
-    began = time.perf_counter()
     assert runner.drain_slice(0.005) is True
-    assert time.perf_counter() - began < 0.005 + SLICE_KEYS * 0.001 + 0.01
-    assert len(log) == SLICE_KEYS  # a batch costs more than the budget: the slice ends after it
+    # a batch costs more than the budget: the slice ends after it (how long it ran past the budget
+    # is benchmarks/timings.py's runner_slice_overrun_worst)
+    assert len(log) == SLICE_KEYS
     slices = 1
     while runner.drain_slice(0.005):
         slices += 1

@@ -52,10 +52,43 @@ def test_builtin_modules_never_crash(kind: tuple[str, str], obj: dict[str, Any])
     to_table([defaulted], kind=name, group=group, printer_columns=None, now=datetime.now(UTC))
 
 
-@given(_json, _json)
-def test_schema_functions_never_crash(schema: Any, obj: Any) -> None:
-    if not isinstance(schema, dict) or not isinstance(obj, dict):
-        return
+_NAMES = st.sampled_from(["spec", "status", "metadata", "name", "x", "items", "replicas", "labels"])
+_TYPES = st.sampled_from(["object", "array", "string", "integer", "number", "boolean"])
+_NUMBER = st.integers(-5, 70000) | st.floats(-5, 70000, allow_nan=False, width=32)
+_COUNT = st.integers(0, 5)
+_SCALAR_KEYWORDS: dict[str, st.SearchStrategy[Any]] = {
+    "type": _TYPES, "nullable": st.booleans(), "default": _json, "enum": st.lists(_json, max_size=3),
+    "format": st.sampled_from(["int32", "int64", "date-time", "uuid", "byte", "quantity", "junk"]),
+    "pattern": st.sampled_from(["^a", "[0-9]+", "^[a-z]([-a-z0-9]*[a-z0-9])?$", ""]),
+    "minimum": _NUMBER, "maximum": _NUMBER, "exclusiveMinimum": st.booleans(), "exclusiveMaximum": st.booleans(),
+    "multipleOf": st.integers(1, 7), "minLength": _COUNT, "maxLength": _COUNT, "minItems": _COUNT,
+    "maxItems": _COUNT, "minProperties": _COUNT, "maxProperties": _COUNT, "required": st.lists(_NAMES, max_size=3),
+    "x-kubernetes-preserve-unknown-fields": st.booleans(), "x-kubernetes-int-or-string": st.booleans(),
+    "x-kubernetes-embedded-resource": st.booleans(),
+    "x-kubernetes-list-type": st.sampled_from(["atomic", "set", "map"]),
+    "x-kubernetes-list-map-keys": st.lists(_NAMES, max_size=2),
+}
+
+
+def _with_keywords(children: st.SearchStrategy[Any] | None) -> st.SearchStrategy[dict[str, Any]]:
+    """A structural schema node: any of the OpenAPI keywords the sandbox reads, nested ones
+    (schemas in `children`) included unless this is a leaf."""
+    nested: dict[str, st.SearchStrategy[Any]] = {} if children is None else {
+        "properties": st.dictionaries(_NAMES, children, max_size=3), "items": children,
+        "additionalProperties": st.booleans() | children, "not": children,
+        "allOf": st.lists(children, max_size=2), "anyOf": st.lists(children, max_size=2),
+        "oneOf": st.lists(children, max_size=2),
+    }
+    keywords = {**_SCALAR_KEYWORDS, **nested}
+    return st.lists(st.sampled_from(sorted(keywords)), max_size=5, unique=True).flatmap(
+        lambda chosen: st.fixed_dictionaries({k: keywords[k] for k in chosen}))
+
+
+_schema = st.recursive(_with_keywords(None), _with_keywords, max_leaves=8)
+
+
+@given(_schema, st.dictionaries(_NAMES, _json, max_size=4))
+def test_schema_functions_never_crash(schema: dict[str, Any], obj: dict[str, Any]) -> None:
     validate(schema, prune(schema, apply_defaults(schema, obj)))
 
 
