@@ -231,4 +231,4 @@ def test_the_documented_switches_turn_on_monitoring_and_preemption(kubectl_bin: 
     assert {"resourcemonitor", "gpuworkload"} <= set(names)
     assert settings.controller_options["gpuworkload"]["settings"].lease_namespace == "kaiwo-system"
     assert settings_from_env({"KAIWO_IN_CLUSTER": "false"})[1] == [
-        "kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice"]  # without the switches: off
+        "kaiwoconfig", "kaiwoqueueconfig", "aimnamespaceconfig", "kaiwojob", "kaiwoservice"]  # switches off
