@@ -1,5 +1,5 @@
 """CustomResourceDefinitions of the operators the simulated cluster runs, which the sandbox preinstalls:
-KubeRay, AppWrapper, Kueue, the Prometheus operator's PodMonitor and ServiceMonitor (so that
+KubeRay, AppWrapper, Kueue, the Prometheus operator's PodMonitor, ServiceMonitor and PrometheusRule (so that
 deploy/'s monitoring component applies to the sandbox as to a cluster running kube-prometheus;
 nothing scrapes), and the Gateway API's GatewayClass, Gateway and HTTPRoute (stored and served; no
 gateway controller programs them). The product under test passes its own in `SandboxConfig.extra_crds`. Schemas
@@ -294,6 +294,8 @@ def monitoring_crds() -> list[JsonObj]:
         crd(group, "PodMonitor", "podmonitors", versions=v1, short_names=("pmon",),
             categories=("prometheus-operator",)),
         crd(group, "ServiceMonitor", "servicemonitors", versions=v1, short_names=("smon",),
+            categories=("prometheus-operator",)),
+        crd(group, "PrometheusRule", "prometheusrules", versions=v1, short_names=("promrule",),
             categories=("prometheus-operator",)),
     ]
 

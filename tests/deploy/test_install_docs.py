@@ -153,7 +153,8 @@ def test_the_monitoring_step_adds_the_monitors_with_credentials(kubectl_bin: str
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert {("PodMonitor", "kaiwo-ray"), ("ServiceMonitor", "kaiwo-ray-admin"),
             ("ServiceAccount", "kaiwo-ray-metrics-reader"), ("Secret", "kaiwo-ray-metrics-reader-token"),
-            ("ClusterRoleBinding", "kaiwo-ray-metrics-reader")} == kinds
+            ("ClusterRoleBinding", "kaiwo-ray-metrics-reader"), ("PrometheusRule", "kaiwo-ray"),
+            ("ConfigMap", "kaiwo-ray-dashboard")} == kinds
     secret = next(o for o in objects if o["kind"] == "Secret")
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "kaiwo-ray-metrics-reader"
