@@ -47,6 +47,11 @@ OPERATOR_RULES: tuple[Rule, ...] = (
     Rule(("kueue.x-k8s.io",), ("resourceflavors",), ("create", "delete", "get", "list", "patch", "update", "watch")),
     Rule(("kueue.x-k8s.io",), ("workloads",), ("list", "watch")),
     Rule(("scheduling.k8s.io",), ("priorityclasses",), ("list", "watch")),
+    Rule(("config.kaiwo.silogen.ai",), ("aimnamespaceconfigs",), ("list", "watch")),
+    Rule(("config.kaiwo.silogen.ai",), ("aimnamespaceconfigs/status",), ("patch",)),
+    Rule(("",), ("secrets",), ("list", "watch")),
+    Rule(("gateway.networking.k8s.io",), ("gateways",), ("list", "watch")),
+    Rule(("gateway.networking.k8s.io",), ("httproutes",), ("create", "delete", "get", "list", "patch", "watch")),
 )
 
 # The Role kaiwo-ray-leader-election, in the operator's own namespace.

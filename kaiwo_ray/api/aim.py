@@ -1,7 +1,10 @@
 """AIMNamespaceConfig (`config.kaiwo.silogen.ai/v1alpha1`, namespaced; seed 004, cluster.md §13).
 
-A historical upstream CRD that no controller ever read. We accept and serve it so existing manifests
-apply; its meaning (declarative per-namespace AIM defaults) is left to whoever consumes it.
+A tenant admin's per-namespace defaults, which no upstream controller ever read. kaiwo-ray puts them to
+work (controllers/aimnamespace.py, render/): its credentials feed the downloads of workloads that name
+none of their own, its image pull secrets go into every pod kaiwo-ray creates in the namespace, and
+its gateway gets an HTTPRoute per KaiwoService. The status, which the seed leaves undefined, says
+whether the Secrets and the gateway it references exist; only the oldest config of a namespace counts.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pydantic import Field
 
 from kaiwo_ray.api._base import WireModel
 from kaiwo_ray.api.config import CONFIG_API_VERSION
-from kaiwo_ray.api.meta import ObjectMeta
+from kaiwo_ray.api.meta import Condition, ObjectMeta
 
 
 class SecretValueReference(WireModel):
@@ -64,6 +67,24 @@ class AIMNamespaceConfigSpec(WireModel):
     images: AIMNamespaceImageConfig | None = None
 
 
+class MissingSecretReference(WireModel):
+    """A Secret key the config references that the namespace lacks."""
+
+    field: str
+    """Where the config references it, e.g. `spec.credentials.s3[0].accessKeyId`."""
+    secret_name: str
+    secret_key: str
+    reason: Literal["SecretNotFound", "SecretKeyNotFound", "SecretReferenceIncomplete"]
+
+
+class AIMNamespaceConfigStatus(WireModel):
+    """Written by kaiwo-ray (not part of the seed): whether what the spec references exists."""
+
+    conditions: list[Condition] = Field(default_factory=list)
+    missing_secrets: list[MissingSecretReference] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+
 class AIMNamespaceConfig(WireModel):
     """Per-namespace AIM settings (gateway, credentials, image pull secrets)."""
 
@@ -71,3 +92,4 @@ class AIMNamespaceConfig(WireModel):
     kind: Literal["AIMNamespaceConfig"] = "AIMNamespaceConfig"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: AIMNamespaceConfigSpec = Field(default_factory=AIMNamespaceConfigSpec)
+    status: AIMNamespaceConfigStatus | None = None

@@ -113,14 +113,16 @@ class S3Download(WireModel):
 class GcsDownload(WireModel):
     """Download from Google Cloud Storage with a service-account JSON."""
 
-    application_credentials: ValueReference
+    application_credentials: ValueReference | None = None
+    """Unset: the namespace's AIMNamespaceConfig `credentials.gcs[0]` (an error without one)."""
     buckets: list[Bucket]
 
 
 class AzureBlobDownload(WireModel):
     """Download from Azure Blob Storage."""
 
-    connection_string: ValueReference
+    connection_string: ValueReference | None = None
+    """Unset: the namespace's AIMNamespaceConfig `credentials.azureBlob[0]` (an error without one)."""
     containers: list[Bucket]
 
 

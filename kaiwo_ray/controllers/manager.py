@@ -20,6 +20,7 @@ from kaiwo_ray.kube.client import KubeClient
 CONTROLLERS: dict[str, str] = {
     "kaiwoconfig": "kaiwo_ray.controllers.kaiwoconfig:KaiwoConfigController",
     "kaiwoqueueconfig": "kaiwo_ray.controllers.queueconfig:QueueConfigController",
+    "aimnamespaceconfig": "kaiwo_ray.controllers.aimnamespace:AIMNamespaceConfigController",
     "kaiwojob": "kaiwo_ray.controllers.workloads:kaiwojob_controller",
     "kaiwoservice": "kaiwo_ray.controllers.workloads:kaiwoservice_controller",
     "resourcemonitor": "kaiwo_ray.controllers.monitoring:resource_monitor_controller",

@@ -21,6 +21,7 @@ from typing import Any
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
+from kaiwo_ray.controllers.aimnamespace import namespace_facts
 from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
 from kaiwo_ray.controllers.config import load_config, load_queue_config, singleton
 from kaiwo_ray.kube import resources as R
@@ -65,7 +66,7 @@ _CHILD_SELECTORS: dict[tuple[str, str], str] = {
 
 _CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
     "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
-    "KaiwoService": (R.DEPLOYMENTS, R.APPWRAPPERS, R.JOBS, R.PVCS, R.CONFIGMAPS),
+    "KaiwoService": (R.DEPLOYMENTS, R.APPWRAPPERS, R.JOBS, R.PVCS, R.CONFIGMAPS, R.HTTPROUTES),
 }
 
 # What this controller reads of a Kueue Workload: its identity, the job-uid label it is indexed by,
@@ -197,6 +198,7 @@ class WorkloadController(Controller):
             Watch(R.CLUSTERQUEUES),
             Watch(R.PRIORITYCLASSES, self._priority_class_keys),
             Watch(R.WORKLOADPRIORITYCLASSES, self._priority_class_keys),
+            Watch(R.AIMNAMESPACECONFIGS, self._namespace_keys),
         ]
         if self.kind == "KaiwoService":
             watches += [
@@ -298,6 +300,14 @@ class WorkloadController(Controller):
         return [own_key("SYNC", cr, None)[0] for cr in self.caches[self.primary]
                 if (cr.get("spec") or {}).get("priorityClass") == name]
 
+    def _namespace_keys(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        """An AIMNamespaceConfig changed (its spec, or its status's missing Secrets): its namespace's workloads."""
+        if self.primary not in self.caches:
+            return []
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        return [own_key("SYNC", cr, None)[0] for cr in self.caches[self.primary]
+                if (cr.get("metadata") or {}).get("namespace") == namespace]
+
     def _priority_classes(self, obj: JsonObj) -> PriorityClasses | None:
         name = (obj.get("spec") or {}).get("priorityClass")
         if not name:
@@ -376,6 +386,7 @@ class WorkloadController(Controller):
         queue = effective_queue_name(obj, config)
         cluster_queue = self.caches[R.CLUSTERQUEUES].get(None, queue)
         demand, pending = self._demand(obj, config, queue, now)
+        ns_name, ns_spec, ns_missing = namespace_facts(self.caches[R.AIMNAMESPACECONFIGS], namespace)
         return World(
             obj=obj, config=config, nodes=self.caches[R.NODES].snapshot(), queue_config=queue_config,
             children=children, kueue_workloads=workloads,
@@ -386,6 +397,8 @@ class WorkloadController(Controller):
             live_object=live_object,
             missing_apis=self._missing_apis,
             priority_classes=self._priority_classes(obj),
+            namespace_config_name=ns_name, namespace_config=ns_spec, namespace_missing_secrets=ns_missing,
+            serves_http_routes=R.HTTPROUTES in self.informers,
         )
 
     def _rendered_generation(self, key: Key, uid: str) -> int | None:

@@ -6,6 +6,8 @@
 - KubeRay `ray.io/v1` (>= 1.1) and AppWrapper `workload.codeflare.dev/v1beta2` (>= 1.0) are optional: when
   one is missing, the kinds that need it are not watched (no informer waits forever on a 404) and the
   workloads that need it end in ERROR with a condition saying what to install.
+- The Gateway API `gateway.networking.k8s.io/v1` is optional too: without it no HTTPRoute is made, and an
+  AIMNamespaceConfig naming a gateway says the gateway cannot be found.
 
 `ClusterApis.served(resource)` maps a resource of `resources.py` to the version this cluster serves (None
 when it serves none), so informers and writes use what is there while caches keep their usual keys.
@@ -23,6 +25,7 @@ from kaiwo_ray.kube.resources import Resource
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUBERAY_API = "ray.io/v1"
 APPWRAPPER_API = "workload.codeflare.dev/v1beta2"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")  # preferred first
 TOPOLOGY_VERSIONS = ("v1beta1", "v1alpha1")
 
@@ -53,8 +56,8 @@ class ClusterApis:
     @classmethod
     def everything(cls) -> ClusterApis:
         """What a complete, current cluster serves (tests and tools that skip discovery)."""
-        return cls({KUEUE_GROUP: KUEUE_VERSIONS, "ray.io": ("v1",), "workload.codeflare.dev": ("v1beta2",)},
-                   TOPOLOGY_VERSIONS[0])
+        return cls({KUEUE_GROUP: KUEUE_VERSIONS, "ray.io": ("v1",), "workload.codeflare.dev": ("v1beta2",),
+                    GATEWAY_GROUP: ("v1",)}, TOPOLOGY_VERSIONS[0])
 
     def serves(self, api_version: str) -> bool:
         group, _, version = api_version.rpartition("/")
@@ -70,7 +73,7 @@ class ClusterApis:
         if res.group == KUEUE_GROUP:
             version = self.topology_version if res.plural == "topologies" else self.kueue_version
             return None if version is None else res.with_version(version)
-        if res.group in ("ray.io", "workload.codeflare.dev"):
+        if res.group in ("ray.io", "workload.codeflare.dev", GATEWAY_GROUP):
             return res if self.serves(res.api_version) else None
         return res
 

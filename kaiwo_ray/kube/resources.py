@@ -66,6 +66,10 @@ RAYSERVICES = Resource("ray.io", "v1", "rayservices", "RayService", True)
 RAYCLUSTERS = Resource("ray.io", "v1", "rayclusters", "RayCluster", True)
 APPWRAPPERS = Resource("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper", True)
 
+# Gateway API (optional: HTTPRoutes for KaiwoServices in namespaces whose AIMNamespaceConfig names a gateway).
+GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways", "Gateway", True)
+HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute", True)
+
 # Kueue (v1beta2 by default; `.with_version("v1beta1")` for older clusters). Topology is v1beta1.
 CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
 LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True)
@@ -79,7 +83,7 @@ TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", Fal
 ALL: tuple[Resource, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, CONFIGMAPS, SECRETS, PVCS, SERVICES, DEPLOYMENTS, JOBS, LEASES, CRDS,
     KAIWOJOBS, KAIWOSERVICES, KAIWOQUEUECONFIGS, KAIWOCONFIGS, AIMNAMESPACECONFIGS,
-    RAYJOBS, RAYSERVICES, RAYCLUSTERS, APPWRAPPERS,
+    RAYJOBS, RAYSERVICES, RAYCLUSTERS, APPWRAPPERS, GATEWAYS, HTTPROUTES,
     CLUSTERQUEUES, LOCALQUEUES, RESOURCEFLAVORS, WORKLOADPRIORITYCLASSES, WORKLOADS, TOPOLOGIES, PRIORITYCLASSES,
 )
 

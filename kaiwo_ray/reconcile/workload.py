@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import format_go_duration, parse_go_duration
 from kaiwo_ray.api.errors import ManifestError
@@ -42,7 +43,9 @@ from kaiwo_ray.render import (
     storage_of,
     workload_gpu_check,
 )
-from kaiwo_ray.render.context import PriorityClasses
+from kaiwo_ray.render.context import PriorityClasses, RenderContext
+from kaiwo_ray.render.httproute import render_httproute
+from kaiwo_ray.render.storage import borrowed_credentials
 
 JsonObj = dict[str, Any]
 Workload = KaiwoJob | KaiwoService
@@ -50,12 +53,13 @@ Workload = KaiwoJob | KaiwoService
 FINALIZER = "kaiwo.silogen.ai/finalizer"
 
 OWNED_CONDITIONS = ("SpecValid", "Schedulable", "PvcReady", "DownloadJobSucceeded", "Admitted", "Preemptable",
-                    "WorkloadTerminatedEarly")
+                    "WorkloadTerminatedEarly", "CredentialsFound")
 
 CHILD_NAME_CONFLICT = "ChildNameConflict"
 
 # Children deleted on termination (§7.5): everything but the download ConfigMap.
-TERMINATED_KINDS = frozenset({"Deployment", "RayService", "AppWrapper", "Job", "RayJob", "PersistentVolumeClaim"})
+TERMINATED_KINDS = frozenset({"Deployment", "RayService", "AppWrapper", "Job", "RayJob", "PersistentVolumeClaim",
+                              "HTTPRoute"})
 
 _PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
     ph.DOWNLOADING: ("Normal", "WorkloadDownloading", "Workload is downloading its data"),
@@ -131,6 +135,13 @@ class World:
     # Whether `spec.priorityClass` names a PriorityClass and/or a Kueue WorkloadPriorityClass (None: not
     # looked up, or no class named).
     priority_classes: PriorityClasses | None = None
+    # The AIMNamespaceConfig that counts in the CR's namespace (None: none): its name, its spec, and
+    # the Secret keys its status reports missing, {(secretName, secretKey): reason}.
+    namespace_config_name: str = ""
+    namespace_config: AIMNamespaceConfigSpec | None = None
+    namespace_missing_secrets: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # The cluster serves the Gateway API's HTTPRoute (routes are only rendered where it does).
+    serves_http_routes: bool = False
 
 
 @dataclass(slots=True)
@@ -318,7 +329,10 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
     numbers = resource_config(workload, world.config, world.nodes)
     # One render context (validation included) for the storage and the main object of this decision.
     render_ctx = prepare(workload, world.config, world.nodes, numbers=numbers,
-                         priority_classes=world.priority_classes)
+                         priority_classes=world.priority_classes, namespace_config=world.namespace_config)
+    credentials = _credentials(world, render_ctx)
+    if credentials is not None:
+        conditions.append(credentials)
     storage_children = storage_of(render_ctx)
     if _awaiting_collection(world, plan, storage_children):
         return plan
@@ -400,6 +414,7 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                 if not lean:  # (a lean body that did not drift: nothing to write)
                     _ensure(world, plan, [main_body])
                     plan.rendered_generation = (world.obj.get("metadata") or {}).get("generation")
+                _route(world, plan, render_ctx)
                 plan.created_main = (main_body["kind"], main_body["metadata"]["name"]) not in world.children
                 wait = world.settle_seconds if plan.created_main else world.settle_remaining
                 if wait > 0 and phase == ph.PENDING:
@@ -407,6 +422,42 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                     return plan
 
     return _write_status(world, plan, status, stored, phase, conditions)
+
+
+def _credentials(world: World, ctx: RenderContext) -> Cond | None:
+    """CredentialsFound, for a workload whose downloads take credentials from its namespace's
+    AIMNamespaceConfig: False naming each Secret and key the config's status reports missing (the
+    download pod would wait for them), True naming what is used. None when nothing is borrowed."""
+    borrowed = borrowed_credentials(ctx)
+    if not borrowed:
+        return None
+    config = world.namespace_config_name
+    missing = [(b, world.namespace_missing_secrets[(b.secret_name, b.secret_key)]) for b in borrowed
+               if (b.secret_name, b.secret_key) in world.namespace_missing_secrets]
+    if missing:
+        said = "; ".join(
+            f"Secret {b.secret_name} key {b.secret_key} ({config} {b.config_field}): "
+            + ("no such Secret" if reason == "SecretNotFound" else "the Secret has no such key")
+            for b, reason in missing)
+        reason = missing[0][1] if len({r for _, r in missing}) == 1 else "SecretNotFound"
+        return Cond("CredentialsFound", "False", reason,
+                    f"downloads use AIMNamespaceConfig {config}'s credentials, which are missing: {said}")
+    used = ", ".join(f"Secret {b.secret_name} key {b.secret_key}" for b in borrowed)
+    return Cond("CredentialsFound", "True", "NamespaceCredentials",
+                f"downloads use AIMNamespaceConfig {config}'s credentials: {used}")
+
+
+def _route(world: World, plan: Plan, ctx: RenderContext) -> None:
+    """The HTTPRoute to the namespace's gateway (render/httproute.py), kept with the main object;
+    one the workload no longer needs (the gateway was removed from the config) is deleted."""
+    route = render_httproute(ctx) if world.serves_http_routes else None
+    if route is not None:
+        if _name_conflict(world, plan, [route]) is None:
+            _ensure(world, plan, [route])
+        return
+    live = world.children.get(("HTTPRoute", ctx.name))
+    if live is not None and not (live.get("metadata") or {}).get("deletionTimestamp"):
+        plan.delete.append(live)
 
 
 def _template_known(world: World, workload: Workload, status: JsonObj, stored: str) -> bool:

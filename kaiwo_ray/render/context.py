@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.gpus import (
@@ -77,6 +78,15 @@ class RenderContext:
     priority_classes: PriorityClasses | None = None
     """What the cluster has of `spec.priorityClass`; None where nobody looked (an offline render): the
     Kueue label alone, as upstream."""
+    namespace_config: AIMNamespaceConfigSpec | None = None
+    """The spec of the AIMNamespaceConfig that counts in the workload's namespace (None: none, or an
+    offline render): credentials for downloads that name none, image pull secrets, the gateway."""
+
+    @property
+    def namespace_pull_secrets(self) -> list[JsonObj]:
+        """The namespace's `images.imagePullSecrets` as LocalObjectReferences (a fresh list)."""
+        images = self.namespace_config.images if self.namespace_config is not None else None
+        return [{"name": name} for name in images.image_pull_secrets] if images is not None else []
 
     @property
     def kueue_labels(self) -> dict[str, str]:
@@ -189,6 +199,7 @@ def render_context(
     *,
     numbers: ResourceConfig | None = None,
     priority_classes: PriorityClasses | None = None,
+    namespace_config: AIMNamespaceConfigSpec | None = None,
 ) -> RenderContext:
     """Derive the shared facts; `numbers` skips the node scan when the caller already has them."""
     meta = workload.metadata
@@ -211,6 +222,7 @@ def render_context(
         owner_reference=owner_reference(workload),
         storage=storage_plan(workload, config),
         priority_classes=priority_classes,
+        namespace_config=namespace_config,
     )
 
 

@@ -155,6 +155,7 @@ def update_pod_spec(
 
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [*(pod.get("imagePullSecrets") or []), *copy_json(spec.image_pull_secrets)]
+    add_namespace_pull_secrets(pod, ctx)
 
     volumes: list[JsonObj] = list(pod.get("volumes") or [])
     plan = ctx.storage
@@ -218,6 +219,19 @@ def update_pod_spec(
 
     if not spec.dangerous:
         harden_pod_template(template, field, service_account_token=service_account_token)
+
+
+def add_namespace_pull_secrets(pod: JsonObj, ctx: RenderContext) -> None:
+    """The namespace's AIMNamespaceConfig `images.imagePullSecrets`, after the pod's own, each once:
+    every pod kaiwo-ray creates in the namespace can pull from the registries its tenant admin set."""
+    extra = ctx.namespace_pull_secrets
+    if not extra:
+        return
+    pull_secrets = list(pod.get("imagePullSecrets") or [])
+    for secret in extra:
+        if secret not in pull_secrets:
+            pull_secrets.append(secret)
+    pod["imagePullSecrets"] = pull_secrets
 
 
 def _check_secret_volume(index: int, name: str, secret_name: str, taken: set[str]) -> None:

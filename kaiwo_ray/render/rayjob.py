@@ -11,7 +11,7 @@ from kaiwo_ray.api.workloads import KaiwoJobSpec
 from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
 from kaiwo_ray.render.entrypoint import ray_entrypoint
 from kaiwo_ray.render.job import embedded_spec
-from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, copy_json, pod_spec_of
+from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, add_namespace_pull_secrets, copy_json, pod_spec_of
 from kaiwo_ray.render.raycluster import default_ray_cluster, update_ray_cluster
 from kaiwo_ray.render.security import harden_pod_template
 
@@ -35,6 +35,9 @@ def render_rayjob(ctx: RenderContext, spec: KaiwoJobSpec) -> JsonObj:
     head_labels = update_ray_cluster(job_spec.get("rayClusterSpec"), ctx, field)
     if not ctx.workload.spec.dangerous:
         _harden_submitter(job_spec)
+    submitter = job_spec.get("submitterPodTemplate")
+    if isinstance(submitter, dict) and isinstance(submitter.get("spec"), dict):
+        add_namespace_pull_secrets(submitter["spec"], ctx)
     labels = {**ctx.cr_labels, **head_labels, **ctx.system_labels, **ctx.kueue_labels}
     job_spec["rayClusterSpec"]["headGroupSpec"]["template"]["metadata"]["labels"].update(ctx.kueue_labels)
     return {

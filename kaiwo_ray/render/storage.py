@@ -6,12 +6,18 @@ owned by the CR. Differences from upstream (docs/compatibility.md): the HF PVC e
 claim); Hugging Face repositories to pre-cache without an HF volume are rejected (upstream creates a
 PVC without a size, which the API server refuses); an unset `storageClassName` falls back to KaiwoConfig `storage.defaultStorageClass`, then to the
 cluster's default class, instead of becoming `""` (which disables dynamic provisioning).
+
+A source that names no credentials of its own takes its namespace's AIMNamespaceConfig ones (seed
+004): an S3 source the entry for its endpoint, GCS and Azure Blob the first entry, the Hugging Face
+pre-cache the token (as `HF_TOKEN`, unless the workload's env sets one). `borrowed_credentials` lists
+what was taken, so that the reconciler can say which Secret and key a workload waits for.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kaiwo_ray.api.aim import AIMNamespaceConfigSpec, SecretValueReference
 from kaiwo_ray.api.workloads import (
     AzureBlobDownload,
     Bucket,
@@ -27,13 +33,26 @@ from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE, JsonObj, RenderCo
 from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_subdomain, name_with_postfix, volume_name_for
-from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, copy_json
+from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, add_namespace_pull_secrets, copy_json
 from kaiwo_ray.render.security import harden_pod_template
 
 DOWNLOADER_IMAGE = "ghcr.io/silogen/kaiwo-python:0.6"
 DOWNLOADER_COMMAND = ["python", "-m", "kaiwo.downloader", "--log-level=INFO", "/config/config.yaml"]
 SECRETS_ROOT = "/app/secrets"
 CONFIG_KEY = "config.yaml"
+HF_TOKEN_ENV = "HF_TOKEN"
+# Env names huggingface_hub reads a token from: a workload setting either brings its own.
+_HF_TOKEN_NAMES = frozenset({HF_TOKEN_ENV, "HUGGING_FACE_HUB_TOKEN"})
+
+
+@dataclass(frozen=True, slots=True)
+class BorrowedCredential:
+    """A Secret key a download takes from the namespace's AIMNamespaceConfig."""
+
+    config_field: str
+    """Where the AIMNamespaceConfig names it: `spec.credentials.s3[0].accessKeyId`."""
+    secret_name: str
+    secret_key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,21 +154,93 @@ def download_document(ctx: RenderContext) -> tuple[JsonObj, list[SecretMount]]:
     }
     base = "spec.storage.data.download"
     download = object_downloads(ctx.workload)
+    ns = ctx.namespace_config
     if download is not None and download.s3:
-        document["s3"] = [_s3(item, f"{base}.s3[{i}]", secrets) for i, item in enumerate(download.s3)]
+        document["s3"] = [_s3(item, f"{base}.s3[{i}]", secrets, ns) for i, item in enumerate(download.s3)]
     if download is not None and download.gcs:
-        document["gcs"] = [_gcs(item, f"{base}.gcs[{i}]", secrets) for i, item in enumerate(download.gcs)]
+        document["gcs"] = [_gcs(item, f"{base}.gcs[{i}]", secrets, ns) for i, item in enumerate(download.gcs)]
     repos = hf_downloads(ctx.workload)
     if repos:
         document["hf"] = [{"repoId": repo.repo_id, "files": list(repo.files)} for repo in repos]
     if download is not None and download.azure_blob:
         document["azureBlob"] = [
-            _azure(item, f"{base}.azureBlob[{i}]", secrets) for i, item in enumerate(download.azure_blob)
+            _azure(item, f"{base}.azureBlob[{i}]", secrets, ns) for i, item in enumerate(download.azure_blob)
         ]
     if download is not None and download.git:
         document["git"] = [_git(item, f"{base}.git[{i}]", secrets) for i, item in enumerate(download.git)]
     mounts = [SecretMount(name, tuple(keys)) for name, keys in secrets.items()]
     return document, mounts
+
+
+def borrowed_credentials(ctx: RenderContext) -> list[BorrowedCredential]:
+    """The namespace credentials this workload's downloads use (none without downloads or a config)."""
+    ns = ctx.namespace_config
+    if ns is None or ns.credentials is None or not has_downloads(ctx.workload):
+        return []
+    found: list[tuple[str, SecretValueReference | None]] = []
+    download = object_downloads(ctx.workload)
+    if download is not None:
+        for item in download.s3:
+            if item.access_key_id is None and item.secret_key is None:
+                found.extend(_namespace_s3(ns, item.endpoint_url))
+        if any(item.application_credentials is None for item in download.gcs):
+            found.append(_namespace_first(ns, "gcs", "applicationCredentials"))
+        if any(item.connection_string is None for item in download.azure_blob):
+            found.append(_namespace_first(ns, "azureBlob", "connectionString"))
+    if _namespace_hf_token(ctx) is not None:
+        found.append(("spec.credentials.huggingFaceToken", ns.credentials.hugging_face_token))
+    out: list[BorrowedCredential] = []
+    for config_field, ref in found:
+        if ref is not None and ref.secret_name and ref.secret_key:
+            borrowed = BorrowedCredential(config_field, ref.secret_name, ref.secret_key)
+            if borrowed not in out:
+                out.append(borrowed)
+    return out
+
+
+def _namespace_s3(ns: AIMNamespaceConfigSpec | None, endpoint: str) -> list[tuple[str, SecretValueReference | None]]:
+    """The namespace's S3 entry for `endpoint` (trailing `/` and case ignored), else one without an
+    endpoint; its (field, reference) pairs, accessKeyId first. [] when there is none."""
+    entries = ns.credentials.s3 if ns is not None and ns.credentials is not None else []
+    wanted = endpoint.rstrip("/").lower()
+    index = next((i for i, e in enumerate(entries) if (e.endpoint_url or "").rstrip("/").lower() == wanted), None)
+    if index is None:
+        index = next((i for i, e in enumerate(entries) if not e.endpoint_url), None)
+    if index is None:
+        return []
+    entry = entries[index]
+    return [(f"spec.credentials.s3[{index}].accessKeyId", entry.access_key_id),
+            (f"spec.credentials.s3[{index}].secretAccessKey", entry.secret_access_key)]
+
+
+def _namespace_first(ns: AIMNamespaceConfigSpec | None, provider: str,
+                     key: str) -> tuple[str, SecretValueReference | None]:
+    """The first GCS (`applicationCredentials`) or Azure Blob (`connectionString`) entry's reference."""
+    credentials = ns.credentials if ns is not None else None
+    if credentials is None:
+        return (f"spec.credentials.{provider}[0].{key}", None)
+    if provider == "gcs":
+        return (f"spec.credentials.gcs[0].{key}",
+                credentials.gcs[0].application_credentials if credentials.gcs else None)
+    return (f"spec.credentials.azureBlob[0].{key}",
+            credentials.azure_blob[0].connection_string if credentials.azure_blob else None)
+
+
+def _namespace_hf_token(ctx: RenderContext) -> SecretValueReference | None:
+    """The namespace's Hugging Face token, where the pre-cache needs one and the workload sets none."""
+    ns = ctx.namespace_config
+    token = ns.credentials.hugging_face_token if ns is not None and ns.credentials is not None else None
+    if token is None or not token.secret_name or not token.secret_key or not hf_downloads(ctx.workload):
+        return None
+    if any(var.get("name") in _HF_TOKEN_NAMES for var in ctx.workload.spec.env if isinstance(var, dict)):
+        return None
+    return token
+
+
+def _borrowed_ref(ref: SecretValueReference | None) -> ValueReference | None:
+    if ref is None or not ref.secret_name:
+        return None
+    return ValueReference(secret_name=ref.secret_name, secret_key=ref.secret_key)
 
 
 def _ref(ref: ValueReference, field: str, secrets: dict[str, list[str]]) -> JsonObj:
@@ -188,28 +279,46 @@ def _bucket(bucket: Bucket) -> JsonObj:
     }
 
 
-def _s3(item: S3Download, field: str, secrets: dict[str, list[str]]) -> JsonObj:
+def _s3(item: S3Download, field: str, secrets: dict[str, list[str]], ns: AIMNamespaceConfigSpec | None) -> JsonObj:
     out: JsonObj = {"endpointUrl": item.endpoint_url}
-    if item.access_key_id is not None:
-        out["accessKeyId"] = _ref(item.access_key_id, f"{field}.accessKeyId", secrets)
-    if item.secret_key is not None:
-        out["secretKey"] = _ref(item.secret_key, f"{field}.secretKey", secrets)
+    access_key_id, secret_key = item.access_key_id, item.secret_key
+    if access_key_id is None and secret_key is None:
+        borrowed = _namespace_s3(ns, item.endpoint_url)
+        if borrowed:
+            access_key_id, secret_key = _borrowed_ref(borrowed[0][1]), _borrowed_ref(borrowed[1][1])
+    if access_key_id is not None:
+        out["accessKeyId"] = _ref(access_key_id, f"{field}.accessKeyId", secrets)
+    if secret_key is not None:
+        out["secretKey"] = _ref(secret_key, f"{field}.secretKey", secrets)
     out["buckets"] = [_bucket(bucket) for bucket in item.buckets]
     return out
 
 
-def _gcs(item: GcsDownload, field: str, secrets: dict[str, list[str]]) -> JsonObj:
+def _required(ref: ValueReference | None, ns: AIMNamespaceConfigSpec | None, provider: str, key: str,
+              field: str) -> ValueReference:
+    """The source's own reference, else the namespace's first `provider` entry's; neither is an error."""
+    if ref is not None:
+        return ref
+    borrowed = _borrowed_ref(_namespace_first(ns, provider, key)[1])
+    if borrowed is None:
+        raise RenderError(f"{field}.{key}", f"required: the namespace's AIMNamespaceConfig has no {provider} "
+                                            f"credentials to use instead")
+    return borrowed
+
+
+def _gcs(item: GcsDownload, field: str, secrets: dict[str, list[str]], ns: AIMNamespaceConfigSpec | None) -> JsonObj:
+    ref = _required(item.application_credentials, ns, "gcs", "applicationCredentials", field)
     return {
-        "applicationCredentials": _ref(
-            item.application_credentials, f"{field}.applicationCredentials", secrets
-        ),
+        "applicationCredentials": _ref(ref, f"{field}.applicationCredentials", secrets),
         "buckets": [_bucket(bucket) for bucket in item.buckets],
     }
 
 
-def _azure(item: AzureBlobDownload, field: str, secrets: dict[str, list[str]]) -> JsonObj:
+def _azure(item: AzureBlobDownload, field: str, secrets: dict[str, list[str]],
+           ns: AIMNamespaceConfigSpec | None) -> JsonObj:
+    ref = _required(item.connection_string, ns, "azureBlob", "connectionString", field)
     return {
-        "connectionString": _ref(item.connection_string, f"{field}.connectionString", secrets),
+        "connectionString": _ref(ref, f"{field}.connectionString", secrets),
         "containers": [_bucket(container) for container in item.containers],
     }
 
@@ -237,7 +346,8 @@ def _run_id(ctx: RenderContext) -> dict[str, str]:
 
 
 def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> JsonObj:
-    """The downloader Job: not Kueue-managed, never suspended, always non-root, no pull secrets."""
+    """The downloader Job: not Kueue-managed, never suspended, always non-root; the only pull secrets are
+    the namespace's (AIMNamespaceConfig `images`)."""
     plan = ctx.storage
     assert plan is not None
     volumes: list[JsonObj] = [{"name": "config", "configMap": {"name": name}}]
@@ -265,6 +375,10 @@ def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> 
         mounts.append({"name": "hf", "mountPath": plan.hf_mount_path})
         env.append({"name": "HF_HOME", "value": plan.hf_mount_path})
     env.extend(copy_json(ctx.workload.spec.env))
+    token = _namespace_hf_token(ctx)
+    if token is not None:
+        env.append({"name": HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": token.secret_name,
+                                                                         "key": token.secret_key}}})
     container: JsonObj = {
         "name": "data-downloader",
         "image": DOWNLOADER_IMAGE,
@@ -287,6 +401,7 @@ def _download_job(ctx: RenderContext, name: str, secrets: list[SecretMount]) -> 
             "volumes": volumes,
         }
     }
+    add_namespace_pull_secrets(template["spec"], ctx)
     # Our own image and command: restricted whatever `dangerous` says (upstream, too, always runs the
     # downloader non-root).
     harden_pod_template(template, "download.spec.template")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.appwrapper import render_appwrapper
@@ -35,7 +36,7 @@ _CHILD_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,61}[a-z0-9])?")
 
 def prepare(
     workload: Workload, config: KaiwoConfigSpec, nodes: Nodes, *, numbers: ResourceConfig | None = None,
-    priority_classes: PriorityClasses | None = None,
+    priority_classes: PriorityClasses | None = None, namespace_config: AIMNamespaceConfigSpec | None = None,
 ) -> RenderContext:
     """Validate what the models cannot (cross-field rules) and derive the shared render facts."""
     name = workload.metadata.name
@@ -50,7 +51,8 @@ def prepare(
     validate_storage(workload.spec.storage)
     check_resources(workload.spec.resources, "spec.resources")
     validate_for_children(workload)
-    return render_context(workload, config, nodes, numbers=numbers, priority_classes=priority_classes)
+    return render_context(workload, config, nodes, numbers=numbers, priority_classes=priority_classes,
+                          namespace_config=namespace_config)
 
 
 def main_kind(workload: Workload) -> tuple[str, str]:

@@ -1,7 +1,8 @@
 """CustomResourceDefinitions of the operators the simulated cluster runs, which the sandbox preinstalls:
-KubeRay, AppWrapper, Kueue, and the Prometheus operator's PodMonitor and ServiceMonitor (so that
+KubeRay, AppWrapper, Kueue, the Prometheus operator's PodMonitor, ServiceMonitor and PrometheusRule (so that
 deploy/'s monitoring component applies to the sandbox as to a cluster running kube-prometheus;
-nothing scrapes). The product under test passes its own in `SandboxConfig.extra_crds`. Schemas
+nothing scrapes), and the Gateway API's GatewayClass, Gateway and HTTPRoute (stored and served; no
+gateway controller programs them). The product under test passes its own in `SandboxConfig.extra_crds`. Schemas
 are deliberately loose (unknown fields preserved) — the operators that own these kinds validate
 them, and the sandbox only needs to store, serve and print them — but names, scopes, short names,
 subresources and printer columns are the upstream ones, because that is what users and `kubectl
@@ -294,8 +295,38 @@ def monitoring_crds() -> list[JsonObj]:
             categories=("prometheus-operator",)),
         crd(group, "ServiceMonitor", "servicemonitors", versions=v1, short_names=("smon",),
             categories=("prometheus-operator",)),
+        crd(group, "PrometheusRule", "prometheusrules", versions=v1, short_names=("promrule",),
+            categories=("prometheus-operator",)),
+    ]
+
+
+# HTTPRoute's CRD defaults (gateway-api apis/v1 httproute_types.go, shared_types.go): a parentRef's group
+# and kind, a backendRef's group, kind and weight, and a rule without matches matching PathPrefix "/".
+_PARENT_REF: JsonObj = _loose({"group": _string("gateway.networking.k8s.io"), "kind": _string("Gateway")})
+_HTTP_ROUTE_SPEC: JsonObj = _loose({
+    "parentRefs": _list_of(_PARENT_REF),
+    "rules": {**_list_of(_loose({
+        "matches": {**_list_of(_loose({"path": _loose({"type": _string("PathPrefix"), "value": _string("/")})})),
+                    "default": [{"path": {"type": "PathPrefix", "value": "/"}}]},
+        "backendRefs": _list_of(_loose({"group": _string(""), "kind": _string("Service"), "weight": _int(1)})),
+    })), "default": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}]}]},
+})
+
+
+def gateway_crds() -> list[JsonObj]:
+    """The Gateway API kinds kaiwo-ray reads and writes (standard channel v1; no controller programs them)."""
+    group = "gateway.networking.k8s.io"
+    v1 = [("v1", True)]
+    return [
+        crd(group, "GatewayClass", "gatewayclasses", versions=v1, scope="Cluster", short_names=("gc",),
+            categories=("gateway-api",), columns=[_column("Controller", ".spec.controllerName"), _AGE]),
+        crd(group, "Gateway", "gateways", versions=v1, short_names=("gtw",), categories=("gateway-api",),
+            columns=[_column("Class", ".spec.gatewayClassName"), _column("Address", ".status.addresses[*].value"),
+                     _column("Programmed", ".status.conditions[?(@.type==\"Programmed\")].status"), _AGE]),
+        crd(group, "HTTPRoute", "httproutes", versions=v1, categories=("gateway-api",), spec=_HTTP_ROUTE_SPEC,
+            columns=[_column("Hostnames", ".spec.hostnames"), _AGE]),
     ]
 
 
 def preinstalled_crds() -> list[JsonObj]:
-    return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds()
+    return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds() + gateway_crds()

@@ -66,7 +66,7 @@ def test_one_crd_per_kind() -> None:
         ("KaiwoService", "kaiwoservices.kaiwo.silogen.ai", "Namespaced", True),
         ("KaiwoQueueConfig", "kaiwoqueueconfigs.kaiwo.silogen.ai", "Cluster", True),
         ("KaiwoConfig", "kaiwoconfigs.config.kaiwo.silogen.ai", "Cluster", False),
-        ("AIMNamespaceConfig", "aimnamespaceconfigs.config.kaiwo.silogen.ai", "Namespaced", False),
+        ("AIMNamespaceConfig", "aimnamespaceconfigs.config.kaiwo.silogen.ai", "Namespaced", True),
         ("GpuWorkload", "gpuworkloads.kaiwo.silogen.ai", "Namespaced", True),
     ],
 )

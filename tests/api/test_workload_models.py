@@ -288,10 +288,6 @@ def test_status_timestamps_round_trip_in_rfc3339() -> None:
             "spec.storage.data.download.s3[0].buckets: required",
         ),
         (
-            {"storage": {"data": {"download": {"gcs": [{"buckets": []}]}}}},
-            "spec.storage.data.download.gcs[0].applicationCredentials: required",
-        ),
-        (
             {"storage": {"data": {"download": {"azureBlob": [{"connectionString": {}}]}}}},
             "spec.storage.data.download.azureBlob[0].containers: required",
         ),

@@ -109,7 +109,7 @@ def test_a_broken_cluster_names_each_problem_with_its_fix(broken: RunningSandbox
     assert "crds: installed but not this version's: kaiwojobs.kaiwo.silogen.ai -> fix: kubectl apply -k deploy/" in text
     assert "appwrapper: AppWrapper is not installed" in text
     assert "scheduler: kaiwo-scheduler is not running" in text and "components/scheduler" in text
-    assert "operator: no fresh Lease in kaiwo-system for: kaiwoconfig, kaiwoqueueconfig, kaiwojob, kaiwoservice" in text
+    assert "operator: no fresh Lease in kaiwo-system for: kaiwoconfig, kaiwoqueueconfig, aimnamespaceconfig, kaiwojob, kaiwoservice" in text
     assert ("permissions: system:serviceaccount:kaiwo-system:kaiwo-ray may not create events (create events (core))"
             in text)
     assert "gpus: node gpu-nvidia-h100-01 is a GPU node but allocates no nvidia.com/gpu" in text

@@ -153,7 +153,8 @@ def test_the_monitoring_step_adds_the_monitors_with_credentials(kubectl_bin: str
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects}
     assert {("PodMonitor", "kaiwo-ray"), ("ServiceMonitor", "kaiwo-ray-admin"),
             ("ServiceAccount", "kaiwo-ray-metrics-reader"), ("Secret", "kaiwo-ray-metrics-reader-token"),
-            ("ClusterRoleBinding", "kaiwo-ray-metrics-reader")} == kinds
+            ("ClusterRoleBinding", "kaiwo-ray-metrics-reader"), ("PrometheusRule", "kaiwo-ray"),
+            ("ConfigMap", "kaiwo-ray-dashboard")} == kinds
     secret = next(o for o in objects if o["kind"] == "Secret")
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["annotations"]["kubernetes.io/service-account.name"] == "kaiwo-ray-metrics-reader"
@@ -231,4 +232,4 @@ def test_the_documented_switches_turn_on_monitoring_and_preemption(kubectl_bin: 
     assert {"resourcemonitor", "gpuworkload"} <= set(names)
     assert settings.controller_options["gpuworkload"]["settings"].lease_namespace == "kaiwo-system"
     assert settings_from_env({"KAIWO_IN_CLUSTER": "false"})[1] == [
-        "kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice"]  # without the switches: off
+        "kaiwoconfig", "kaiwoqueueconfig", "aimnamespaceconfig", "kaiwojob", "kaiwoservice"]  # switches off

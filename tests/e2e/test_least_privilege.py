@@ -245,6 +245,42 @@ def scenario_drift_repair(target: Target) -> None:
         wait_gone(target, kind, name, namespace)
 
 
+def scenario_namespace_config(target: Target) -> None:
+    """An AIMNamespaceConfig (its status: the Secrets and Gateway it names) and a Ray KaiwoService's HTTPRoute
+    through its life: created, patched when the gateway changes, read (get) after it left the operator's watch
+    (its run-id label removed) and applied again, deleted when the config drops the gateway."""
+    kube, namespace = target.kube, target.namespace("lp-aim")
+    gateway_api, config_api = "gateway.networking.k8s.io/v1", "config.kaiwo.silogen.ai/v1alpha1"
+    for name in ("gw-a", "gw-b"):
+        kube.create({"apiVersion": gateway_api, "kind": "Gateway", "metadata": {"name": name, "namespace": namespace},
+                     "spec": {"gatewayClassName": "kgateway", "listeners": [{"name": "http", "protocol": "HTTP",
+                                                                             "port": 80}]}})
+    kube.create({"apiVersion": config_api, "kind": "AIMNamespaceConfig", "metadata": {"name": "tenant",
+                 "namespace": namespace}, "spec": {"gateway": {"name": "gw-a"}, "images": {"imagePullSecrets": ["reg"]}}})
+    wait_for(lambda: condition(kube.get(config_api, "AIMNamespaceConfig", "tenant", namespace), "GatewayFound"),
+             target.timeout, "the AIMNamespaceConfig status")
+    kube.create(kaiwo_service("lp-route", namespace, ray=True, image="rayproject/ray:2.47.1-py311",
+                              entrypoint="app:deployment"))
+
+    def parent() -> str | None:
+        route = kube.get(gateway_api, "HTTPRoute", "lp-route", namespace) or {}
+        return str(((route.get("spec") or {}).get("parentRefs") or [{}])[0].get("name")) if route else None
+
+    wait_for(lambda: parent() == "gw-a", target.timeout, "the HTTPRoute")
+    kube.patch(config_api, "AIMNamespaceConfig", "tenant", {"spec": {"gateway": {"name": "gw-b"}}}, namespace)
+    wait_for(lambda: parent() == "gw-b", target.timeout, "the HTTPRoute on gw-b")
+    kube.patch(gateway_api, "HTTPRoute", "lp-route", {"metadata": {"labels": {RUN_ID: None}}}, namespace)
+    kube.patch(config_api, "AIMNamespaceConfig", "tenant", {"spec": {"gateway": {"name": "gw-a"}}}, namespace)
+    wait_for(lambda: parent() == "gw-a" and RUN_ID in ((kube.get(gateway_api, "HTTPRoute", "lp-route", namespace)
+                                                       or {}).get("metadata", {}).get("labels") or {}),
+             target.timeout, "the HTTPRoute applied again")
+    kube.patch(config_api, "AIMNamespaceConfig", "tenant", {"spec": {"gateway": None}}, namespace)
+    wait_for(lambda: kube.get(gateway_api, "HTTPRoute", "lp-route", namespace) is None, target.timeout,
+             "the HTTPRoute deleted")
+    kube.delete(KAIWO_API, "KaiwoService", "lp-route", namespace)
+    wait_gone(target, "KaiwoService", "lp-route", namespace)
+
+
 # -- the in-cluster operator under the role -------------------------------------------------------------
 
 
@@ -304,6 +340,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             scenario_delete_examples(target, namespace, earlier_version=True)  # the upgrade path's deletes
             scenario_child_name_conflicts(target)  # these two before the churn drops the default queue
             scenario_drift_repair(target)
+            scenario_namespace_config(target)
             scenario_queue_churn(target)
         yield Run(sb, target, sb.audit.records(user=SA_USER))
 
@@ -315,7 +352,8 @@ def test_the_operator_runs_the_scenarios_without_one_forbidden_request(run: Run)
     assert forbidden == [], forbidden[:5]
     # Leader election ran in the operator's own namespace, one Lease per controller.
     leases = {r.name for r in run.records if r.resource == "leases" and r.verb != "create"}  # a POST names none
-    assert leases == {f"kaiwo-ray-{c}" for c in ("kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice")}
+    assert leases == {f"kaiwo-ray-{c}" for c in ("kaiwoconfig", "kaiwoqueueconfig", "aimnamespaceconfig", "kaiwojob",
+                                                  "kaiwoservice")}
     assert {r.namespace for r in run.records if r.resource == "leases"} == {NAMESPACE}
 
 

@@ -252,3 +252,25 @@ def test_unset_mount_paths_come_from_kaiwoconfig_storage_defaults() -> None:
         "volumeMounts"]
     plain = container(children(job(explicit))[-1])
     assert {"name": "hf", "mountPath": "/hf_cache"} in plain["volumeMounts"]
+
+
+def test_gcs_and_azure_without_credentials_take_the_namespace_ones_or_say_which_field() -> None:
+    from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
+    from kaiwo_ray.render.storage import borrowed_credentials, download_document
+    from kaiwo_ray.render.workload import prepare
+
+    workload = job(storage(data={"storageSize": "1Gi", "download": {
+        "gcs": [{"buckets": [{"name": "b"}]}], "azureBlob": [{"containers": [{"name": "c"}]}]}}))
+    namespace = AIMNamespaceConfigSpec.model_validate({"credentials": {
+        "gcs": [{"applicationCredentials": {"secretName": "gcp", "secretKey": "sa.json"}}],
+        "azureBlob": [{"connectionString": {"secretName": "az", "secretKey": "conn"}}]}})
+    ctx = prepare(workload, CONFIG, [], namespace_config=namespace)
+    document, mounts = download_document(ctx)
+    assert document["gcs"][0]["applicationCredentials"]["file"] == "/app/secrets/gcp/sa.json"
+    assert document["azureBlob"][0]["connectionString"]["secretName"] == "az"
+    assert [(m.secret_name, m.keys) for m in mounts] == [("gcp", ("sa.json",)), ("az", ("conn",))]
+    assert [(b.config_field, b.secret_name) for b in borrowed_credentials(ctx)] == [
+        ("spec.credentials.gcs[0].applicationCredentials", "gcp"),
+        ("spec.credentials.azureBlob[0].connectionString", "az")]
+    with pytest.raises(RenderError, match=r"gcs\[0\]\.applicationCredentials: required"):
+        download_document(prepare(workload, CONFIG, []))

@@ -26,8 +26,8 @@ def test_up_follows_the_environment_and_flags_override_it(monkeypatch: pytest.Mo
     monitor = settings.controller_options["resourcemonitor"]["settings"]
     assert monitor.enabled and monitor.polling_interval == 30 and monitor.endpoint == ""
     assert not settings.controller_options["gpuworkload"]["settings"].enabled
-    assert default_controller_names(settings) == ["kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice",
-                                                  "resourcemonitor"]
+    assert default_controller_names(settings) == ["kaiwoconfig", "kaiwoqueueconfig", "aimnamespaceconfig",
+                                                  "kaiwojob", "kaiwoservice", "resourcemonitor"]
     settings = HostSettings()
     args = _parse(["--no-resource-monitoring", "--gpu-preemption", "--gpu-preemption-interval", "5s",
                    "--gpu-preemption-endpoint", "http://exporter:5000/metrics"])
