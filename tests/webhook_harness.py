@@ -128,3 +128,46 @@ class WebhookServer:
 
 async def allow(_request: JsonObj) -> JsonObj:
     return {"allowed": True}
+
+
+class AsgiServer:
+    """An ASGI app (the product's webhook app) under uvicorn over TLS on 127.0.0.1, in its own thread;
+    its certificate names 127.0.0.1, so configurations reach it by `url` with `ca_bundle`."""
+
+    def __init__(self, app: Any) -> None:
+        import socket
+
+        import uvicorn
+
+        self.ca = make_ca()
+        cert, key = make_leaf(self.ca, ["localhost"])
+        self._dir = tempfile.TemporaryDirectory()
+        cert_file, key_file = Path(self._dir.name) / "tls.crt", Path(self._dir.name) / "tls.key"
+        cert_file.write_bytes(cert)
+        key_file.write_bytes(key)
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = int(self._socket.getsockname()[1])
+        config = uvicorn.Config(app, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file), log_level="warning",
+                                lifespan="off")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_bundle(self) -> str:
+        return ca_bundle(self.ca)
+
+    @property
+    def started(self) -> bool:
+        return bool(self._server.started)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(10)
+        self._socket.close()
+        self._dir.cleanup()
