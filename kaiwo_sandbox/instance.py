@@ -302,6 +302,7 @@ class Sandbox:
                 self.store.create_owned(LEASES, node_lease(seeded, self.clock.now()), managed=False, admit=False)
 
     async def stop(self) -> None:
+        await self.server.admission.close()
         if self._event_expiry is not None:
             await self._event_expiry.stop()
             self._event_expiry = None

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -27,6 +27,8 @@ from kaiwo_sandbox.apiserver.faults import FaultInjector
 from kaiwo_sandbox.apiserver.routes import ApiPath, parse_api_path
 from kaiwo_sandbox.apiserver.streams import pods as pod_streams
 from kaiwo_sandbox.apiserver.tables import to_table
+from kaiwo_sandbox.apiserver.webhooks.dispatch import Admission, Attributes, Outcome, replay
+from kaiwo_sandbox.apiserver.webhooks.matching import Request as AdmissionRequest
 from kaiwo_sandbox.apiserver.yaml_body import load_yaml
 from kaiwo_sandbox.contracts import (
     GVR,
@@ -69,6 +71,9 @@ AUDIT_ANNOTATIONS: web.RequestKey[dict[str, str]] = web.RequestKey("audit_annota
 # A create's name is in its body, not its path (generateName included): the audit record names the
 # object created, as a real apiserver's objectRef.name does.
 AUDIT_CREATED_NAME: web.RequestKey[str] = web.RequestKey("audit_created_name", str)
+# A write run as a dry run whatever the client asked: the passes before the last of a write that
+# admission webhooks intercept (`_dispatch_admitted`).
+FORCED_DRY_RUN: web.RequestKey[bool] = web.RequestKey("forced_dry_run", bool)
 # Events queued for one watch whose client stopped reading, before the server closes it (bounds memory).
 # A burst (a deletecollection) may queue more for a reader that keeps up: only a writer stuck on the
 # socket counts, and the limit matches the event history, so the client's re-watch usually resumes.
@@ -189,6 +194,7 @@ class ApiServer:
         self.open_watches = 0
         self.local_runtime: LocalRuntime | None = None  # real pods' logs, exec and port-forward (--local-image)
         self.watch_buffer_limit = WATCH_BUFFER_LIMIT  # events queued for one watcher before it is closed
+        self.admission = Admission(store, lambda: self.local_runtime)  # admission webhooks (webhooks/)
 
     def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
         """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
@@ -268,6 +274,9 @@ class ApiServer:
             response: web.StreamResponse
             if verb == "create" and self.access.answers(api_path):  # reviews, TokenRequest: never stored
                 response = json_response(self.access.answer(api_path, await self._body(request), identity), 201)
+            elif (verb in ("create", "update", "patch", "delete") and (admitted := await self._dispatch_admitted(
+                    request, info, api_path, verb, identity, validation or "Warn")) is not None):
+                response = admitted
             elif verb in ("create", "update", "patch"):
                 response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
             else:
@@ -350,27 +359,27 @@ class ApiServer:
         if verb == "create":
             body = await self._body(request)
             if sub == "binding":
-                return self._bind(body, path, _dry_run(query), user)
+                return self._bind(body, path, self._dry(request), user)
             if sub == "eviction":
                 # No PodDisruptionBudgets exist here, so every eviction is allowed: it deletes the pod.
-                self.store.delete_ref(gvr, ns, path.name, dry_run=_dry_run(query, body.get("deleteOptions")),
+                self.store.delete_ref(gvr, ns, path.name, dry_run=self._dry(request, body.get("deleteOptions")),
                                       user=user)
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                       "code": 201}, status=201)
             if path.name:
                 raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
             self.store.decode_typed(info, gvr, body)
-            created = self.store.create_owned(gvr, body, namespace=ns, dry_run=_dry_run(query),
+            created = self.store.create_owned(gvr, body, namespace=ns, dry_run=self._dry(request),
                                               field_manager=manager, user=user)
             request[AUDIT_CREATED_NAME] = created["metadata"]["name"]
             return self._object_response(request, info, gvr, created, status=201)
         if verb == "update":
             body = await self._body(request)
             if sub == "scale":
-                return json_response(self.store.update_scale(gvr, ns, path.name, body, dry_run=_dry_run(query),
+                return json_response(self.store.update_scale(gvr, ns, path.name, body, dry_run=self._dry(request),
                                                              field_manager=manager, user=user))
             self.store.decode_typed(info, gvr, body)
-            updated = self.store.update_owned(gvr, body, subresource=sub, dry_run=_dry_run(query),
+            updated = self.store.update_owned(gvr, body, subresource=sub, dry_run=self._dry(request),
                                               field_manager=manager, user=user, namespace=ns, name=path.name)
             return self._object_response(request, info, gvr, updated)
         if verb == "patch":
@@ -382,7 +391,7 @@ class ApiServer:
             deleted = self.store.delete_collection(
                 gvr, ns, label_selector=query.get("labelSelector"), field_selector=query.get("fieldSelector"),
                 propagation_policy=options.get("propagationPolicy") or query.get("propagationPolicy"),
-                dry_run=_dry_run(query, options), user=user)
+                dry_run=self._dry(request, options), user=user)
             return self._list_response(request, info, gvr, deleted, str(self.store.resource_version), None, None)
         raise ApiError.method_not_allowed("the server does not allow this method on the requested resource")
 
@@ -402,6 +411,103 @@ class ApiServer:
             response.headers.add("Warning", f'299 - "unknown field \\"{field}\\""')
         return response
 
+    def _dry(self, request: web.Request, body: JsonObj | None = None) -> bool:
+        return _dry_run(request.query, body) or request.get(FORCED_DRY_RUN, False)
+
+    async def _dispatch_admitted(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str,
+                                 identity: UserInfo, validation: str) -> web.StreamResponse | None:
+        """A write that admission webhooks intercept, in passes (webhooks/dispatch.py says why): a dry
+        run captures the candidate at the admission point, the mutating webhooks answer patches, a dry
+        run with them replayed gives what validating webhooks judge, and the last pass writes (or
+        dry-runs, if the client asked) with the same patches replayed. None when no webhook's rules
+        match, so a write nobody intercepts takes the usual single pass."""
+        gvr = GVR(path.group, path.version, path.resource)
+        namespace = path.namespace
+        operation = {"create": "CREATE", "update": "UPDATE", "patch": "UPDATE", "delete": "DELETE"}[verb]
+        if verb == "patch" and request.content_type == "application/apply-patch+yaml" \
+                and self.store.find_ref(gvr, namespace or None, path.name) is None:
+            operation = "CREATE"
+        admission_request = AdmissionRequest(operation, gvr, path.subresource, info.namespaced,
+                                             tuple(v for v in info.versions if v != gvr.version))
+        mutating = self.admission.candidates(mutating=True, request=admission_request)
+        validating = self.admission.candidates(mutating=False, request=admission_request)
+        if not mutating and not validating:
+            return None
+        user = identity.name
+        name = path.name
+        if verb == "create" and not name:
+            name = str(((await self._body(request)).get("metadata") or {}).get("name") or "")
+        options = await self._delete_options(request) if verb == "delete" else None
+        attrs = Attributes(admission_request, info.kind, namespace, name, identity, self._dry(request, options),
+                           field_manager_for(request.query, request.headers.get("User-Agent", "")))
+        outcomes: list[Outcome] = []
+        response: web.StreamResponse
+        if operation == "DELETE":
+            old = self.store.find_ref(gvr, namespace or None, path.name)
+            if old is None:
+                return None  # the usual 404
+            if mutating:
+                outcomes.append((await self.admission.mutate(mutating, attrs, None, old))[0])
+            if validating:
+                outcomes.append(await self.admission.validate(validating, attrs, None, old))
+            response = await self._dispatch(request, info, path, verb, user)
+            return self._with_outcomes(request, response, outcomes)
+        captured: list[tuple[JsonObj, JsonObj | None]] = []
+        patches: list[tuple[GVR, list[Any]]] = []
+
+        def capture(_op: str, _gvr: GVR, obj: JsonObj, old: JsonObj | None, _user: str) -> None:
+            if patches:
+                replaced = replay(patches, obj)
+                obj.clear()
+                obj.update(replaced)
+            captured.append((orjson.loads(orjson.dumps(obj)), old))
+
+        first_pass_clean = False
+        if mutating:
+            try:
+                await self._write_pass(request, info, path, verb, user, validation, capture)
+                first_pass_clean = True
+            except ApiError:
+                if not captured:
+                    raise  # refused before admission (not found, conflict, bad body): webhooks are not called
+            candidate, old = captured[-1]
+            sent = candidate
+            if operation == "CREATE":  # the apiserver fills uid and creationTimestamp after mutating admission
+                sent = dict(candidate, metadata={k: v for k, v in candidate["metadata"].items()
+                                                 if k not in ("uid", "creationTimestamp")})
+            outcome, _ = await self.admission.mutate(mutating, attrs, sent, old)
+            outcomes.append(outcome)
+            patches.extend(outcome.patches)
+        if validating:
+            if not (mutating and first_pass_clean and not patches):
+                captured.clear()
+                await self._write_pass(request, info, path, verb, user, validation, capture)
+            final, old = captured[-1]
+            outcomes.append(await self.admission.validate(validating, attrs, final, old))
+        response = await self._write_pass(request, info, path, verb, user, validation, capture if patches else None,
+                                          dry_run=False)
+        return self._with_outcomes(request, response, outcomes)
+
+    async def _write_pass(self, request: web.Request, info: ResourceInfo, path: ApiPath, verb: str, user: str,
+                          validation: str, hook: Any, *, dry_run: bool = True) -> web.StreamResponse:
+        request[FORCED_DRY_RUN] = dry_run
+        with self.store.webhook_admission(hook) if hook is not None else _no_scope():
+            return await self._dispatch_validated(request, info, path, verb, user, validation)
+
+    @staticmethod
+    def _with_outcomes(request: web.Request, response: web.StreamResponse,
+                       outcomes: list[Outcome]) -> web.StreamResponse:
+        annotations = dict(request.get(AUDIT_ANNOTATIONS) or {})
+        seen: set[str] = set()
+        for outcome in outcomes:
+            annotations.update(outcome.annotations)
+            for warning in outcome.warnings:
+                if warning not in seen:
+                    seen.add(warning)
+                    response.headers.add("Warning", warning_header(warning))
+        request[AUDIT_ANNOTATIONS] = annotations
+        return response
+
     async def _patch(self, request: web.Request, info: ResourceInfo, gvr: GVR, path: ApiPath, manager: str,
                      user: str) -> web.StreamResponse:
         content_type = request.content_type
@@ -416,7 +522,7 @@ class ApiServer:
         patch = self._decode(raw, yaml_ok=patch_type == "apply")
         query = request.query
         ns = path.namespace or None
-        dry_run = _dry_run(query)
+        dry_run = self._dry(request)
         if path.subresource == "scale":
             scale = self.store.get_scale(gvr, ns, path.name)
             if patch_type == "json":
@@ -443,8 +549,8 @@ class ApiServer:
             policy = "Orphan" if orphan in (True, "true") else "Background"
         result = self.store.delete_ref(gvr, path.namespace or None, path.name, propagation_policy=policy,
                                        resource_version=preconditions.get("resourceVersion"),
-                                       uid=preconditions.get("uid"), dry_run=_dry_run(query, options), user=user)
-        if _dry_run(query, options):
+                                       uid=preconditions.get("uid"), dry_run=self._dry(request, options), user=user)
+        if self._dry(request, options):
             pending = bool(result["metadata"].get("deletionTimestamp"))
         else:
             pending = self.store.find_ref(gvr, path.namespace or None, path.name) is not None
@@ -630,6 +736,11 @@ class ApiServer:
 
     def mint_token(self, user: str, groups: Sequence[str] = ()) -> str:
         return self.access.authn.mint(user, list(groups))
+
+
+@contextlib.contextmanager
+def _no_scope() -> Iterator[None]:
+    yield
 
 
 def warning_header(text: str) -> str:

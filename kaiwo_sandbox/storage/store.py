@@ -128,6 +128,7 @@ class ObjectStore:
         self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
         self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
         self._notes: AdmissionNotes | None = None  # what admission said about the HTTP write in progress
+        self._webhooks: AdmissionHook | None = None  # the HTTP write's admission webhooks (`webhook_admission`)
         self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ identity
@@ -362,6 +363,18 @@ class ObjectStore:
         finally:
             self._notes = previous
 
+    @contextmanager
+    def webhook_admission(self, hook: AdmissionHook) -> Iterator[None]:
+        """Scope one HTTP write's mutating admission webhooks: `hook` runs after the in-tree admission
+        hooks, on the defaulted candidate. Webhooks are HTTP calls and the store is synchronous, so the
+        API server calls them between passes of the same write (see apiserver/webhooks/dispatch.py):
+        the hook here only captures the candidate, or replays the patches the webhooks answered."""
+        previous, self._webhooks = self._webhooks, hook
+        try:
+            yield
+        finally:
+            self._webhooks = previous
+
     def _note(self, review: pod_security.Review) -> None:
         if self._notes is not None:
             self._notes.warnings.extend(review.warnings)
@@ -402,7 +415,7 @@ class ObjectStore:
         uid, created_at = meta["uid"], meta["creationTimestamp"]
         strategies.prepare_create(info, obj)
         obj = self._default(info, obj, owned=True)  # the store keeps the body it was handed
-        if admit and self._hooks:
+        if admit and (self._hooks or self._webhooks is not None):
             self._admit("CREATE", gvr, obj, None, user)
         self._validate(info, obj, None)
         if admit and info.namespaced:  # validating admission: PodSecurity
@@ -530,7 +543,7 @@ class ObjectStore:
         new_meta["resourceVersion"] = old_rv
         if subresource is None:
             new = self._default(info, new)
-            if admit and self._hooks:
+            if admit and (self._hooks or self._webhooks is not None):
                 self._admit("UPDATE", gvr, new, old, user)
         self._validate(info, new, old)
         if admit and subresource is None and info.namespaced and info.resource != "pods":
@@ -856,6 +869,8 @@ class ObjectStore:
     def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
         for hook in list(self._hooks):
             hook(operation, gvr, obj, old, user)  # old is the stored snapshot: hooks only read it
+        if self._webhooks is not None:  # after the in-tree plugins, as the apiserver orders them
+            self._webhooks(operation, gvr, obj, old, user)
 
     def _pod_security(self, info: ResourceInfo, obj: JsonObj, namespace: str) -> None:
         """The PodSecurity plugin: pods (enforce, audit, warn) and workload templates (audit, warn)."""

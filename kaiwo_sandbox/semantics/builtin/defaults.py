@@ -20,6 +20,7 @@ import orjson
 
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.semantics.builtin.rbac import DEFAULTERS as RBAC_DEFAULTERS
+from kaiwo_sandbox.semantics.builtin.webhooks import DEFAULTERS as WEBHOOK_DEFAULTERS
 from kaiwo_sandbox.semantics.quantity import format_quantity, parse_quantity, quantity_format
 
 DEFAULT_MODE = 0o644  # 420: secret/configMap/projected/downwardAPI volume file mode
@@ -509,6 +510,7 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[JsonObj], None]] = {
 
 
 _DEFAULTERS.update(RBAC_DEFAULTERS)
+_DEFAULTERS.update(WEBHOOK_DEFAULTERS)
 
 
 def has_builtin_defaults(group: str, kind: str) -> bool:

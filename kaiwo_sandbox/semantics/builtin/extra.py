@@ -28,6 +28,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTHN_GROUP = "authentication.k8s.io"
 AUTHZ_GROUP = "authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
+ADMISSION_GROUP = "admissionregistration.k8s.io"
 
 EXTRA_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RBAC_GROUP, "v1", "roles", "Role"),
@@ -35,6 +36,13 @@ EXTRA_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RBAC_GROUP, "v1", "clusterroles", "ClusterRole", namespaced=False),
     KindSpec(RBAC_GROUP, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
     KindSpec(NETWORKING_GROUP, "v1", "networkpolicies", "NetworkPolicy", short=("netpol",)),
+    # Admission webhooks the API server calls (apiserver/webhooks/), and the Endpoints a selectorless
+    # Service's owner writes by hand: where a webhook's Service reference leads when no pod backs it.
+    KindSpec(ADMISSION_GROUP, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+             namespaced=False, categories=("api-extensions",)),
+    KindSpec(ADMISSION_GROUP, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+             namespaced=False, categories=("api-extensions",)),
+    KindSpec("", "v1", "endpoints", "Endpoints", short=("ep",)),
     KindSpec(AUTHN_GROUP, "v1", "tokenreviews", "TokenReview", namespaced=False, verbs=CREATE_ONLY),
     KindSpec(AUTHN_GROUP, "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False, verbs=CREATE_ONLY),
     KindSpec(AUTHZ_GROUP, "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False,
@@ -47,7 +55,7 @@ EXTRA_KINDS: tuple[KindSpec, ...] = (
 )
 
 # Where these groups go in /apis (a real server lists them between the built-in groups; ours after them).
-EXTRA_GROUP_ORDER = (AUTHN_GROUP, AUTHZ_GROUP, NETWORKING_GROUP, RBAC_GROUP)
+EXTRA_GROUP_ORDER = (AUTHN_GROUP, AUTHZ_GROUP, NETWORKING_GROUP, RBAC_GROUP, ADMISSION_GROUP)
 
 # Kinds never stored: POSTs to them are answered by reviews.py.
 REVIEW_RESOURCES = frozenset((k.group, k.resource) for k in EXTRA_KINDS if k.verbs == CREATE_ONLY)

@@ -34,6 +34,7 @@ from kaiwo_sandbox.semantics.builtin.pods import (
     validate_pod_spec,
 )
 from kaiwo_sandbox.semantics.builtin.rbac import VALIDATORS as RBAC_VALIDATORS
+from kaiwo_sandbox.semantics.builtin.webhooks import VALIDATORS as WEBHOOK_VALIDATORS
 from kaiwo_sandbox.semantics.metadata import (
     is_dns1035_label,
     is_dns1123_label,
@@ -624,6 +625,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
 
 
 _VALIDATORS.update(RBAC_VALIDATORS)
+_VALIDATORS.update(WEBHOOK_VALIDATORS)
 
 
 def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -> list[JsonObj]:
