@@ -19,6 +19,7 @@ Settings come from the pod's environment (deploy/base/rayservice.yaml sets them)
     KAIWO_TELEMETRY_NODE_RESOURCE   the Ray resource that marks a telemetry node (default
                             kaiwo_gpu_telemetry, deploy/components/telemetry/worker-group.yaml)
     KAIWO_TELEMETRY_INTERVAL        seconds between GPU samples (default 1)
+    KAIWO_TELEMETRY_METRICS_PORT    where the aggregator serves the per-GPU series (deploy/: 9400; unset: not served)
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ TELEMETRY_BACKENDS = ("auto", "nvidia", "amd", "none", "sandbox", "off")
 
 def telemetry_settings_from_env(env: Mapping[str, str], settings: HostSettings) -> TelemetrySettings | None:
     """The telemetry fleet's settings (None: KAIWO_TELEMETRY_BACKEND=off); ValueError naming the variable.
-    No /metrics of the aggregator's own: the admin API's /metrics carries the GPU series."""
+    The aggregator serves the per-GPU series on KAIWO_TELEMETRY_METRICS_PORT (deploy/: 9400, port `gpu-metrics`
+    of the head, which the PodMonitor scrapes); without it, only the admin API's per-node GPU series exist."""
     backend = (env.get("KAIWO_TELEMETRY_BACKEND") or "auto").strip().lower()
     if backend not in TELEMETRY_BACKENDS:
         raise ValueError(f"KAIWO_TELEMETRY_BACKEND={backend!r}: choose from {', '.join(TELEMETRY_BACKENDS)}")
@@ -118,8 +120,12 @@ def telemetry_settings_from_env(env: Mapping[str, str], settings: HostSettings) 
         interval = 0.0
     if not interval > 0:
         raise ValueError(f"KAIWO_TELEMETRY_INTERVAL={text!r}: must be a number of seconds greater than 0")
+    port_text = (env.get("KAIWO_TELEMETRY_METRICS_PORT") or "").strip()
+    if port_text and not (port_text.isdigit() and 0 < int(port_text) < 65536):
+        raise ValueError(f"KAIWO_TELEMETRY_METRICS_PORT={port_text!r}: must be a port number (1-65535)")
     return TelemetrySettings(backend=backend, interval=interval, kubeconfig=settings.kubeconfig,
-                             in_cluster=settings.in_cluster, metrics_port=None,
+                             in_cluster=settings.in_cluster, metrics_host="0.0.0.0",
+                             metrics_port=int(port_text) if port_text else None,
                              node_resource=env.get("KAIWO_TELEMETRY_NODE_RESOURCE") or TELEMETRY_NODE_RESOURCE,
                              aggregator_resources=actor_resources(env))
 

@@ -161,7 +161,7 @@ def test_the_monitoring_step_adds_the_monitors_with_credentials(kubectl_bin: str
     credentials = {"type": "Bearer", "credentials": {"name": secret["metadata"]["name"], "key": "token"}}
     endpoints = [e for o in objects if o["kind"] == "ServiceMonitor" for e in o["spec"]["endpoints"]] + \
         [e for o in objects if o["kind"] == "PodMonitor" for e in o["spec"]["podMetricsEndpoints"]]
-    assert len(endpoints) == 2
+    assert len(endpoints) == 3  # the admin API, every Ray pod's metrics agent, the head's GPU aggregator
     assert all(e["authorization"] == credentials and e["path"] == "/metrics" for e in endpoints), endpoints
     binding = next(o for o in objects if o["kind"] == "ClusterRoleBinding")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kaiwo-ray-metrics-reader",
