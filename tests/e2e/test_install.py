@@ -16,6 +16,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -449,3 +450,144 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], sandbox: RunningSandbox,
+                                                       admin_url: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
+                             str(sandbox.kubeconfig_path), "--admin-url", admin_url],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    failed = [line for line in result.stdout.splitlines() if line.lstrip().startswith(("FAIL", "TODO"))]
+    assert result.returncode == 0 and failed == [], result.stdout + result.stderr
+
+
+EXAMPLE_SECRETS = {"s3-credentials": {"access-key-id": "e2e", "secret-access-key": "e2e"},
+                   "hf-token": {"token": "e2e"}, "inference-api-config": {"config.yaml": "endpoint: none"}}
+
+
+def test_every_example_reaches_its_final_phase_under_the_installed_operator(installed: dict[str, Any],
+                                                                            kubectl: Kubectl) -> None:
+    """Step 3: `kubectl apply -f examples/`, as written (with the Secrets its credentials name)."""
+    for name, data in EXAMPLE_SECRETS.items():
+        kubectl("create", "secret", "generic", name, "-n", "default",
+                *[f"--from-literal={k}={v}" for k, v in data.items()], check=False)
+    kubectl("apply", "-f", "examples/")
+    table = yaml.safe_load((ROOT / "tests" / "examples_expected.yaml").read_text())
+    plurals = {"KaiwoJob": "kaiwojobs", "KaiwoService": "kaiwoservices", "KaiwoQueueConfig": "kaiwoqueueconfigs"}
+
+    def phases() -> dict[str, str]:
+        reached = {}
+        for filename, entry in table.items():
+            if entry["kind"] not in plurals:
+                reached[filename] = ""
+                continue
+            scope = ["-n", entry["namespace"]] if entry.get("namespace") else []
+            found = kubectl("get", plurals[entry["kind"]], entry["name"], *scope, "-o", "json", check=False)
+            reached[filename] = ((json.loads(found.stdout).get("status") or {}).get("status") or "") \
+                if found.returncode == 0 else ""
+        return reached
+
+    wanted = {f: e["phase"] or "" for f, e in table.items()}
+    try:
+        eventually(lambda: phases() == wanted, timeout=240, interval=2.0, message="every example's final phase")
+    except AssertionError:
+        raise AssertionError(f"reached {phases()}, wanted {wanted}") from None
+
+
+def test_a_new_serve_config_rolls_without_losing_a_workload(installed: dict[str, Any], kubectl: Kubectl) -> None:
+    """Step 8: an upgrade of the Serve config (what a new kaiwo-ray version ships) is submitted to the
+    running cluster, both applications serve again, and a workload running meanwhile is untouched."""
+    manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: during-upgrade") \
+        .replace("sleep 5", "sleep 600")
+    kubectl("apply", "-f", "-", stdin=manifest)
+    eventually(lambda: (_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade").get("status") or {}).get(
+        "status") == "RUNNING", timeout=90, interval=1.0, message="the workload runs before the upgrade")
+    uid = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
+    service = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    config = yaml.safe_load(service["spec"]["serveConfigV2"])
+    for app in config["applications"]:
+        app["runtime_env"] = {"env_vars": {"KAIWO_UPGRADE_MARK": "2"}}  # a new config: every replica restarts
+    kubectl("patch", "rayservice", "-n", "kaiwo-system", "kaiwo-ray", "--type=merge", "-p",
+            json.dumps({"spec": {"serveConfigV2": yaml.safe_dump(config)}}))
+
+    def upgraded() -> bool:
+        head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+        status = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")["status"]
+        statuses = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
+        running = bool(statuses) and all(a["status"] == "RUNNING" for a in statuses.values())
+        out = kubectl("exec", "-n", "kaiwo-system", head["metadata"]["name"], "--", "sh", "-c",
+                      "curl -s http://127.0.0.1:8265/api/serve/applications/ || python -c 'import urllib.request;"
+                      "print(urllib.request.urlopen(\"http://127.0.0.1:8265/api/serve/applications/\").read().decode())'",
+                      check=False).stdout
+        return running and "KAIWO_UPGRADE_MARK" in out
+    eventually(upgraded, timeout=180, interval=2.0, message="Ray runs the new config, both applications RUNNING")
+    job = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
+    assert job["metadata"]["uid"] == uid and (job.get("status") or {}).get("status") == "RUNNING"
+    children = _json(kubectl, "jobs", "-n", "default", "-l", "kaiwo.silogen.ai/name=during-upgrade")["items"]
+    assert len(children) == 1
+
+
+def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(installed: dict[str, Any],
+                                                                           kubectl: Kubectl) -> None:
+    """Step 8: a new image tag changes the Ray cluster's pods, so KubeRay prepares a new cluster, moves the
+    Services once both applications serve there, and deletes the old one; the workload running since
+    before is untouched, the new operator takes over, and no child is duplicated."""
+    before = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    old_cluster = before["status"]["activeServiceStatus"]["rayClusterName"]
+    uid = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
+    head_image = before["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
+    new_image = head_image.rsplit(":", 1)[0] + ":0.1.1"
+    kubectl("patch", "rayservice", "-n", "kaiwo-system", "kaiwo-ray", "--type=json", "-p", json.dumps([
+        {"op": "replace", "path": "/spec/rayClusterConfig/headGroupSpec/template/spec/containers/0/image",
+         "value": new_image},
+        {"op": "replace", "path": "/spec/rayClusterConfig/workerGroupSpecs/0/template/spec/containers/0/image",
+         "value": new_image}]))
+
+    def rolled() -> str | None:
+        status = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray").get("status") or {}
+        active = status.get("activeServiceStatus") or {}
+        name = str(active.get("rayClusterName") or "")
+        apps = active.get("applicationStatuses") or {}
+        if name in ("", old_cluster) or not apps or any(a["status"] != "RUNNING" for a in apps.values()):
+            return None
+        return name if kubectl("get", "raycluster", "-n", "kaiwo-system", old_cluster, check=False).returncode else None
+    new_cluster = eventually(rolled, timeout=300, interval=2.0,
+                             message="the new cluster serves and the old one is gone")
+    heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", f"ray.io/cluster={new_cluster},ray.io/node-type=head")
+    assert heads["items"][0]["spec"]["containers"][0]["image"] == new_image
+    job = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
+    assert job["metadata"]["uid"] == uid and (job.get("status") or {}).get("status") == "RUNNING"
+    manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: after-upgrade")
+    kubectl("apply", "-f", "-", stdin=manifest)
+    eventually(lambda: (_json(kubectl, "kaiwojob", "-n", "default", "after-upgrade").get("status") or {}).get(
+        "status") in ("RUNNING", "COMPLETE"), timeout=120, interval=1.0, message="the new operator runs a new job")
+    for name in ("during-upgrade", "after-upgrade"):
+        children = _json(kubectl, "jobs", "-n", "default", "-l", f"kaiwo.silogen.ai/name={name}")["items"]
+        assert len(children) == 1, f"{name} has {len(children)} Jobs"
+
+
+def test_uninstall_leaves_no_object_of_ours_and_no_user_workload_deleted(installed: dict[str, Any],
+                                                                         kubectl: Kubectl) -> None:
+    """Step 8: `kubectl delete -k` of what was applied removes every object it made (the namespace, the
+    cluster-scoped roles, the RayService's cluster and pods) and nothing a user made outside it."""
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "users-own", "namespace": "default"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}}}))
+    kubectl("delete", "-k", "deploy/monitoring/", "--wait=false")
+    kubectl("delete", "-k", "deploy/sandbox/", "--wait=false")
+    cluster_scoped = [d for d in yaml.safe_load_all(kubectl("kustomize", "deploy/sandbox/").stdout) if d
+                      and not (d.get("metadata") or {}).get("namespace") and d["kind"] != "Namespace"]
+
+    def gone() -> bool:
+        if kubectl("get", "namespace", "kaiwo-system", check=False).returncode == 0:
+            return False
+        for doc in cluster_scoped:
+            if kubectl("get", doc["kind"], doc["metadata"]["name"], check=False).returncode == 0:
+                return False
+        return True
+    eventually(gone, timeout=120, interval=1.0, message="every object of the install gone")
+    assert kubectl("get", "job", "-n", "default", "users-own", check=False).returncode == 0
+    # the real Ray processes went with their pods
+    assert not [p for p in _json(kubectl, "pods", "-A")["items"]
+                if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") == "kaiwo-ray"]

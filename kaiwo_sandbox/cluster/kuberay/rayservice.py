@@ -3,6 +3,9 @@ Services, Ready once its pods are and its applications would serve."""
 
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
 import json
 
 import yaml
@@ -49,6 +52,30 @@ def serve_applications(serve_config: object) -> dict[str, list[str]]:
         deployments = [str(d.get("name")) for d in app.get("deployments") or [] if isinstance(d, dict) and d.get("name")]
         apps[str(app.get("name") or "default")] = deployments
     return apps
+
+
+HASH_ANNOTATION = "ray.io/hash-without-replicas-and-workers-to-delete"
+
+
+def cluster_config_hash(config: JsonObj) -> str:
+    """KubeRay's hash of a rayClusterConfig without what changes in place (worker replicas and
+    workersToDelete): base32hex of the sha1 of its JSON."""
+    trimmed = copy.deepcopy(config)
+    for group in trimmed.get("workerGroupSpecs") or []:
+        if isinstance(group, dict):
+            for key in ("replicas", "minReplicas", "maxReplicas"):
+                group[key] = None
+            if isinstance(group.get("scaleStrategy"), dict):
+                group["scaleStrategy"]["workersToDelete"] = None
+    digest = hashlib.sha1(json.dumps(trimmed, sort_keys=True).encode()).digest()  # KubeRay's choice of hash
+    return base64.b32hexencode(digest).decode()
+
+
+def _outdated(cluster: JsonObj, wanted_hash: str) -> bool:
+    """Whether a cluster was made for another rayClusterConfig (one without the annotation, made before
+    it was written, is taken as current)."""
+    stored = (meta_of(cluster).get("annotations") or {}).get(HASH_ANNOTATION)
+    return bool(stored) and stored != wanted_hash
 
 
 def application_statuses(answer: object) -> dict[str, JsonObj]:
@@ -154,46 +181,70 @@ class RayServiceReconciler(KubeRayBase):
                                                       "numServeEndpoints": 0,
                                                       "observedGeneration": meta_of(service).get("generation", 1)})
             return None
-        cluster_name = str(active.get("rayClusterName") or pending.get("rayClusterName") or "")
-        cluster = self._find(RAYCLUSTERS, ns, cluster_name) if cluster_name else None
-        if cluster is None:
-            cluster_name = rayservice_cluster_name(name)
-            body = ray_cluster_for(service, cluster_name, spec.get("rayClusterConfig") or {}, "RayService")
+        config = spec.get("rayClusterConfig") or {}
+        wanted_hash = cluster_config_hash(config)
+        active_name, pending_name = str(active.get("rayClusterName") or ""), str(pending.get("rayClusterName") or "")
+        active_cluster = self._find(RAYCLUSTERS, ns, active_name) if active_name else None
+        pending_cluster = self._find(RAYCLUSTERS, ns, pending_name) if pending_name else None
+        active = active if active_cluster is not None else {}
+        pending = pending if pending_cluster is not None else {}
+        if pending_cluster is not None and _outdated(pending_cluster, wanted_hash):
+            self._delete(RAYCLUSTERS, ns, pending_name)  # the spec moved on again: prepare its newest form
+            pending_cluster, pending = None, {}
+        outdated = active_cluster is not None and _outdated(active_cluster, wanted_hash)
+        zero_downtime = ((spec.get("upgradeStrategy") or {}).get("type") or "NewCluster") != "None"
+        if pending_cluster is None and (active_cluster is None or (outdated and zero_downtime)):
+            # A first cluster, or a zero-downtime upgrade (shouldPrepareNewCluster): a new pending cluster
+            # that takes over once it serves.
+            pending_name = rayservice_cluster_name(name)
+            body = ray_cluster_for(service, pending_name, config, "RayService")
+            body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = wanted_hash
             if self._create(RAYCLUSTERS, body, ns):
                 record_event(self.store, self.clock, service, "Normal", "CreatedRayCluster",
-                             f"Created the RayCluster {ns}/{cluster_name}", SERVICE_COMPONENT)
-            active, pending = {}, {"rayClusterName": cluster_name}
-            set_condition(conditions, "Ready", "False", "Initializing", "RayService is initializing", now)
-            set_condition(conditions, "UpgradeInProgress", "False", "NoActiveCluster",
-                          "The RayService has no active cluster", now)
-            self._write_status(RAYSERVICES, service, {
-                "pendingServiceStatus": pending, "conditions": conditions, "serviceStatus": "",
-                "numServeEndpoints": 0, "observedGeneration": meta_of(service).get("generation", 1)})
-            return None
-        self._ensure_service_svcs(service, cluster_name)
-        cluster_status = cluster.get("status") or {}
-        ready = cluster_status.get("state") == "ready"
-        real_head = self._real_head(ns, cluster_name)
-        if real_head is not None:
-            statuses = self._real_applications(service, cluster_name, real_head)
-            serving = bool(statuses) and all(s.get("status") == "RUNNING" for s in statuses.values())
-            if pending and ready and serving:  # promoted once its applications serve
-                active, pending = {"rayClusterName": cluster_name}, {}
-            target = active if active else pending
+                             f"Created the RayCluster {ns}/{pending_name}", SERVICE_COMPONENT)
+            pending = {"rayClusterName": pending_name}
+            if active_cluster is None:
+                set_condition(conditions, "Ready", "False", "Initializing", "RayService is initializing", now)
+                set_condition(conditions, "UpgradeInProgress", "False", "NoActiveCluster",
+                              "The RayService has no active cluster", now)
+                self._write_status(RAYSERVICES, service, {
+                    "pendingServiceStatus": pending, "conditions": conditions, "serviceStatus": "",
+                    "numServeEndpoints": 0, "observedGeneration": meta_of(service).get("generation", 1)})
+                return None
+            pending_cluster = self._find(RAYCLUSTERS, ns, pending_name)
+        elif active_cluster is not None and not outdated:
+            self._update_in_place(active_cluster, config)  # replicas only: the same cluster scales
+        real = False
+        for target, cluster in ((active, active_cluster), (pending, pending_cluster)):
+            if cluster is None:
+                continue
+            cluster_name = str(meta_of(cluster).get("name", ""))
+            cluster_status = cluster.get("status") or {}
+            target["rayClusterName"] = cluster_name
             target["rayClusterStatus"] = cluster_status
-            target["applicationStatuses"] = statuses
-        else:
-            if pending and ready:
-                active, pending = {"rayClusterName": cluster_name}, {}
-            apps = serve_applications(spec.get("serveConfigV2"))
-            target = active if active else pending
-            target["rayClusterStatus"] = cluster_status
-            if active:
-                active["applicationStatuses"] = {
+            head = self._real_head(ns, cluster_name)
+            if head is not None:
+                real = True
+                target["applicationStatuses"] = self._real_applications(service, cluster_name, head)
+            elif cluster_status.get("state") == "ready":
+                target["applicationStatuses"] = {
                     app: {"status": "RUNNING",
                           "serveDeploymentStatuses": {d: {"status": "HEALTHY"} for d in deployments}}
-                    for app, deployments in apps.items()}
-        endpoints = self._serve_endpoints(ns, cluster_name, bool(spec.get("excludeHeadPodFromServeSvc"))) \
+                    for app, deployments in serve_applications(spec.get("serveConfigV2")).items()}
+        if pending_cluster is not None:
+            statuses = pending.get("applicationStatuses") or {}
+            serving = bool(statuses) and all(s.get("status") == "RUNNING" for s in statuses.values())
+            if (pending_cluster.get("status") or {}).get("state") == "ready" and serving:
+                # Promotion: the Services move to the new cluster, which becomes active; the old one goes.
+                if active_cluster is not None:
+                    self._delete(RAYCLUSTERS, ns, str(meta_of(active_cluster).get("name", "")))
+                    record_event(self.store, self.clock, service, "Normal", "DeletedRayCluster",
+                                 f"Deleted the RayCluster {ns}/{meta_of(active_cluster).get('name', '')} "
+                                 "(replaced by the upgrade)", SERVICE_COMPONENT)
+                active, pending = pending, {}
+        serving_name = str(active.get("rayClusterName") or pending.get("rayClusterName") or "")
+        self._ensure_service_svcs(service, serving_name)
+        endpoints = self._serve_endpoints(ns, serving_name, bool(spec.get("excludeHeadPodFromServeSvc"))) \
             if active else 0
         if endpoints > 0:
             set_condition(conditions, "Ready", "True", "NonZeroServeEndpoints",
@@ -201,7 +252,10 @@ class RayServiceReconciler(KubeRayBase):
         elif active:
             set_condition(conditions, "Ready", "False", "ZeroServeEndpoints", "Number of serve endpoints dropped to 0",
                           now)
-        if active:
+        if active and pending:
+            set_condition(conditions, "UpgradeInProgress", "True", "BothActivePendingClustersExist",
+                          "Both active and pending Ray clusters exist", now)
+        elif active:
             set_condition(conditions, "UpgradeInProgress", "False", "NoPendingCluster",
                           "The RayService has no pending cluster", now)
         new_status: JsonObj = {"conditions": conditions, "numServeEndpoints": endpoints,
@@ -212,7 +266,23 @@ class RayServiceReconciler(KubeRayBase):
         if pending:
             new_status["pendingServiceStatus"] = pending
         self._write_status(RAYSERVICES, service, new_status)
-        return REAL_REQUEUE_SECONDS if real_head is not None else None
+        return REAL_REQUEUE_SECONDS if real or pending else None
+
+    def _update_in_place(self, cluster: JsonObj, config: JsonObj) -> None:
+        """Worker replica counts follow the RayService's (the hash leaves them out: no new cluster)."""
+        groups = (cluster.get("spec") or {}).get("workerGroupSpecs") or []
+        wanted = config.get("workerGroupSpecs") or []
+        if len(groups) != len(wanted):
+            return
+        changed = [dict(g) for g in groups]
+        for group, desired in zip(changed, wanted, strict=True):
+            for key in ("replicas", "minReplicas", "maxReplicas"):
+                if key in desired and group.get(key) != desired[key]:
+                    group[key] = desired[key]
+        if changed != groups:
+            meta = meta_of(cluster)
+            self.store.patch(RAYCLUSTERS, meta.get("namespace"), str(meta.get("name", "")),
+                             {"spec": {"workerGroupSpecs": changed}}, "merge")
 
     def _ensure_service_svcs(self, service: JsonObj, cluster_name: str) -> None:
         ns = str(meta_of(service).get("namespace", ""))

@@ -284,6 +284,40 @@ def test_rayservice_becomes_ready(ray_factory: Callable[..., Ray], wait_for: Wai
             } <= set(ray.events("chat"))
 
 
+def test_rayservice_upgrades_to_a_new_cluster_and_scales_in_place(ray_factory: Callable[..., Ray],
+                                                                    wait_for: WaitFor) -> None:
+    """KubeRay's zero-downtime upgrade: a rayClusterConfig change other than replicas (a new image)
+    prepares a pending cluster, moves the Services to it once it serves, and deletes the old one;
+    a replica change scales the active cluster in place."""
+    ray = ray_factory()
+    serve_config = "applications:\n- name: llm\n  import_path: serve:app\n"
+    ray.create("rayservices", {"apiVersion": "ray.io/v1", "kind": "RayService", "metadata": {"name": "chat"},
+                               "spec": {"serveConfigV2": serve_config, "rayClusterConfig": cluster_spec(1)}})
+    first = wait_for(lambda: (s := ray.status("rayservices", "chat")).get("serviceStatus") == "Running" and
+                     s["activeServiceStatus"]["rayClusterName"], timeout=10)
+    scaled = cluster_spec(2)
+    ray.custom.patch_namespaced_custom_object(*RAY, "default", "rayservices", "chat",
+                                              {"spec": {"rayClusterConfig": scaled}})
+    wait_for(lambda: ray.status("rayclusters", first).get("readyWorkerReplicas") == 2, timeout=10)
+    assert ray.status("rayservices", "chat")["activeServiceStatus"]["rayClusterName"] == first
+    upgraded = cluster_spec(2)
+    for group in (upgraded["headGroupSpec"], upgraded["workerGroupSpecs"][0]):
+        group["template"]["spec"]["containers"][0]["image"] = "rayproject/ray:2.61.0"
+    ray.custom.patch_namespaced_custom_object(*RAY, "default", "rayservices", "chat",
+                                              {"spec": {"rayClusterConfig": upgraded}})
+    second = wait_for(lambda: (name := ray.status("rayservices", "chat")["activeServiceStatus"]["rayClusterName"])
+                      != first and name, timeout=15)
+    wait_for(lambda: ray.get("rayclusters", first) is None, timeout=10)
+    status = ray.status("rayservices", "chat")
+    assert "pendingServiceStatus" not in status or not status["pendingServiceStatus"]
+    assert next(c for c in status["conditions"] if c["type"] == "UpgradeInProgress")["status"] == "False"
+    assert ray.core.read_namespaced_service("chat-serve-svc", "default").spec.selector["ray.io/cluster"] == second
+    head = ray.pods(f"ray.io/cluster={second},ray.io/node-type=head")[0]
+    assert head.spec.containers[0].image == "rayproject/ray:2.61.0"
+    reasons = [r for r, _, _ in ray.events("chat")]
+    assert reasons.count("CreatedRayCluster") == 2 and "DeletedRayCluster" in reasons
+
+
 def test_standalone_raycluster_scales_its_workers(ray_factory: Callable[..., Ray], wait_for: WaitFor) -> None:
     ray = ray_factory()
     ray.create("rayclusters", {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "solo"},
