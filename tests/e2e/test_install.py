@@ -63,6 +63,11 @@ def kubectl(sandbox: RunningSandbox, tmp_path_factory: pytest.TempPathFactory) -
     return run
 
 
+def _unreachable(err: Exception) -> bool:
+    """kubectl could not reach the API server this once (a 2-core machine running two Ray clusters)."""
+    return isinstance(err, AssertionError) and ("Unable to connect" in str(err) or "handshake timeout" in str(err))
+
+
 def _json(kubectl: Kubectl, *args: str) -> Any:
     return json.loads(kubectl("get", *args, "-o", "json").stdout)
 
@@ -281,6 +286,9 @@ def test_idle_gpu_job_is_preempted_and_a_busy_one_is_not_under_the_shipped_role(
     eventually(lambda: phase("infer") == "Active", timeout=90, interval=1.0, message="infer runs on the freed GPUs")
     assert phase("busy") == "Active"
     kubectl("get", "job", "-n", namespace, "busy")
+    kubectl("delete", "namespace", namespace)  # its Jobs hold every AMD GPU: give them back for what follows
+    eventually(lambda: not _json(kubectl, "pods", "-n", namespace)["items"], timeout=60, interval=1.0,
+               message="the preemption namespace's pods gone")
 
 
 @pytest.fixture(scope="module")
@@ -343,10 +351,10 @@ def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
         driver.set_page_load_timeout(60)
-        driver.get(f"{admin_url}/static/vendor/chart.umd.min.js")  # same origin, no API calls: the token goes first
-        driver.execute_script("localStorage.setItem('kaiwoToken', arguments[0])", sandbox.mint_token("kaiwo-admin",
-                                                                                                     ["system:masters"]))
-        driver.get_log("browser")
+        token = sandbox.mint_token("kaiwo-admin", ["system:masters"])
+        # The token is in the page's storage before its scripts run, as after a user saved it.
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
+                               {"source": f"localStorage.setItem('kaiwoToken', {json.dumps(token)});"})
         driver.get(f"{admin_url}/")
         eventually(lambda: driver.execute_script("return document.body.dataset.ready === '1'"), timeout=60,
                    interval=0.5, message="the dashboard rendered")
@@ -551,7 +559,7 @@ def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(in
         if name in ("", old_cluster) or not apps or any(a["status"] != "RUNNING" for a in apps.values()):
             return None
         return name if kubectl("get", "raycluster", "-n", "kaiwo-system", old_cluster, check=False).returncode else None
-    new_cluster = eventually(rolled, timeout=300, interval=2.0,
+    new_cluster = eventually(rolled, timeout=300, interval=2.0, ignoring=_unreachable,
                              message="the new cluster serves and the old one is gone")
     heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", f"ray.io/cluster={new_cluster},ray.io/node-type=head")
     assert heads["items"][0]["spec"]["containers"][0]["image"] == new_image
@@ -574,8 +582,9 @@ def test_uninstall_leaves_no_object_of_ours_and_no_user_workload_deleted(install
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "users-own", "namespace": "default"},
         "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "c", "image": "busybox", "command": ["sleep", "3600"]}]}}}}))
-    kubectl("delete", "-k", "deploy/monitoring/", "--wait=false")
-    kubectl("delete", "-k", "deploy/sandbox/", "--wait=false")
+    # --ignore-not-found: the namespace goes first, and what it held may be gone before its own delete
+    kubectl("delete", "-k", "deploy/monitoring/", "--ignore-not-found", "--wait=false")
+    kubectl("delete", "-k", "deploy/sandbox/", "--ignore-not-found", "--wait=false")
     cluster_scoped = [d for d in yaml.safe_load_all(kubectl("kustomize", "deploy/sandbox/").stdout) if d
                       and not (d.get("metadata") or {}).get("namespace") and d["kind"] != "Namespace"]
 
