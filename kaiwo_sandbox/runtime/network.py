@@ -71,6 +71,7 @@ class PodNetwork:
             raise NetworkError("--local-image runs pods in network namespaces: run the sandbox as root")
         ip = _ip_binary()
         LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        cls.reclaim_dead(ip)
         for index in range(MAX_SANDBOXES):
             owner = LOCK_DIR / f"{index}.pid"
             try:
@@ -95,6 +96,21 @@ class PodNetwork:
             network._bring_up()
             return network
         raise NetworkError(f"no free pod network: {MAX_SANDBOXES} sandboxes with local images already run")
+
+    @classmethod
+    def reclaim_dead(cls, ip: str) -> None:
+        """Remove what every sandbox that died without closing left: its pods' processes, namespaces,
+        veths and bridge (a test process killed mid-run, say), so that no real pod outlives its sandbox
+        past the next start."""
+        for owner in LOCK_DIR.glob("*.pid"):
+            try:
+                holder, index = int(owner.read_text().strip() or "0"), int(owner.stem)
+            except (OSError, ValueError):
+                continue
+            if holder and _alive(holder):
+                continue
+            cls(index, ip).remove_leftovers()
+            owner.unlink(missing_ok=True)
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([self.ip_binary, *args], capture_output=True, text=True, timeout=30)
@@ -123,6 +139,10 @@ class PodNetwork:
             if name.startswith(prefix):
                 kill_namespace(self.ip_binary, name)
                 self._run("netns", "delete", name, check=False)
+        for line in self._run("-o", "link", "show", check=False).stdout.splitlines():
+            name = line.split(":", 2)[1].strip().split("@", 1)[0] if line.count(":") >= 2 else ""
+            if name.startswith(f"kwv{self.index}x"):
+                self._run("link", "delete", name, check=False)
         self._run("link", "delete", self.bridge, check=False)
 
     def close(self) -> None:

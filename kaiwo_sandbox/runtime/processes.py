@@ -14,6 +14,7 @@ The runtime only starts, signals and observes; the kubelet decides (`cluster/nod
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import shutil
@@ -30,6 +31,18 @@ from kaiwo_sandbox.runtime.network import PodInterface, PodNetwork, kill_namespa
 
 SA_MOUNT = "/run/secrets/kubernetes.io/serviceaccount"
 TokenMinter = Callable[[str, str], str]  # (namespace, service account) -> bearer token
+
+
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: the child between fork and exec only calls it
+
+
+def _die_with_sandbox() -> None:
+    """In the child before exec: SIGTERM when the sandbox's thread that started it dies, however it dies
+    (the container's own processes then stop as on a pod deletion; a sandbox killed outright leaves the
+    rest to the next sandbox's start, `PodNetwork.reclaim_dead`)."""
+    with contextlib.suppress(OSError, AttributeError):
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def image_path() -> str:
@@ -216,7 +229,7 @@ class LocalRuntime:
         full_env = {"PATH": image_path(), "HOME": "/tmp", "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native", **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=full_env, start_new_session=True)
+                                     env=full_env, start_new_session=True, preexec_fn=_die_with_sandbox)
         pod.logs.setdefault(container, []).append(log_path)
         process = ContainerProcess(container, popen, log_path, full_env, cwd)
         pod.processes[container] = process
