@@ -26,6 +26,7 @@ from aiohttp import WSMsgType, web
 from kaiwo_sandbox.apiserver.streams import realpods as real_streams
 from kaiwo_sandbox.apiserver.streams import shell
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
+from kaiwo_sandbox.apiserver.streams.params import exec_status, forwarded_ports, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -79,14 +80,7 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
     if spdy_tunnel.TUNNEL_PROTOCOL in offered:
         return await real_streams.portforward_tunnel(request, pod, local)
-    raw_ports = [p for value in query.getall("ports", []) for p in value.split(",") if p]
-    try:
-        ports = [int(p) for p in raw_ports]
-    except ValueError:
-        raise ApiError.bad_request(f"invalid port in {raw_ports}") from None
-    if not ports or any(not 0 < p < 65536 for p in ports):
-        raise ApiError.bad_request("query parameter \"ports\" is required and must hold ports 1-65535")
-    return await real_streams.portforward(request, pod, local, ports, PORTFORWARD_PROTOCOLS)
+    return await real_streams.portforward(request, pod, local, forwarded_ports(request), PORTFORWARD_PROTOCOLS)
 
 
 # ------------------------------------------------------------------------------------------ logs
@@ -158,12 +152,8 @@ async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.St
     query = request.query
     container = _container_choice(pod, query.get("container"))
     lines, finished = log_lines(pod, container)
-    tail = query.get("tailLines")
-    if tail is not None:
-        try:
-            count = int(tail)
-        except ValueError:
-            raise ApiError.bad_request(f"tailLines: Invalid value: {tail!r}") from None
+    count = tail_lines(request)
+    if count is not None:
         lines = lines[-count:] if count > 0 else []
     follow = query.get("follow") in ("true", "1")
     if not follow or finished:
@@ -195,16 +185,6 @@ async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.St
 
 
 # ------------------------------------------------------------------------------------------ exec
-def _status(result: shell.Result, argv: list[str]) -> JsonObj:
-    if result.exit_code == 0:
-        return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command {json.dumps(argv)}, "
-                       f"exit code {result.exit_code}",
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(result.exit_code)}]}}
-
-
 async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
     query = request.query
     argv = query.getall("command", [])
@@ -243,7 +223,7 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
         elif result.stderr and tty:
             await ws.send_bytes(bytes([STDOUT]) + result.stderr.replace("\n", "\r\n").encode())
         if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(_status(result, list(argv))).encode())
+            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(result.exit_code, list(argv))).encode())
         elif result.exit_code != 0:
             await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {result.exit_code}".encode())
         await ws.close()
@@ -279,13 +259,7 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
     if spdy_tunnel.TUNNEL_PROTOCOL in offered:
         return await _portforward_tunnel(request, pod)
-    raw_ports = [p for value in request.query.getall("ports", []) for p in value.split(",") if p]
-    try:
-        ports = [int(p) for p in raw_ports]
-    except ValueError:
-        raise ApiError.bad_request(f"invalid port in {raw_ports}") from None
-    if not ports or any(not 0 < p < 65536 for p in ports):
-        raise ApiError.bad_request("query parameter \"ports\" is required and must hold ports 1-65535")
+    ports = forwarded_ports(request)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
     ws = web.WebSocketResponse(protocols=PORTFORWARD_PROTOCOLS)

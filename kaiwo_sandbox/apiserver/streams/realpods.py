@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
+from kaiwo_sandbox.apiserver.streams.params import exec_status, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -52,12 +53,8 @@ async def log(store: ObjectStore, request: web.Request, pod: JsonObj, runtime: L
             raise ApiError.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
         raise ApiError.bad_request(f'container "{container}" in pod "{name}" is waiting to start: ContainerCreating')
     data = await asyncio.to_thread(_read, path)
-    tail = query.get("tailLines")
-    if tail is not None:
-        try:
-            count = int(tail)
-        except ValueError:
-            raise ApiError.bad_request(f"tailLines: Invalid value: {tail!r}") from None
+    count = tail_lines(request)
+    if count is not None:
         lines = data.splitlines(keepends=True)
         data = b"".join(lines[-count:]) if count > 0 else b""
     limit = query.get("limitBytes")
@@ -97,16 +94,6 @@ def _read(path: Path, offset: int = 0) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------ exec
-def _status(exit_code: int, argv: list[str]) -> JsonObj:
-    if exit_code == 0:
-        return {"metadata": {}, "status": "Success"}
-    return {"metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command {json.dumps(argv)}, "
-                       f"exit code {exit_code}",
-            "reason": "NonZeroExitCode",
-            "details": {"causes": [{"reason": "ExitCode", "message": str(exit_code)}]}}
-
-
 async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str, argv: list[str],
                 protocols: tuple[str, ...]) -> web.StreamResponse:
     resolved = runtime.exec_command(_uid(pod), container, argv)
@@ -163,7 +150,7 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
             await feeder
     if not ws.closed:
         if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(_status(code, argv)).encode())
+            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(code, argv)).encode())
         elif code != 0:
             await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {code}".encode())
         await ws.close()
