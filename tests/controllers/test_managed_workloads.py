@@ -155,3 +155,4 @@ def test_a_labelled_gpu_deployment_is_queued_tracked_under_its_user_and_runs(
     pods = [p for p in target.kube.items("v1", "Pod", namespace) if p["metadata"]["name"].startswith("serve-")]
     assert pods and all(p["status"].get("phase") == "Running" for p in pods if not p["metadata"].get(
         "deletionTimestamp"))
+
