@@ -2,7 +2,8 @@
 internal/webhook/v1, without its side effects).
 
 Mutating (CREATE and UPDATE, objects labelled `kaiwo.silogen.ai/managed: "true"`): the Kueue queue
-label defaults to the default queue, a Job's pods get `terminationGracePeriodSeconds: 0` when unset
+label defaults to the default queue (a Deployment's pod template gets it too, as Kueue's
+Deployment integration does), a Job's pods get `terminationGracePeriodSeconds: 0` when unset
 (upstream's two defaults), and `kaiwo.silogen.ai/user` records the submitting user from the review's
 `userInfo` (RFC 1123-sanitised), kept from the old object on updates so nobody can re-attribute a
 workload. Upstream creates the KaiwoJob, a LocalQueue and a finalizer inside admission; here a
@@ -107,6 +108,18 @@ def mutate(request: Mapping[str, Any], settings: Settings) -> Verdict:
         pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
         if isinstance(pod, Mapping) and pod.get("terminationGracePeriodSeconds") is None:
             ops.append({"op": "add", "path": "/spec/template/spec/terminationGracePeriodSeconds", "value": 0})
+    if kind == "Deployment":
+        # Kueue queues a Deployment's pods, not the Deployment: its own Deployment webhook copies the
+        # queue label onto the pod template, as here (for a Kueue without that integration as well).
+        template_meta = ((obj.get("spec") or {}).get("template") or {}).get("metadata")
+        queue = labels.get(LABEL_QUEUE) or settings.default_queue
+        if not isinstance(template_meta, Mapping):
+            ops.append({"op": "add", "path": "/spec/template/metadata", "value": {"labels": {LABEL_QUEUE: queue}}})
+        elif not isinstance(template_meta.get("labels"), Mapping):
+            ops.append({"op": "add", "path": "/spec/template/metadata/labels", "value": {LABEL_QUEUE: queue}})
+        elif not template_meta["labels"].get(LABEL_QUEUE):
+            ops.append({"op": "add", "path": pointer("spec", "template", "metadata", "labels", LABEL_QUEUE),
+                        "value": queue})
     if ops and not isinstance((obj.get("metadata") or {}).get("labels"), Mapping):
         ops.insert(0, {"op": "add", "path": "/metadata/labels", "value": {}})
     return Verdict(patch=ops)

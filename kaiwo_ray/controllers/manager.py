@@ -23,13 +23,17 @@ CONTROLLERS: dict[str, str] = {
     "aimnamespaceconfig": "kaiwo_ray.controllers.aimnamespace:AIMNamespaceConfigController",
     "kaiwojob": "kaiwo_ray.controllers.workloads:kaiwojob_controller",
     "kaiwoservice": "kaiwo_ray.controllers.workloads:kaiwoservice_controller",
+    "managedworkload": "kaiwo_ray.controllers.managed:managed_workload_controller",
     "resourcemonitor": "kaiwo_ray.controllers.monitoring:resource_monitor_controller",
     "gpuworkload": "kaiwo_ray.controllers.gpupreemption:gpu_preemption_controller",
 }
 # Controllers of opt-in features: started by default only when their switch is on (the option's
 # `settings.enabled`, else the upstream environment variable).
+# `managedworkload` tracks plain workloads labelled `kaiwo.silogen.ai/managed`, which only the admission
+# webhooks queue (they set Kueue's label): deploy/components/webhooks switches it on.
 FEATURE_SWITCHES: dict[str, str] = {"resourcemonitor": "RESOURCE_MONITORING_ENABLED",
-                                    "gpuworkload": "GPU_PREEMPTION_ENABLED"}
+                                    "gpuworkload": "GPU_PREEMPTION_ENABLED",
+                                    "managedworkload": "MANAGED_WORKLOADS_ENABLED"}
 
 
 def default_controller_names(settings: HostSettings) -> list[str]:

@@ -32,6 +32,7 @@ from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 from kaiwo_ray.reconcile.drift import drifted, needs_write, update_body
+from kaiwo_ray.reconcile.managed import tracked_kind
 from kaiwo_ray.render import (
     RenderError,
     effective_queue,
@@ -400,7 +401,9 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
                     main_allowed = False
                 else:
                     _ensure(world, plan, [lq])
-            if main_allowed:
+            if main_allowed and tracked_kind(world.obj):
+                pass  # the tracked workload was admitted as its user wrote it: observed, never rendered
+            elif main_allowed:
                 lean = _template_known(world, workload, status, stored)
                 main_body = main_of(render_ctx, pod_template=not lean)
                 if lean and drifted(main_body, world.children.get(("Job", main_body["metadata"]["name"]))):
