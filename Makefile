@@ -20,7 +20,8 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-# kubectl drives the sandbox in the CLI tests, tmux runs `kaiwo manage` in a real terminal; Debian's when absent.
+# kubectl drives the sandbox in the CLI tests, tmux runs `kaiwo manage` in a real terminal, iproute2's `ip` makes the
+# network namespaces of the sandbox's real pods (--local-image); Debian's when absent.
 tools:
 	@command -v kubectl >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -30,6 +31,10 @@ tools:
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && apt-get install -y -qq tmux >/dev/null) || echo "tmux unavailable: the kaiwo manage terminal test will skip"; \
 	  else echo "tmux unavailable: the kaiwo manage terminal test will skip"; fi; }
+	@{ command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ]; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null) || echo "ip unavailable: the real-pod tests will skip"; \
+	  else echo "ip unavailable: the real-pod tests will skip"; fi; }
 
 # promtool (Debian's prometheus package) checks every /metrics we serve the way a real Prometheus parses it.
 promtool:
