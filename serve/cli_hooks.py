@@ -3,6 +3,7 @@ only when the API is actually started (the CLI module is imported by `kaiwo-ray 
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -42,3 +43,28 @@ def stop_admin() -> None:
     from serve.deployment import stop_admin as stop
 
     stop()
+
+
+def add_metrics_arguments(parser: Any) -> None:
+    """controller-runtime's metrics server flags (kubebuilder's cmd/main.go), on `kaiwo-ray up`."""
+    group = parser.add_argument_group("operator metrics endpoint (controller-runtime's)")
+    group.add_argument("--metrics-bind-address", default="0", metavar="ADDR",
+                       help="address the operator's /metrics listens on, e.g. :8443 (default: 0, off)")
+    group.add_argument("--metrics-secure", action=argparse.BooleanOptionalAction, default=True,
+                       help="serve /metrics over HTTPS, each scrape authenticated (TokenReview) and authorized "
+                            "(SubjectAccessReview: get on /metrics); --no-metrics-secure: plain HTTP (default: on)")
+    group.add_argument("--metrics-cert-dir", metavar="DIR",
+                       help="directory with tls.crt and tls.key for --metrics-secure (default: self-signed)")
+
+
+def start_metrics_from_cli(args: Any, sources: Any) -> Any:
+    """The metrics server as the flags ask (a started serve.metrics_server.MetricsServer), or None when
+    --metrics-bind-address is 0. ValueError/RuntimeError say why it cannot start."""
+    from serve.metrics_server import MetricsServer, MetricsServerOptions, parse_bind_address
+
+    if parse_bind_address(args.metrics_bind_address) is None:
+        return None
+    server = MetricsServer(MetricsServerOptions(bind_address=args.metrics_bind_address, secure=args.metrics_secure,
+                                                cert_dir=args.metrics_cert_dir), sources)
+    server.start()
+    return server

@@ -12,6 +12,8 @@ application names `serve.deployment:app_builder` and passes the same options as 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -19,6 +21,8 @@ from ray import serve
 from ray.serve import Application
 
 from serve.app import build_app
+from serve.metrics_server import MetricsServer, MetricsSources, options_from_env
+from serve.ray_stats import actor_stats_source
 from serve.state import AdminSettings
 
 APP_NAME = "kaiwo-admin"
@@ -54,9 +58,29 @@ class AdminAPI:
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = AdminOptions(**options)
+        self.metrics = start_metrics_from_env(self.options, os.environ)
 
     def __serve_build_asgi_app__(self) -> Any:
         return build_app(self.options.settings())
+
+
+def start_metrics_from_env(options: AdminOptions, env: Mapping[str, str]) -> MetricsServer | None:
+    """The operator's own metrics endpoint in a deployed operator (KAIWO_METRICS_BIND_ADDRESS, see
+    serve.metrics_server.options_from_env): served from this replica, which runs on the head, with the
+    controller actors' stats and the telemetry aggregator's readings. A bad setting fails the replica,
+    named; a port already taken too."""
+    metrics_options = options_from_env(env)
+    if metrics_options is None:
+        return None
+    from serve.telemetry_samples import AggregatorSamples
+
+    ray_namespace = options.ray_namespace or ""
+    sources = MetricsSources(kubeconfig=options.kubeconfig, in_cluster=options.in_cluster,
+                             stats_source=actor_stats_source(ray_namespace) if ray_namespace else None,
+                             gpu_samples=AggregatorSamples(ray_namespace) if ray_namespace else None)
+    server = MetricsServer(metrics_options, sources)
+    server.start()
+    return server
 
 
 def application(options: AdminOptions) -> Application:

@@ -58,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the controllers in this process instead of Ray actors (no restarts by Ray)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="SECONDS",
                         help="how long in-flight reconciles may take to finish on shutdown")
-    from serve.cli_hooks import add_cli_arguments
+    from serve.cli_hooks import add_cli_arguments, add_metrics_arguments
 
     add_cli_arguments(parser, default_auth="kubernetes")
+    add_metrics_arguments(parser)
     telemetry_flags.add_arguments(parser, dev=False)
 
 
@@ -89,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         problem = telemetry_flags.configure(args, settings)
         if problem is not None:
             raise ValueError(problem)
+        from serve.metrics_server import parse_bind_address
+
+        parse_bind_address(args.metrics_bind_address)
         names = names if args.controllers else default_controller_names(settings)
     except ValueError as err:
         print(f"kaiwo-ray up: {err}", file=sys.stderr)
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     if any(dep.name == KUEUE.name for dep in missing):
         return 1  # nothing can be queued without Kueue: say so instead of starting controllers that wait
     if args.no_ray:
-        return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace))
+        return asyncio.run(run_in_process(names, settings, args.health_interval, args.grace, args))
     address = args.ray_address or os.environ.get("RAY_ADDRESS") or None
 
     from actors.supervisor import StartInterrupted, Supervisor, SupervisorError, init_ray
@@ -142,8 +146,18 @@ def run(args: argparse.Namespace) -> int:
                                        ray_namespace=args.ray_namespace)
             if admin_url:
                 print(f"Admin API and dashboard: {admin_url}", flush=True)
+            from serve.metrics_server import MetricsSources
+            from serve.ray_stats import actor_stats_source
+            from serve.telemetry_samples import AggregatorSamples
+
+            metrics = start_metrics(args, MetricsSources(
+                kubeconfig=settings.kubeconfig, in_cluster=settings.in_cluster,
+                stats_source=actor_stats_source(args.ray_namespace),
+                gpu_samples=AggregatorSamples(args.ray_namespace)))
             print("Running. Press Ctrl-C to stop.", flush=True)
             supervise(supervisor, stop, args.health_interval)
+            if metrics is not None:
+                metrics.stop()
             if admin_url:
                 with contextlib.suppress(Exception):
                     stop_admin()
@@ -155,6 +169,22 @@ def run(args: argparse.Namespace) -> int:
                 import ray
 
                 ray.shutdown()
+
+
+def start_metrics(args: argparse.Namespace, sources: Any) -> Any:
+    """The operator's metrics endpoint when --metrics-bind-address asks for one (its URL printed); a
+    failure to start it is printed and the operator runs on, as with the admin API."""
+    from serve.cli_hooks import start_metrics_from_cli
+
+    try:
+        server = start_metrics_from_cli(args, sources)
+    except (ValueError, RuntimeError, OSError) as err:
+        print(f"metrics endpoint not started: {err}", file=sys.stderr, flush=True)
+        return None
+    if server is not None:
+        print(f"Metrics: {server.url}" + (" (TokenReview + SubjectAccessReview)" if args.metrics_secure else ""),
+              flush=True)
+    return server
 
 
 async def missing_dependencies(settings: HostSettings) -> list[Dependency]:
@@ -197,7 +227,8 @@ def stop_supervisor(supervisor: Any, grace: float, out: TextIO) -> None:
     print("Controllers stopped.", file=out, flush=True)
 
 
-async def run_in_process(names: list[str], settings: HostSettings, interval: float, grace: float) -> int:
+async def run_in_process(names: list[str], settings: HostSettings, interval: float, grace: float,
+                         args: argparse.Namespace | None = None) -> int:
     """`--no-ray`: the same controllers and Leases on this process's event loop (the lead's
     `Operator`), for machines without Ray or to take Ray out of the picture while debugging."""
     import psutil
@@ -214,7 +245,10 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
         extra = {"pid": process.pid, "rss_bytes": process.memory_info().rss, "identity": settings.identity}
         return [ActorHealth.from_report(host.name, {**host.health(), **extra}) for host in operator.hosts]
 
+    from serve.metrics_server import MetricsSources
+
     operator = Operator(names, settings)
+    metrics: Any = None
     print(f"kaiwo-ray up: {', '.join(names)} in this process (no Ray), identity {settings.identity!r}"
           + ("" if settings.lease else ", no lease"), flush=True)
     try:
@@ -231,6 +265,10 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
             print(f"kaiwo-ray up: controllers failed to start: {type(err).__name__}: {err}", file=sys.stderr)
             return 1
         print(format_health(rows()), flush=True)
+        if args is not None:
+            metrics = await asyncio.to_thread(start_metrics, args, MetricsSources(
+                kubeconfig=settings.kubeconfig, in_cluster=settings.in_cluster,
+                stats_source=_in_process_stats(operator, loop)))
         print("Running. Press Ctrl-C to stop.", flush=True)
         last = rows()
         while not stop.is_set():
@@ -243,8 +281,21 @@ async def run_in_process(names: list[str], settings: HostSettings, interval: flo
             last = current
         print(f"Stopping: in-flight reconciles get up to {grace:.0f}s to finish...", flush=True)
     finally:
+        if metrics is not None:
+            await asyncio.to_thread(metrics.stop)
         await asyncio.gather(*(host.stop(grace_seconds=grace) for host in operator.hosts), return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
     print("Controllers stopped.", flush=True)
     return 0
+
+
+def _in_process_stats(operator: Any, loop: asyncio.AbstractEventLoop) -> Any:
+    """The in-process controllers' stats for the metrics server's thread, read on the operator's own loop."""
+    async def collect() -> list[dict[str, Any]]:
+        async def on_operator_loop() -> list[dict[str, Any]]:
+            return [host.stats() for host in operator.hosts]
+
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(on_operator_loop(), loop))
+
+    return collect

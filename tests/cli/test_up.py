@@ -329,3 +329,54 @@ def test_no_ray_runs_the_controllers_in_process_until_sigterm(tmp_path: Path) ->
         lease: Any = kubernetes.client.CoordinationV1Api(sb.api_client()).read_namespaced_lease(
             "kaiwo-ray-kaiwojob", "kube-system")
         assert not lease.spec.holder_identity  # released on the way out
+
+
+def test_metrics_flags_default_to_controller_runtimes() -> None:
+    args = parse("--kubeconfig", "kc")
+    assert (args.metrics_bind_address, args.metrics_secure, args.metrics_cert_dir) == ("0", True, None)
+    args = parse("--metrics-bind-address", ":8443", "--no-metrics-secure", "--metrics-cert-dir", "/certs")
+    assert (args.metrics_bind_address, args.metrics_secure, args.metrics_cert_dir) == (":8443", False, "/certs")
+
+
+def test_an_unusable_metrics_bind_address_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("{}")
+    assert main(["up", "--no-ray", "--kubeconfig", str(kubeconfig), "--metrics-bind-address", "8443"]) == 2
+    assert "expected host:port" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_no_ray_serves_the_secure_metrics_endpoint(tmp_path: Path) -> None:
+    import socket
+
+    import httpx
+
+    from kaiwo_sandbox.testing import eventually, start_sandbox
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with start_sandbox(cluster=True, time_factor=0.05, authorization="rbac") as sb:
+        log_path = tmp_path / "up.log"
+        command = [sys.executable, "-m", "hosts.cli.main", "up", "--no-ray", "--kubeconfig",
+                   str(sb.kubeconfig_path), "--controllers", "kaiwoqueueconfig", "--no-lease",
+                   "--metrics-bind-address", f"127.0.0.1:{port}", "--metrics-secure"]
+        with log_path.open("wb") as log:
+            up = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            eventually(lambda: "Running." in log_path.read_text() or up.poll() is not None, timeout=60)
+            assert up.poll() is None, log_path.read_text()
+            url = f"https://127.0.0.1:{port}/metrics"
+            assert f"Metrics: {url}" in log_path.read_text()
+            assert httpx.get(url, verify=False, timeout=30).status_code == 401
+            scraped = httpx.get(url, verify=False, timeout=30, headers={"Authorization": f"Bearer {sb.token}"})
+            assert scraped.status_code == 200, scraped.text
+            assert 'controller_runtime_active_workers{controller="kaiwoqueueconfig"}' in scraped.text
+            up.send_signal(signal.SIGTERM)
+            assert up.wait(30) == 0, log_path.read_text()
+        finally:
+            if up.poll() is None:
+                up.kill()
+                up.wait(10)

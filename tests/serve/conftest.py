@@ -3,33 +3,19 @@ on a real port beside it (auth off unless a test builds its own app)."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-from admin_support import RunningApp, serve_app
+from admin_support import RunningApp, operator_stats, serve_app
 from e2e_harness import OperatorSandbox, operator_sandbox
 
-from serve.state import AdminSettings, StatsSource
-
-
-def operator_stats(env: OperatorSandbox) -> StatsSource:
-    """The in-process operator's stats, read on its own loop (as the Ray actors answer theirs)."""
-    async def collect() -> list[dict[str, Any]]:
-        async def on_operator_loop() -> list[dict[str, Any]]:
-            return [host.stats() for host in env.operator.hosts]
-
-        future = asyncio.run_coroutine_threadsafe(on_operator_loop(), env.loop)
-        return await asyncio.wrap_future(future)
-
-    return collect
+from serve.state import AdminSettings
 
 
 @pytest.fixture(scope="session")

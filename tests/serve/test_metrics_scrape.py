@@ -7,44 +7,12 @@ from typing import Any
 
 import httpx
 import pytest
-from admin_support import RunningApp, kaiwojob, submit
+from admin_support import CONTROLLER_RUNTIME_SERIES, RunningApp, kaiwojob, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from promtool_support import assert_scrapeable, needs_promtool
 
-# controller-runtime v0.24's default registry (reference/cluster-mechanics.md 4.1), series by series,
-# with their labels; the webhook series exist only where a webhook server runs (none here).
-CONTROLLER_RUNTIME_SERIES: dict[str, set[str]] = {
-    "controller_runtime_reconcile_total": {"controller", "result"},
-    "controller_runtime_reconcile_errors_total": {"controller"},
-    "controller_runtime_terminal_reconcile_errors_total": {"controller"},
-    "controller_runtime_reconcile_panics_total": {"controller"},
-    "controller_runtime_reconcile_timeouts_total": {"controller"},
-    "controller_runtime_reconcile_time_seconds_bucket": {"controller", "le"},
-    "controller_runtime_max_concurrent_reconciles": {"controller"},
-    "controller_runtime_active_workers": {"controller"},
-    "workqueue_depth": {"name", "controller", "priority"},
-    "workqueue_adds_total": {"name", "controller"},
-    "workqueue_queue_duration_seconds_bucket": {"name", "controller", "le"},
-    "workqueue_work_duration_seconds_bucket": {"name", "controller", "le"},
-    "workqueue_unfinished_work_seconds": {"name", "controller"},
-    "workqueue_longest_running_processor_seconds": {"name", "controller"},
-    "workqueue_retries_total": {"name", "controller"},
-    "rest_client_requests_total": {"code", "method", "host"},
-    "leader_election_master_status": {"name"},
-    "certwatcher_read_certificate_total": set(),
-    "certwatcher_read_certificate_errors_total": set(),
-    "process_cpu_seconds_total": set(),
-    "process_open_fds": set(),
-    "process_max_fds": set(),
-    "process_virtual_memory_bytes": set(),
-    "process_virtual_memory_max_bytes": set(),
-    "process_resident_memory_bytes": set(),
-    "process_start_time_seconds": set(),
-    "process_network_receive_bytes_total": set(),
-    "process_network_transmit_bytes_total": set(),
-}
 CONTROLLERS = ("kaiwoconfig", "kaiwoqueueconfig", "kaiwojob", "kaiwoservice")
 
 
