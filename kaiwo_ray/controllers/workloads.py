@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
 # Every child we render carries the CR's uid in this label: the child watches select on it, so the
 # caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.
 CHILD_SELECTOR = LABEL_RUN_ID
@@ -62,11 +60,6 @@ CHILD_SELECTOR = LABEL_RUN_ID
 # its controller cached every KaiwoJob's main Job too (10,000 of them at 10,000 KaiwoJobs).
 _CHILD_SELECTORS: dict[tuple[str, str], str] = {
     ("KaiwoService", "jobs"): f"{CHILD_SELECTOR},{LABEL_TYPE}=downloader",
-}
-
-_CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
-    "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
-    "KaiwoService": (R.DEPLOYMENTS, R.APPWRAPPERS, R.JOBS, R.PVCS, R.CONFIGMAPS, R.HTTPROUTES),
 }
 
 # What this controller reads of a Kueue Workload: its identity, the job-uid label it is indexed by,
@@ -186,9 +179,9 @@ class WorkloadController(Controller):
         watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True,
                           label_selector=_CHILD_SELECTORS.get((self.kind, res.plural), CHILD_SELECTOR),
                           transform=_TRIMMED_CHILDREN.get(res), page_decoder=_PAGE_DECODERS.get(res))
-                    for res in _CHILD_RESOURCES[self.kind]]
+                    for res in R.WORKLOAD_CHILDREN[self.kind]]
         watches += [
-            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True,
+            Watch(R.WORKLOADS, self._workload_keys, index_labels=(R.KUEUE_JOB_UID_LABEL,), coalesce=True,
                   transform=kueue_workload_fields, page_decoder=KUEUE_WORKLOAD_PAGES),
             Watch(self.other, self._other_keys, page_decoder=_PAGE_DECODERS[self.other]),
             Watch(R.KAIWOCONFIGS, self._everything),
@@ -364,7 +357,7 @@ class WorkloadController(Controller):
         config = load_config(singleton(self.caches[R.KAIWOCONFIGS]))
         queue_config = load_queue_config(singleton(self.caches[R.KAIWOQUEUECONFIGS]))
         children: dict[tuple[str, str], JsonObj] = {}
-        for res in _CHILD_RESOURCES[self.kind]:
+        for res in R.WORKLOAD_CHILDREN[self.kind]:
             for child in self.caches[res].owned_by(uid):
                 if controlled_by(child, uid):
                     children[(child.get("kind") or res.kind, child["metadata"]["name"])] = child
@@ -376,7 +369,7 @@ class WorkloadController(Controller):
             if (rayservice is not None and appwrapper is not None
                     and controlled_by(rayservice, (appwrapper.get("metadata") or {}).get("uid") or "")):
                 children[("RayService", name)] = rayservice
-        caches_by_kind = {res.kind: self.caches[res] for res in _CHILD_RESOURCES[self.kind]}
+        caches_by_kind = {res.kind: self.caches[res] for res in R.WORKLOAD_CHILDREN[self.kind]}
 
         def live_object(kind: str, child_name: str) -> JsonObj | None:
             cache = caches_by_kind.get(kind)
@@ -421,10 +414,10 @@ class WorkloadController(Controller):
         for kind in ("Job", "RayJob", "AppWrapper"):
             main = children.get((kind, name))
             if main is not None:
-                found.extend(index.with_label(JOB_UID_LABEL, main["metadata"].get("uid", "")))
+                found.extend(index.with_label(R.KUEUE_JOB_UID_LABEL, main["metadata"].get("uid", "")))
         if ("Deployment", name) in children and R.PODS in self.caches:
             for pod in self.caches[R.PODS].with_label(LABEL_RUN_ID, uid):
-                found.extend(index.with_label(JOB_UID_LABEL, pod["metadata"].get("uid", "")))
+                found.extend(index.with_label(R.KUEUE_JOB_UID_LABEL, pod["metadata"].get("uid", "")))
         return found
 
     def _demand(self, obj: JsonObj, config: KaiwoConfigSpec, queue: str, now: datetime) -> tuple[bool, bool]:
