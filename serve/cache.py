@@ -20,8 +20,10 @@ from kaiwo_ray.kube.informer import Informer
 from kaiwo_ray.kube.resources import (
     APPWRAPPERS,
     CLUSTERQUEUES,
+    CONFIGMAPS,
     DEPLOYMENTS,
     EVENTS,
+    HTTPROUTES,
     JOBS,
     KAIWOCONFIGS,
     KAIWOJOBS,
@@ -31,6 +33,8 @@ from kaiwo_ray.kube.resources import (
     PODS,
     PVCS,
     RAYJOBS,
+    WORKLOAD_DESCENDANTS,
+    WORKLOAD_OWNED,
     WORKLOADS,
     Resource,
 )
@@ -41,8 +45,11 @@ log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 WORKLOAD_KINDS: dict[str, Resource] = {"KaiwoJob": KAIWOJOBS, "KaiwoService": KAIWOSERVICES}
-# Children a workload can own; kinds a cluster may lack (KubeRay, AppWrapper) are optional.
-CHILD_KINDS: tuple[Resource, ...] = (JOBS, PVCS, DEPLOYMENTS, RAYJOBS, APPWRAPPERS)
+# The children a workload owns that the admin API shows (kinds a cluster may lack, KubeRay's and
+# AppWrapper's, are optional). ConfigMaps and HTTPRoutes are left out: no view reads them, and a watch
+# of every ConfigMap would cache the whole cluster's.
+CHILD_KINDS: tuple[Resource, ...] = tuple(
+    res for res in WORKLOAD_OWNED if res not in WORKLOAD_DESCENDANTS and res not in (CONFIGMAPS, HTTPROUTES))
 REQUIRED: tuple[Resource, ...] = (KAIWOJOBS, KAIWOSERVICES, JOBS, PVCS, DEPLOYMENTS, PODS, EVENTS, WORKLOADS,
                                   CLUSTERQUEUES, LOCALQUEUES, NODES, KAIWOCONFIGS)
 ALL: tuple[Resource, ...] = (*REQUIRED, RAYJOBS, APPWRAPPERS)

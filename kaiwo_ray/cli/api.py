@@ -17,6 +17,8 @@ import urllib3
 
 from kaiwo_ray.cli.errors import ClusterError
 from kaiwo_ray.cli.kubeconfig import ClusterAccess
+from kaiwo_ray.kube.discovery import ClusterApis, parse_group_list
+from kaiwo_ray.kube.resources import Resource
 
 JsonObj = dict[str, Any]
 FIELD_MANAGER = "kaiwo-cli"
@@ -46,10 +48,17 @@ def resource_path(group: str, version: str, plural: str, namespace: str | None =
     return base
 
 
+def path_of(res: Resource, namespace: str | None = None, name: str | None = None,
+            subresource: str | None = None) -> str:
+    """`res.path(...)` with the namespace and name URL-quoted: the CLI's come from its user."""
+    return res.path(namespace and quote(namespace, safe=""), name and quote(name, safe=""), subresource)
+
+
 class Api:
     def __init__(self, access: ClusterAccess, *, timeout: float = 30.0) -> None:
         self.access = access
         self.timeout = timeout
+        self._apis: ClusterApis | None = None
         kwargs: dict[str, Any] = {"maxsize": 4, "retries": False}
         if access.ssl_context is not None:
             kwargs["ssl_context"] = access.ssl_context
@@ -113,6 +122,13 @@ class Api:
         response = self.raw(method, path, query=query, body=data, content_type=content_type)
         parsed = orjson.loads(response.data) if response.data else {}
         return parsed if isinstance(parsed, dict) else {}
+
+    def served(self, res: Resource) -> Resource | None:
+        """`res` at the version the cluster serves (`kube.discovery`, asked once per client), None when
+        it serves the kind at no version kaiwo-ray speaks."""
+        if self._apis is None:
+            self._apis = ClusterApis(parse_group_list(self.get("/apis")))
+        return self._apis.served(res)
 
     # -- verbs ---------------------------------------------------------------------------------
     def get(self, path: str, **query: Any) -> JsonObj:

@@ -8,6 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.resources import Resource
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
@@ -17,10 +19,9 @@ EXAMPLES = """examples:
   kaiwo explain job/my-training
   kaiwo explain service/my-llm -o json       # the reasons as structured data
 """
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
-OWNED = [("", "v1", "persistentvolumeclaims"), ("", "v1", "configmaps"), ("batch", "v1", "jobs"),
-         ("apps", "v1", "deployments"), ("ray.io", "v1", "rayjobs"), ("ray.io", "v1", "rayservices"),
-         ("ray.io", "v1", "rayclusters"), ("workload.codeflare.dev", "v1beta2", "appwrappers")]
+# What a workload owns, at the versions the cluster serves; its HTTPRoute explains nothing about why
+# it does not run.
+OWNED = tuple(res for res in R.WORKLOAD_OWNED if res is not R.HTTPROUTES)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,13 +30,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser)
 
 
-def _maybe(api: Api, path: str) -> list[JsonObj] | None:
-    """Items at `path`, or None where the cluster lacks the resource or forbids reading it."""
-    from kaiwo_ray.cli.api import ApiStatusError
+def _maybe(api: Api, res: Resource, namespace: str | None = None) -> list[JsonObj] | None:
+    """Items of `res` (in `namespace`, else cluster-wide), or None where the cluster lacks the resource
+    or forbids reading it."""
+    from kaiwo_ray.cli.api import ApiStatusError, path_of
     from kaiwo_ray.cli.errors import ClusterError
 
+    served = api.served(res)
+    if served is None:
+        return None
     try:
-        return list(api.list(path).get("items") or [])
+        return list(api.list(path_of(served, namespace)).get("items") or [])
     except ApiStatusError:
         return None
     except ClusterError as err:
@@ -49,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def explain_with(api: Api, args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.api import resource_path
     from kaiwo_ray.cli.workloads import fetch, parse_selector
     from kaiwo_ray.views.explain import collect_world, explain
 
@@ -58,14 +62,13 @@ def explain_with(api: Api, args: argparse.Namespace) -> int:
     workload = fetch(api, wtype, namespace, name)
     workload.setdefault("kind", wtype.kind)
     owned: list[JsonObj] = []
-    for group, version, plural in OWNED:
-        owned += _maybe(api, resource_path(group, version, plural, namespace)) or []
-    pods = _maybe(api, resource_path("", "v1", "pods", namespace)) or []
-    kueue_workloads = _maybe(api, resource_path(*KUEUE, "workloads")) or \
-        _maybe(api, resource_path(*KUEUE, "workloads", namespace)) or []
-    events = _maybe(api, resource_path("", "v1", "events", namespace)) or []
-    cluster_queues = _maybe(api, resource_path(*KUEUE, "clusterqueues"))
-    local_queues = _maybe(api, resource_path(*KUEUE, "localqueues"))
+    for res in OWNED:
+        owned += _maybe(api, res, namespace) or []
+    pods = _maybe(api, R.PODS, namespace) or []
+    kueue_workloads = _maybe(api, R.WORKLOADS) or _maybe(api, R.WORKLOADS, namespace) or []
+    events = _maybe(api, R.EVENTS, namespace) or []
+    cluster_queues = _maybe(api, R.CLUSTERQUEUES)
+    local_queues = _maybe(api, R.LOCALQUEUES)
     world = collect_world(workload, owned=owned, pods=pods, kueue_workloads=kueue_workloads, events=events,
                           cluster_queues=cluster_queues, local_queues=local_queues)
     explanation = explain(world)

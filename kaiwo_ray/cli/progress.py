@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kaiwo_ray.cli.workloads import phase, pods_of
+from kaiwo_ray.kube import resources as R
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
 JsonObj = dict[str, Any]
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
 OWNER_KINDS = frozenset({"Job", "RayJob", "RayCluster", "RayService", "AppWrapper", "Pod"})
 
 
@@ -75,26 +75,38 @@ def describe(obs: Observation) -> str:
 
 
 def observe(api: Api, workload: JsonObj) -> Observation:
-    from kaiwo_ray.cli.api import ApiStatusError, resource_path
+    from kaiwo_ray.cli.api import resource_path
 
     meta = workload.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     obs = Observation(workload=workload, pods=pods_of(api, workload))
     if phase(workload) in ("", "PENDING", "DOWNLOADING", "STARTING"):
-        try:
-            mine_list = api.list(resource_path(*KUEUE, "workloads", namespace)).get("items") or []
-            mine = next((w for w in mine_list for o in (w.get("metadata") or {}).get("ownerReferences") or []
-                         if o.get("name") == name and o.get("kind") in OWNER_KINDS), None)
-            if mine is not None and not _condition(mine, "QuotaReserved"):
-                try:
-                    everyone = api.list(resource_path(*KUEUE, "workloads")).get("items") or []
-                    local_queues = api.list(resource_path(*KUEUE, "localqueues")).get("items") or []
-                except ApiStatusError:  # not allowed cluster-wide: the namespace's view of the queue
-                    everyone = mine_list
-                    local_queues = api.list(resource_path(*KUEUE, "localqueues", namespace)).get("items") or []
-                obs.queue_position = queue_position(mine, everyone, local_queues)
-        except ApiStatusError:
-            pass  # no Kueue on this cluster: no queue position
+        obs.queue_position = _queue_position(api, namespace, name)
     if phase(workload) == "DOWNLOADING":
         obs.download = api.get_or_none(resource_path("batch", "v1", "jobs", namespace, f"{name}-download"))
     return obs
+
+
+def _queue_position(api: Api, namespace: str, name: str) -> tuple[int, int] | None:
+    """Where the workload's Kueue Workload waits in its queue, at the Kueue version the cluster serves;
+    None when it is admitted, not yet queued, or the cluster has no Kueue."""
+    from kaiwo_ray.cli.api import ApiStatusError, path_of
+
+    workloads, queues = api.served(R.WORKLOADS), api.served(R.LOCALQUEUES)
+    if workloads is None or queues is None:
+        return None
+    try:
+        mine_list = api.list(path_of(workloads, namespace)).get("items") or []
+        mine = next((w for w in mine_list for o in (w.get("metadata") or {}).get("ownerReferences") or []
+                     if o.get("name") == name and o.get("kind") in OWNER_KINDS), None)
+        if mine is None or _condition(mine, "QuotaReserved"):
+            return None
+        try:
+            everyone = api.list(path_of(workloads)).get("items") or []
+            local_queues = api.list(path_of(queues)).get("items") or []
+        except ApiStatusError:  # not allowed cluster-wide: the namespace's view of the queue
+            everyone = mine_list
+            local_queues = api.list(path_of(queues, namespace)).get("items") or []
+        return queue_position(mine, everyone, local_queues)
+    except ApiStatusError:
+        return None  # no Kueue on this cluster: no queue position

@@ -35,6 +35,13 @@ log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
+
+
+class Requeue(Exception):
+    """Raised by `reconcile` to run its key again as soon as this pass ends, its backoff untouched (no
+    failure counted, none forgotten): the pass gathered what the next one decides on."""
+
+
 KeyMapper = Callable[[str, JsonObj, JsonObj | None], Iterable[Key]]
 
 
@@ -272,6 +279,10 @@ class Controller:
         try:
             delay = await self.reconcile(key)
             result = "success" if delay is None else "requeue_after"
+        except Requeue:
+            result = "requeue"
+            self.queue.add(key)  # the key is being processed: it runs again right after this pass
+            return
         except RETRYABLE as err:
             self.stats.retries += 1
             log.debug("%s %s/%s: retrying after %s", self.name, key[0], key[1], err)

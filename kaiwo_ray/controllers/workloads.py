@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,7 +21,7 @@ from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.controllers.aimnamespace import namespace_facts
-from kaiwo_ray.controllers.base import Controller, Key, Watch, controller_owner_key, own_key
+from kaiwo_ray.controllers.base import Controller, Key, Requeue, Watch, controller_owner_key, own_key
 from kaiwo_ray.controllers.config import load_config, load_queue_config, singleton
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.discovery import KUEUE, missing_line
@@ -36,9 +35,8 @@ from kaiwo_ray.reconcile.workload import (
     RESTORE,
     TAKEN,
     Plan,
+    Refusal,
     World,
-    child_name_taken,
-    child_rejected,
     controlled_by,
     decide,
     effective_queue_name,
@@ -52,8 +50,6 @@ log = logging.getLogger(__name__)
 
 JsonObj = dict[str, Any]
 
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
 # Every child we render carries the CR's uid in this label: the child watches select on it, so the
 # caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.
 CHILD_SELECTOR = LABEL_RUN_ID
@@ -62,11 +58,6 @@ CHILD_SELECTOR = LABEL_RUN_ID
 # its controller cached every KaiwoJob's main Job too (10,000 of them at 10,000 KaiwoJobs).
 _CHILD_SELECTORS: dict[tuple[str, str], str] = {
     ("KaiwoService", "jobs"): f"{CHILD_SELECTOR},{LABEL_TYPE}=downloader",
-}
-
-_CHILD_RESOURCES: dict[str, tuple[Resource, ...]] = {
-    "KaiwoJob": (R.JOBS, R.RAYJOBS, R.PVCS, R.CONFIGMAPS),
-    "KaiwoService": (R.DEPLOYMENTS, R.APPWRAPPERS, R.JOBS, R.PVCS, R.CONFIGMAPS, R.HTTPROUTES),
 }
 
 # What this controller reads of a Kueue Workload: its identity, the job-uid label it is indexed by,
@@ -104,6 +95,7 @@ def without_pod_template(obj: JsonObj) -> JsonObj:
 
 # Child kinds cached trimmed, and how: an update to one is planned from the object read whole.
 _TRIMMED_CHILDREN: dict[Resource, Callable[[JsonObj], JsonObj]] = {R.JOBS: without_pod_template}
+_TRIMMED_KINDS = frozenset(res.kind for res in _TRIMMED_CHILDREN)
 
 # How list pages are decoded (`kube.projection`): without managedFields (half of a Job's or a CR's
 # bytes), and for Kueue Workloads only what `kueue_workload_fields` keeps (their spec is a pod
@@ -117,20 +109,13 @@ def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
 
 
-class ChildNameTaken(Exception):
-    """A create answered AlreadyExists with an object this workload does not control."""
+class ChildRefused(Exception):
+    """A child write the API server refused: a create answered AlreadyExists by an object this workload
+    does not control, or a 4xx that retrying unchanged cannot fix. Carries what the next pass decides on."""
 
-    def __init__(self, kind: str, name: str, error: KubeError) -> None:
-        super().__init__(f"{kind} {name} exists and is not ours")
-        self.kind, self.name, self.error = kind, name, error
-
-
-class ChildRejected(Exception):
-    """A child write the API server refused for good (a 4xx that retrying unchanged cannot fix)."""
-
-    def __init__(self, kind: str, name: str, error: KubeError) -> None:
-        super().__init__(f"{kind} {name}: {error}")
-        self.kind, self.name, self.error = kind, name, error
+    def __init__(self, refusal: Refusal, error: KubeError) -> None:
+        super().__init__(f"{refusal.kind} {refusal.name}: {error}")
+        self.refusal, self.error = refusal, error
 
 
 def _permanent(err: KubeError) -> bool:
@@ -168,6 +153,11 @@ class WorkloadController(Controller):
         self._blocked_of: dict[Key, list[tuple[str, str, str]]] = {}
         self._missing: dict[str, str] = {}
         self._missing_for: Any = None
+        # What a pass gathered for the next one of its key, which runs at once (`Requeue`): the write
+        # the server refused, with its error (raised again once the workload says so, for the backoff),
+        # and the trimmed children read whole (None: gone).
+        self._refused: dict[Key, ChildRefused] = {}
+        self._read_whole: dict[Key, dict[tuple[str, str], JsonObj | None]] = {}
 
     @property
     def _missing_apis(self) -> dict[str, str]:
@@ -186,9 +176,9 @@ class WorkloadController(Controller):
         watches += [Watch(res, self._child_keys(owner, res.kind), coalesce=True,
                           label_selector=_CHILD_SELECTORS.get((self.kind, res.plural), CHILD_SELECTOR),
                           transform=_TRIMMED_CHILDREN.get(res), page_decoder=_PAGE_DECODERS.get(res))
-                    for res in _CHILD_RESOURCES[self.kind]]
+                    for res in R.WORKLOAD_CHILDREN[self.kind]]
         watches += [
-            Watch(R.WORKLOADS, self._workload_keys, index_labels=(JOB_UID_LABEL,), coalesce=True,
+            Watch(R.WORKLOADS, self._workload_keys, index_labels=(R.KUEUE_JOB_UID_LABEL,), coalesce=True,
                   transform=kueue_workload_fields, page_decoder=KUEUE_WORKLOAD_PAGES),
             Watch(self.other, self._other_keys, page_decoder=_PAGE_DECODERS[self.other]),
             Watch(R.KAIWOCONFIGS, self._everything),
@@ -356,7 +346,8 @@ class WorkloadController(Controller):
 
     # -- reconcile -------------------------------------------------------------------------------
 
-    def world(self, obj: JsonObj, now: datetime) -> World:
+    def world(self, obj: JsonObj, now: datetime, *, refusal: Refusal | None = None,
+              whole: dict[tuple[str, str], JsonObj | None] | None = None) -> World:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or ""
         name = meta.get("name") or ""
@@ -364,7 +355,7 @@ class WorkloadController(Controller):
         config = load_config(singleton(self.caches[R.KAIWOCONFIGS]))
         queue_config = load_queue_config(singleton(self.caches[R.KAIWOQUEUECONFIGS]))
         children: dict[tuple[str, str], JsonObj] = {}
-        for res in _CHILD_RESOURCES[self.kind]:
+        for res in R.WORKLOAD_CHILDREN[self.kind]:
             for child in self.caches[res].owned_by(uid):
                 if controlled_by(child, uid):
                     children[(child.get("kind") or res.kind, child["metadata"]["name"])] = child
@@ -376,7 +367,13 @@ class WorkloadController(Controller):
             if (rayservice is not None and appwrapper is not None
                     and controlled_by(rayservice, (appwrapper.get("metadata") or {}).get("uid") or "")):
                 children[("RayService", name)] = rayservice
-        caches_by_kind = {res.kind: self.caches[res] for res in _CHILD_RESOURCES[self.kind]}
+        for child_key, live in (whole or {}).items():
+            if live is None:
+                children.pop(child_key, None)  # gone meanwhile: the decision creates it again
+            else:
+                children[child_key] = live
+        trimmed = frozenset(k for k in children if k[0] in _TRIMMED_KINDS and not (whole and k in whole))
+        caches_by_kind = {res.kind: self.caches[res] for res in R.WORKLOAD_CHILDREN[self.kind]}
 
         def live_object(kind: str, child_name: str) -> JsonObj | None:
             cache = caches_by_kind.get(kind)
@@ -399,6 +396,7 @@ class WorkloadController(Controller):
             priority_classes=self._priority_classes(obj),
             namespace_config_name=ns_name, namespace_config=ns_spec, namespace_missing_secrets=ns_missing,
             serves_http_routes=R.HTTPROUTES in self.informers,
+            trimmed=trimmed, refusal=refusal,
         )
 
     def _rendered_generation(self, key: Key, uid: str) -> int | None:
@@ -421,10 +419,10 @@ class WorkloadController(Controller):
         for kind in ("Job", "RayJob", "AppWrapper"):
             main = children.get((kind, name))
             if main is not None:
-                found.extend(index.with_label(JOB_UID_LABEL, main["metadata"].get("uid", "")))
+                found.extend(index.with_label(R.KUEUE_JOB_UID_LABEL, main["metadata"].get("uid", "")))
         if ("Deployment", name) in children and R.PODS in self.caches:
             for pod in self.caches[R.PODS].with_label(LABEL_RUN_ID, uid):
-                found.extend(index.with_label(JOB_UID_LABEL, pod["metadata"].get("uid", "")))
+                found.extend(index.with_label(R.KUEUE_JOB_UID_LABEL, pod["metadata"].get("uid", "")))
         return found
 
     def _demand(self, obj: JsonObj, config: KaiwoConfigSpec, queue: str, now: datetime) -> tuple[bool, bool]:
@@ -434,7 +432,11 @@ class WorkloadController(Controller):
         return gpu_demand(obj, config, queue, pending, now)
 
     async def reconcile(self, key: Key) -> float | None:
+        """Gather, decide once, write. What the writing learns (a refusal) and what the decision asks
+        to read (children whole) are gathered for the next pass, which runs at once."""
         namespace, name = key
+        refused = self._refused.pop(key, None)
+        whole = self._read_whole.pop(key, None)
         obj = self.caches[self.primary].get(namespace, name)
         if obj is None:
             self._main_created_at.pop(key, None)
@@ -444,50 +446,41 @@ class WorkloadController(Controller):
         obj = dict(obj)
         obj.setdefault("kind", self.kind)
         obj.setdefault("apiVersion", self.primary.api_version)
-        world = self.world(obj, datetime.now(UTC))
-        plan = decide(world)
-        trimmed = [body for body in plan.apply if _resource_of(body) in _TRIMMED_CHILDREN
-                   and (body["kind"], body["metadata"]["name"]) not in plan.creates]
-        if trimmed:  # an update pins frozen fields to their live values: decide again on whole objects
-            world = await self._whole_children(world, trimmed)
-            plan = decide(world)
+        plan = decide(self.world(obj, datetime.now(UTC), refusal=refused.refusal if refused else None,
+                                   whole=whole))
         self._note_conflicts(key, plan.conflicts)
+        if plan.read_whole:
+            self._read_whole[key] = await self._whole_children(namespace, plan.read_whole)
+            raise Requeue
         try:
             await self.execute(obj, plan)
-        except ChildNameTaken as taken:
-            # Not in our caches (they hold labelled children only): say so as for a cached stranger,
-            # and retry with backoff, since no event of ours will tell when the name is free.
-            plan = child_name_taken(world, taken.kind, taken.name)
-            self._note_conflicts(key, plan.conflicts)
-            await self.execute(obj, plan)
-            raise taken.error from None
-        except ChildRejected as rejected:
-            # Say so on the workload (condition + Warning event, once per change), then let the
-            # work queue back off on the error as for any other: no hot loop, and a fix on the
-            # cluster side (quota raised, namespace recreated) is picked up by a later retry.
-            err = rejected.error
-            await self.execute(obj, child_rejected(world, rejected.kind, rejected.name, err.code, err.message))
-            raise err from None
+        except ChildRefused as refusal:
+            self._refused[key] = refusal
+            raise Requeue from None
+        if refused is not None:
+            # The workload says why; the refused write is retried with backoff, as any failed one:
+            # no event of ours tells when a name is free or a quota raised.
+            raise refused.error
         if plan.rendered_generation is not None:
             self._rendered[key] = (str(obj["metadata"].get("uid") or ""), plan.rendered_generation)
         return plan.requeue_after
 
-    async def _whole_children(self, world: World, bodies: list[JsonObj]) -> World:
-        """`world` with the children that `bodies` update read whole from the API server (their caches
-        keep them trimmed); one gone meanwhile is left out, so the next decision creates it again."""
-        children = dict(world.children)
-        for body in bodies:
-            meta = body["metadata"]
-            key = (body["kind"], meta["name"])
+    async def _whole_children(self, namespace: str,
+                              keys: list[tuple[str, str]]) -> dict[tuple[str, str], JsonObj | None]:
+        """The children `keys` read whole from the API server (their caches keep them trimmed); None
+        for one gone meanwhile."""
+        whole: dict[tuple[str, str], JsonObj | None] = {}
+        for kind, child_name in keys:
+            res = next(r for r in R.WORKLOAD_CHILDREN[self.kind] if r.kind == kind)
             try:
-                live = await self.client.get(_resource_of(body), meta["name"], meta.get("namespace"))
+                live = await self.client.get(res, child_name, namespace or None)
             except NotFound:
-                children.pop(key, None)
+                whole[(kind, child_name)] = None
                 continue
-            live.setdefault("kind", body["kind"])
-            live.setdefault("apiVersion", body["apiVersion"])
-            children[key] = live
-        return replace(world, children=children)
+            live.setdefault("kind", kind)
+            live.setdefault("apiVersion", res.api_version)
+            whole[(kind, child_name)] = live
+        return whole
 
     async def execute(self, obj: JsonObj, plan: Plan) -> None:
         meta = obj["metadata"]
@@ -518,11 +511,9 @@ class WorkloadController(Controller):
             self._track_timed(self.caches[self.primary].get(namespace, name) or result)
             self._track_pending(result)
             obj = result
-            if plan.phase == ph.PENDING:
-                # Our own write raises no event here (the informer skips write-through versions),
-                # yet a workload turning PENDING is what RUNNING ones past their duration wait for
-                # (spec §7.6); the other kind's controller does see it through its watch.
-                for key in self._duration_keys("SYNC", obj, None):
+            if plan.wakes_duration_rules:
+                # The informer skips write-through versions: no event of this write wakes them.
+                for key in list(self._timed_running):
                     self.queue.add(key)
         if plan.remove_finalizer:
             finalizers = [f for f in (obj["metadata"].get("finalizers") or []) if f != FINALIZER]
@@ -554,7 +545,8 @@ class WorkloadController(Controller):
                     result = await self.client.apply(res, body)
             except KubeError as err:
                 if _permanent(err):
-                    raise ChildRejected(body["kind"], body["metadata"]["name"], err) from err
+                    raise ChildRefused(Refusal(body["kind"], body["metadata"]["name"], code=err.code,
+                                               message=err.message), err) from err
                 raise
             self.writes += 1
             self._write_through(res, result, body)
@@ -571,7 +563,7 @@ class WorkloadController(Controller):
     async def _existing_child(self, res: Resource, body: JsonObj, exists: AlreadyExists) -> JsonObj | None:
         """Carries out `reconcile.workload.existing_child`'s verdict on a create answered AlreadyExists:
         the answer of the apply that restores our child, None to leave a shared child be, or raises (the
-        create retried with backoff, or ChildNameTaken)."""
+        create retried with backoff, or ChildRefused)."""
         meta = body["metadata"]
         if shared_child(body):
             return None
@@ -583,7 +575,7 @@ class WorkloadController(Controller):
         if verdict == RESTORE:
             return await self.client.apply(res, body)
         if verdict == TAKEN:
-            raise ChildNameTaken(body["kind"], meta["name"], exists)
+            raise ChildRefused(Refusal(body["kind"], meta["name"], taken=True), exists)
         raise exists from None
 
     async def _patch_meta(self, obj: JsonObj, changes: JsonObj) -> JsonObj:

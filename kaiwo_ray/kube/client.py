@@ -12,9 +12,7 @@ import asyncio
 import builtins
 import logging
 import os
-import ssl
 import time
-import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -25,6 +23,19 @@ from yarl import URL
 
 from kaiwo_ray.kube.errors import KubeError, NotLeader, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.incluster import InClusterConfig
+from kaiwo_ray.kube.lean_http import (
+    DRAIN_ABOVE,
+    IDEMPOTENT,
+    NO_BODY_STATUSES,
+    TRANSPORT_ERRORS,
+    Disconnected,
+    IdleCut,
+    Pool,
+    Response,
+    read_body,
+    read_chunks,
+    read_head,
+)
 from kaiwo_ray.kube.projection import DecodeError, PageDecoder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.stats import RequestStats
@@ -52,7 +63,7 @@ class KubeClient:
         self._user_agent = user_agent
         self._auth: str | None = None
         self._auth_expires = 0.0
-        self._lean: _Pool | None = None
+        self._lean: Pool | None = None
         self._lean_checked = False
         self._prefix = ""
         self._host_header = ""
@@ -167,7 +178,7 @@ class KubeClient:
             return response
         raise AssertionError("unreachable")
 
-    def _lean_pool(self) -> _Pool | None:
+    def _lean_pool(self) -> Pool | None:
         """The lean transport's connection pool, or None where a proxy applies (the aiohttp
         session then carries every request, proxy support and all).
 
@@ -182,9 +193,9 @@ class KubeClient:
             if configuration.proxy or env_proxy or origin.scheme not in ("http", "https") or not origin.raw_host:
                 return None
             rest = self._api.rest_client
-            self._lean = _Pool(origin.raw_host, origin.port or (443 if origin.scheme == "https" else 80),
-                               rest.ssl_context if origin.scheme == "https" else None,
-                               configuration.tls_server_name or None, rest.maxsize or 100)
+            self._lean = Pool(origin.raw_host, origin.port or (443 if origin.scheme == "https" else 80),
+                              rest.ssl_context if origin.scheme == "https" else None,
+                              configuration.tls_server_name or None, rest.maxsize or 100)
             self._prefix = origin.raw_path.rstrip("/")
             self._host_header = origin.host_port_subcomponent or origin.raw_host
         return self._lean
@@ -200,9 +211,9 @@ class KubeClient:
             lines.append(f"Content-Length: {len(body) if body is not None else 0}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
-    async def _lean_send(self, pool: _Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
+    async def _lean_send(self, pool: Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                          body: Any = None, content_type: str = "application/json",
-                         timeout: float | None = None) -> _Response:
+                         timeout: float | None = None) -> Response:
         """One request on the lean transport; returns the answer with its body unread (status
         checked). Same contract as `_send`: 401 refreshes the token once, non-2xx raises a typed
         KubeError, no answer raises TransportError. The body must be read and `_finish`ed."""
@@ -214,7 +225,7 @@ class KubeClient:
             head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data)
             try:
                 response = await self._exchange(pool, method, path, head if data is None else head + data,
-                                                deadline, large=data is not None and len(data) > _DRAIN_ABOVE)
+                                                deadline, large=data is not None and len(data) > DRAIN_ABOVE)
             except TransportError:
                 self.requests.record("<error>", method)
                 raise
@@ -228,8 +239,8 @@ class KubeClient:
             return response
         raise AssertionError("unreachable")
 
-    async def _exchange(self, pool: _Pool, method: str, path: str, request: bytes, deadline: float, *,
-                        large: bool) -> _Response:
+    async def _exchange(self, pool: Pool, method: str, path: str, request: bytes, deadline: float, *,
+                        large: bool) -> Response:
         """Send `request` and read the answer's head. A reused connection the server had closed
         meanwhile is retried once on a fresh one for idempotent methods, as aiohttp does."""
         loop = asyncio.get_running_loop()
@@ -246,22 +257,22 @@ class KubeClient:
                 conn.writer.write(request)
                 if large:
                     await conn.writer.drain()
-                status, headers, keep_alive = await _read_head(conn)
-                response = _Response(status, headers, conn, keep_alive)
-                response.bodiless = method == "HEAD" or status in _NO_BODY_STATUSES
-            except _Disconnected as exc:
+                status, headers, keep_alive = await read_head(conn)
+                response = Response(status, headers, conn, keep_alive)
+                response.bodiless = method == "HEAD" or status in NO_BODY_STATUSES
+            except Disconnected as exc:
                 timer.cancel()
                 pool.release(conn, reusable=False)
                 if loop.time() >= deadline:  # our own timer cut it
                     raise _transport_error(method, path, exc, True) from exc
-                if method in _IDEMPOTENT and not fresh:
+                if method in IDEMPOTENT and not fresh:
                     fresh = True
                     continue
                 raise TransportError(0, "TransportError", f"{method} {path}: server disconnected") from None
             except BaseException as exc:
                 timer.cancel()
                 pool.release(conn, reusable=False)
-                if isinstance(exc, _TRANSPORT_ERRORS):
+                if isinstance(exc, TRANSPORT_ERRORS):
                     raise _transport_error(method, path, exc, loop.time() >= deadline) from exc
                 raise
             response.timer = timer
@@ -269,40 +280,40 @@ class KubeClient:
             return response
 
     @staticmethod
-    def _finish(pool: _Pool, response: _Response, *, complete: bool = True) -> None:
+    def _finish(pool: Pool, response: Response, *, complete: bool = True) -> None:
         """Give the connection back: to the pool when its answer was read to the end, else closed."""
         if response.timer is not None:
             response.timer.cancel()
         pool.release(response.conn, reusable=complete and response.keep_alive)
 
-    async def _read_and_finish(self, pool: _Pool, response: _Response) -> bytes:
+    async def _read_and_finish(self, pool: Pool, response: Response) -> bytes:
         """The body of an answer that is not returned (an error's Status); the connection goes
         back to the pool when it was read to the end, else is closed (b"" then)."""
         complete = False
         try:
-            payload = await _read_body(response)
+            payload = await read_body(response)
             complete = True
             return payload
-        except _TRANSPORT_ERRORS:
+        except TRANSPORT_ERRORS:
             return b""
         finally:
             self._finish(pool, response, complete=complete)
 
-    async def _lean_request(self, pool: _Pool, method: str, path: str, *, decode: PageDecoder | None = None,
+    async def _lean_request(self, pool: Pool, method: str, path: str, *, decode: PageDecoder | None = None,
                             **kwargs: Any) -> Any:
         response = await self._lean_send(pool, method, path, **kwargs)
         complete = False
         try:
-            data = await _read_body(response)
+            data = await read_body(response)
             complete = True
-        except _TRANSPORT_ERRORS as exc:  # the body can fail after the headers
+        except TRANSPORT_ERRORS as exc:  # the body can fail after the headers
             timed_out = asyncio.get_running_loop().time() >= response.deadline
             raise _transport_error(method, path, exc, timed_out) from exc
         finally:
             self._finish(pool, response, complete=complete)
         return _decoded(data, method, path, decode) if data else None
 
-    async def _lean_watch(self, pool: _Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
+    async def _lean_watch(self, pool: Pool, res: Resource, namespace: str | None, query: Mapping[str, Any],
                           timeout: float, idle_timeout: float | None,
                           on_open: Callable[[], None] | None) -> AsyncGenerator[JsonObj, None]:
         try:  # a watch answers its head at once: a silent server here is as dead as one mid-stream
@@ -313,9 +324,9 @@ class KubeClient:
         if on_open is not None:
             on_open()
         complete = False
-        chunks = _read_chunks(response)
+        chunks = read_chunks(response)
         buffer = b""
-        idle = _IdleCut(response.conn, idle_timeout) if idle_timeout is not None else None
+        idle = IdleCut(response.conn, idle_timeout) if idle_timeout is not None else None
         try:
             while True:
                 if idle is not None:
@@ -325,7 +336,7 @@ class KubeClient:
                 except StopAsyncIteration:
                     complete = True
                     break
-                except _TRANSPORT_ERRORS as exc:
+                except TRANSPORT_ERRORS as exc:
                     if idle is not None and idle.cut:
                         raise _idle(res, idle_timeout) from exc
                     raise TransportError(0, "TransportError", f"watch {res.plural}: {exc}") from exc
@@ -519,234 +530,6 @@ def _without_netrc_lookup(configuration: Any) -> Any:
     if not any(os.environ.get(name) for name in _PROXY_VARIABLES):
         configuration.client_session_kwargs = {"trust_env": False}
     return configuration
-
-
-# -- the lean HTTP/1.1 transport -------------------------------------------------------------------
-
-_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
-_READ_LIMIT = 2**21  # the package session's read_bufsize: one watch event (a line) can be large
-_IDLE_SECONDS = 60.0  # older idle connections are dropped, not reused: below aiohttp servers' 75 s keep-alive
-# (the sandbox), under client-go's 90 s: a quiet minute costs no new TLS handshake
-_DRAIN_ABOVE = 2**16  # bodies larger than this wait for the socket buffer (flow control)
-_NO_BODY_STATUSES = frozenset({204, 304})
-
-
-class _Disconnected(Exception):
-    """A reused connection was found closed before any answer came (safe to resend idempotently)."""
-
-
-class _Connection:
-    """One keep-alive connection: asyncio streams plus when it was last given back."""
-
-    __slots__ = ("idle_since", "reader", "reused", "writer")
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.reused = False
-        self.idle_since = 0.0
-
-    def usable(self, now: float) -> bool:
-        return (not self.writer.transport.is_closing() and not self.reader.at_eof()
-                and now - self.idle_since < _IDLE_SECONDS)
-
-    def abort(self) -> None:
-        self.writer.transport.abort()
-
-
-class _Response:
-    """Status, headers (lower-case names) and the connection its body is still to be read from."""
-
-    __slots__ = ("bodiless", "conn", "deadline", "decoder", "headers", "keep_alive", "status", "timer")
-
-    def __init__(self, status: int, headers: dict[str, str], conn: _Connection, keep_alive: bool) -> None:
-        self.status = status
-        self.headers = headers
-        self.conn = conn
-        self.keep_alive = keep_alive
-        self.timer: asyncio.TimerHandle | None = None
-        self.deadline = 0.0
-        self.bodiless = False  # a HEAD's answer, a 204 or a 304: no body whatever the headers say
-        encoding = headers.get("content-encoding", "identity").strip().lower()
-        self.decoder: Any = None
-        if encoding in ("gzip", "x-gzip"):
-            self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-        elif encoding == "deflate":
-            self.decoder = zlib.decompressobj()
-        elif encoding != "identity":
-            raise ValueError(f"unsupported Content-Encoding {encoding!r}")
-
-    def decode(self, data: bytes) -> bytes:
-        return self.decoder.decompress(data) if self.decoder is not None and data else data
-
-
-class _Pool:
-    """Keep-alive HTTP/1.1 connections to the apiserver, at most `limit` open at once (watches
-    included), like the package's aiohttp connector; the last given back is reused first."""
-
-    def __init__(self, host: str, port: int, ssl_context: ssl.SSLContext | None, server_hostname: str | None,
-                 limit: int) -> None:
-        self._host = host
-        self._port = port
-        self._ssl = ssl_context
-        self._server_hostname = server_hostname if ssl_context is not None else None
-        self._slots = asyncio.Semaphore(limit)
-        self._idle: list[_Connection] = []
-        self._open: set[_Connection] = set()  # idle and in use, closed with the pool
-        self.opened = 0  # connections opened so far (a TLS handshake each)
-
-    async def acquire(self, deadline: float, *, fresh: bool = False) -> _Connection:
-        await self._slots.acquire()
-        try:
-            now = time.monotonic()
-            while self._idle and not fresh:
-                conn = self._idle.pop()
-                if conn.usable(now):
-                    conn.reused = True
-                    return conn
-                self._drop(conn)
-            async with asyncio.timeout_at(deadline):
-                reader, writer = await asyncio.open_connection(
-                    self._host, self._port, ssl=self._ssl, server_hostname=self._server_hostname,
-                    limit=_READ_LIMIT)
-            self.opened += 1
-            conn = _Connection(reader, writer)
-            self._open.add(conn)
-            return conn
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def release(self, conn: _Connection, *, reusable: bool) -> None:
-        if reusable and not conn.writer.transport.is_closing():
-            conn.idle_since = time.monotonic()
-            self._idle.append(conn)
-        else:
-            self._drop(conn)
-        self._slots.release()
-
-    def _drop(self, conn: _Connection) -> None:
-        self._open.discard(conn)
-        conn.abort()
-
-    def close(self) -> None:
-        """Close every connection, in use ones (watches) included, as closing the aiohttp session did."""
-        self._idle.clear()
-        while self._open:
-            self._open.pop().abort()
-
-
-async def _read_head(conn: _Connection) -> tuple[int, dict[str, str], bool]:
-    """Status, headers and keep-alive of the next final (non-1xx) answer on `conn`."""
-    while True:
-        try:
-            head = await conn.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError as exc:
-            if conn.reused and not exc.partial:
-                raise _Disconnected from exc
-            raise
-        lines = head.split(b"\r\n")
-        version, status_text = lines[0].split(b" ", 2)[:2]
-        status = int(status_text)
-        if 100 <= status < 200 and status != 101:  # an interim answer: the real one follows
-            continue
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(b":")
-                key = name.strip().lower().decode("latin-1")
-                text = value.strip().decode("latin-1")
-                headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        connection = headers.get("connection", "").lower()
-        keep_alive = "keep-alive" in connection if version == b"HTTP/1.0" else "close" not in connection
-        return status, headers, keep_alive
-
-
-class _IdleCut:
-    """Cuts a watch's connection once one wait for its next piece lasted `seconds` (the pending read
-    then fails and `cut` says why); time the consumer spends on an event never counts. One timer for
-    the stream, pushed back lazily when it fires, instead of a timeout scope per chunk, which would cost 4%
-    of the operator at 100 workloads a second."""
-
-    __slots__ = ("_conn", "_handle", "_loop", "_seconds", "_since", "_waiting", "cut")
-
-    def __init__(self, conn: _Connection, seconds: float) -> None:
-        self._conn = conn
-        self._seconds = seconds
-        self._loop = asyncio.get_running_loop()
-        self._since = self._loop.time()  # when the current wait began
-        self._waiting = False
-        self.cut = False
-        self._handle = self._loop.call_at(self._since + seconds, self._check)
-
-    def waiting(self) -> None:
-        self._since = self._loop.time()
-        self._waiting = True
-
-    def heard(self) -> None:
-        self._waiting = False
-
-    def _check(self) -> None:
-        now = self._loop.time()
-        due = self._since + self._seconds
-        if not self._waiting:  # the consumer holds an event: look again a whole timeout later
-            self._handle = self._loop.call_at(now + self._seconds, self._check)
-            return
-        if now < due:  # data came since the timer was set: the wait now running is younger
-            self._handle = self._loop.call_at(due, self._check)
-            return
-        self.cut = True
-        self._conn.abort()
-
-    def stop(self) -> None:
-        self._handle.cancel()
-
-
-async def _read_chunks(response: _Response) -> AsyncGenerator[bytes, None]:
-    """The body's pieces as they arrive (decoded); the connection is left at the body's end."""
-    reader = response.conn.reader
-    transfer = response.headers.get("transfer-encoding", "").lower()
-    if response.bodiless:
-        return
-    if "chunked" in transfer:
-        while True:
-            size_line = await reader.readuntil(b"\r\n")
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-            if size == 0:
-                while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, unused
-                    pass
-                break
-            chunk = await reader.readexactly(size + 2)
-            if chunk[-2:] != b"\r\n":
-                raise ValueError("malformed chunked body")
-            yield response.decode(chunk[:-2])
-    elif "content-length" in response.headers:
-        remaining = int(response.headers["content-length"])
-        while remaining > 0:
-            chunk = await reader.read(min(remaining, _READ_LIMIT))
-            if not chunk:
-                raise asyncio.IncompleteReadError(b"", remaining)
-            remaining -= len(chunk)
-            yield response.decode(chunk)
-    else:  # delimited by the end of the connection
-        response.keep_alive = False
-        while chunk := await reader.read(_READ_LIMIT):
-            yield response.decode(chunk)
-    if response.decoder is not None and (tail := response.decoder.flush()):
-        yield tail
-
-
-async def _read_body(response: _Response) -> bytes:
-    length = response.headers.get("content-length")
-    if response.bodiless:
-        return b""
-    if length is not None and response.decoder is None and "transfer-encoding" not in response.headers:
-        return await response.conn.reader.readexactly(int(length))  # the common case: one read
-    return b"".join([chunk async for chunk in _read_chunks(response)])
-
-
-_TRANSPORT_ERRORS = (TimeoutError, OSError, EOFError, asyncio.LimitOverrunError, ValueError, zlib.error)
-"""What a broken, closed, timed-out or garbled connection raises (IncompleteReadError is an EOFError)."""
 
 
 def _json(data: bytes, method: str, path: str) -> Any:

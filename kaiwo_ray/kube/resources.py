@@ -87,6 +87,21 @@ ALL: tuple[Resource, ...] = (
     CLUSTERQUEUES, LOCALQUEUES, RESOURCEFLAVORS, WORKLOADPRIORITYCLASSES, WORKLOADS, TOPOLOGIES, PRIORITYCLASSES,
 )
 
+# The label Kueue puts on a Workload: the uid of the job (Job, RayJob, AppWrapper, pod) it queues.
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+
+# What a workload owns. Its children (ownerReference with controller=true), by workload kind: what its
+# controller renders, watches and reads back, storage after the main object as the controller lists them.
+WORKLOAD_CHILDREN: dict[str, tuple[Resource, ...]] = {
+    "KaiwoJob": (JOBS, RAYJOBS, PVCS, CONFIGMAPS),
+    "KaiwoService": (DEPLOYMENTS, APPWRAPPERS, JOBS, PVCS, CONFIGMAPS, HTTPROUTES),
+}
+# Owned through a child: the RayService an AppWrapper makes, the RayCluster of a RayJob or RayService.
+WORKLOAD_DESCENDANTS: tuple[Resource, ...] = (RAYSERVICES, RAYCLUSTERS)
+# Every kind a workload of either kind owns, directly or through a child.
+WORKLOAD_OWNED: tuple[Resource, ...] = (
+    *dict.fromkeys(res for children in WORKLOAD_CHILDREN.values() for res in children), *WORKLOAD_DESCENDANTS)
+
 _BY_KIND: dict[tuple[str, str], Resource] = {(r.group, r.kind): r for r in ALL}
 
 

@@ -98,6 +98,19 @@ def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """A child write the API server refused in the previous pass: a create answered AlreadyExists by
+    an object this workload does not control (`taken`), or a 4xx that retrying unchanged cannot fix
+    (`code`, `message`)."""
+
+    kind: str
+    name: str
+    taken: bool = False
+    code: int = 0
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     """Everything the decision reads. `children` are the live objects whose controller owner is this
     CR, keyed by (kind, name); `kueue_workloads` are the Workloads of the main child (of its pods for
@@ -143,6 +156,12 @@ class World:
     namespace_missing_secrets: Mapping[tuple[str, str], str] = field(default_factory=dict)
     # The cluster serves the Gateway API's HTTPRoute (routes are only rendered where it does).
     serves_http_routes: bool = False
+    # Children whose live copy lacks what cannot change after creation (a Job's pod template: the
+    # caches keep Jobs without it). An update is planned from the whole object, so a pass that would
+    # update one asks for it to be read whole (Plan.read_whole) and writes nothing.
+    trimmed: frozenset[tuple[str, str]] = frozenset()
+    # The write the previous pass had refused: this pass says so on the workload and writes nothing else.
+    refusal: Refusal | None = None
 
 
 @dataclass(slots=True)
@@ -165,6 +184,12 @@ class Plan:
     # The spec generation this decision rendered the main child of whole, without an error (the shell
     # remembers it for the next decision: World.rendered_generation).
     rendered_generation: int | None = None
+    # (kind, name) of trimmed children (World.trimmed) this decision would update: the shell reads them
+    # whole and the next pass decides on them; nothing else of this plan is carried out.
+    read_whole: list[tuple[str, str]] = field(default_factory=list)
+    # The status written makes this workload PENDING: the RUNNING workloads whose duration rules read
+    # the PENDING ones run again (spec §7.6). The shell's own write raises no event that would wake them.
+    wakes_duration_rules: bool = False
 
 
 def _stamp(moment: datetime) -> str:
@@ -177,6 +202,26 @@ def parse_workload(obj: Mapping[str, Any]) -> Workload:
 
 
 def decide(world: World) -> Plan:
+    """The one decision of a reconcile pass: what to write for `world`."""
+    if world.refusal is not None:
+        return refused(world, world.refusal)
+    plan = _decide(world)
+    unread = [key for key in ((body["kind"], body["metadata"]["name"]) for body in plan.apply)
+              if key in world.trimmed and key not in plan.creates]
+    if unread:
+        return Plan(phase=plan.phase, conflicts=plan.conflicts, read_whole=unread)
+    plan.wakes_duration_rules = plan.status is not None and plan.phase == ph.PENDING
+    return plan
+
+
+def refused(world: World, refusal: Refusal) -> Plan:
+    """The workload in ERROR for a write the API server refused (`child_name_taken`, `child_rejected`)."""
+    if refusal.taken:
+        return child_name_taken(world, refusal.kind, refusal.name)
+    return child_rejected(world, refusal.kind, refusal.name, refusal.code, refusal.message)
+
+
+def _decide(world: World) -> Plan:
     obj = world.obj
     meta: JsonObj = obj.get("metadata") or {}
     status: JsonObj = obj.get("status") or {}
