@@ -276,7 +276,7 @@ def test_idle_gpu_job_is_preempted_and_a_busy_one_is_not_under_the_shipped_role(
         return ""
 
     kubectl("apply", "-f", "-", stdin=job("train", "0"))
-    eventually(lambda: phase("train") == "Idle", timeout=90, interval=1.0, message="train Idle")
+    eventually(lambda: phase("train") == "Idle", timeout=180, interval=1.0, message="train Idle")
     kubectl("apply", "-f", "-", stdin=job("busy", "90"))
     eventually(lambda: phase("busy") == "Active", timeout=90, interval=1.0, message="busy Active")
     kubectl("apply", "-f", "-", stdin=job("infer", "70"))  # both AMD nodes are full: it waits for GPUs
@@ -535,6 +535,7 @@ def test_a_new_serve_config_rolls_without_losing_a_workload(installed: dict[str,
     assert len(children) == 1
 
 
+@pytest.mark.timeout(900)  # two Ray clusters start and hand over on two cores
 def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(installed: dict[str, Any],
                                                                            kubectl: Kubectl) -> None:
     """Step 8: a new image tag changes the Ray cluster's pods, so KubeRay prepares a new cluster, moves the
