@@ -234,7 +234,9 @@ class RayServiceReconciler(KubeRayBase):
         if pending_cluster is not None:
             statuses = pending.get("applicationStatuses") or {}
             serving = bool(statuses) and all(s.get("status") == "RUNNING" for s in statuses.values())
-            if (pending_cluster.get("status") or {}).get("state") == "ready" and serving:
+            # KubeRay promotes a pending cluster once its applications run, whether or not every worker is
+            # up yet (an upgrade's new workers may wait for the old cluster's nodes, as anti-affinity does).
+            if serving:
                 # Promotion: the Services move to the new cluster, which becomes active; the old one goes.
                 if active_cluster is not None:
                     self._delete(RAYCLUSTERS, ns, str(meta_of(active_cluster).get("name", "")))
