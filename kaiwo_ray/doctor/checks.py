@@ -200,11 +200,28 @@ def check_telemetry(rayservice: JsonObj | None, running_workers: Mapping[str, st
     return [Result("telemetry", "OK", f"a telemetry worker on each of the {len(wanted)} GPU node(s)")]
 
 
+def serve_app_failures(rayservice: JsonObj) -> list[str]:
+    """'<app> is <STATUS>: <Ray's message, first line>' for each Serve application of the active or the
+    pending cluster that failed (DEPLOY_FAILED, UNHEALTHY)."""
+    status = rayservice.get("status") or {}
+    failures = []
+    for side in ("activeServiceStatus", "pendingServiceStatus"):
+        for name, app in sorted(((status.get(side) or {}).get("applicationStatuses") or {}).items()):
+            state = str((app or {}).get("status") or "")
+            if state in ("DEPLOY_FAILED", "UNHEALTHY"):
+                message = str((app or {}).get("message") or "").strip().splitlines()
+                failures.append(f"the {name} application is {state}" + (f": {message[-1][:300]}" if message else ""))
+    return failures
+
+
 def check_admin(rayservice: JsonObj | None, service: JsonObj | None, probe: tuple[bool, str] | None,
                 namespace: str) -> list[Result]:
     """The admin API application runs (RayService status) and its Service exists; `probe`: an HTTP answer."""
     if rayservice is None:
         return [Result("admin-api", "SKIP", f"no RayService kaiwo-ray in {namespace}")]
+    failing = serve_app_failures(rayservice)
+    if failing:  # Ray's own word on why (an import that fails, a replica that crashes)
+        return [Result("admin-api", "FAIL", "; ".join(failing), f"kubectl describe rayservice kaiwo-ray -n {namespace}")]
     apps = (((rayservice.get("status") or {}).get("activeServiceStatus") or {}).get("applicationStatuses") or {})
     state = str((apps.get("admin") or {}).get("status") or "not deployed")
     if state != "RUNNING":

@@ -157,3 +157,18 @@ def test_before_the_install_doctor_says_so_once_and_judges_only_the_prerequisite
     assert sum(1 for line in lines if " permissions: " in line) == 1  # one line, not one per rule
     assert "OK    gpus: node gpu-amd-mi300x-01: 8 amd.com/gpu allocatable" in lines
     assert lines[-1] == "kaiwo-ray is not installed yet (6 check(s) pending the install); every prerequisite check passed"
+
+
+def test_a_failed_serve_application_is_named_with_rays_message() -> None:
+    """A serveConfigV2 whose import fails: the admin-api check names the application and Ray's reason,
+    from the pending cluster too (a failed application keeps a new cluster from becoming active)."""
+    from kaiwo_ray.doctor.checks import check_admin
+
+    rayservice = {"status": {"pendingServiceStatus": {"applicationStatuses": {
+        "admin": {"status": "RUNNING"},
+        "operator": {"status": "DEPLOY_FAILED", "message": "Deploying app 'operator' failed with exception:\n"
+                     "Traceback (most recent call last):\nModuleNotFoundError: No module named 'actors.nope'"}}}}}
+    [result] = check_admin(rayservice, {"metadata": {"name": "kaiwo-ray-admin"}}, None, "kaiwo-system")
+    assert result.status == "FAIL"
+    assert "the operator application is DEPLOY_FAILED: ModuleNotFoundError: No module named 'actors.nope'" \
+        in result.message
