@@ -151,36 +151,6 @@ def test_a_kaiwojob_runs_under_the_installed_operator(installed: dict[str, Any],
     assert len(children) == 1
 
 
-def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates(installed: dict[str, Any],
-                                                                                kubectl: Kubectl) -> None:
-    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
-    kubectl("delete", "pod", "-n", "kaiwo-system", head["metadata"]["name"], "--wait=false")
-
-    def new_head_serving() -> dict[str, Any] | None:
-        heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"]
-        fresh = [p for p in heads if p["metadata"]["uid"] != head["metadata"]["uid"]
-                 and _condition(p, "Ready").get("status") == "True"]
-        if not fresh:
-            return None
-        service = _rayservice_ready(kubectl)
-        apps = ((service or {}).get("status") or {}).get("activeServiceStatus", {}).get("applicationStatuses") or {}
-        return service if apps and all(a["status"] == "RUNNING" for a in apps.values()) else None
-    eventually(new_head_serving, timeout=INSTALL_SECONDS, interval=2.0,
-               message="a new head serves the operator and the admin API again")
-    # the operator resumed: a KaiwoJob submitted now runs
-    manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: after-failover")
-    kubectl("apply", "-f", "-", stdin=manifest)
-
-    def resumed() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", "default", "after-failover").get("status") or {}).get("status")
-        return status if status in ("RUNNING", "COMPLETE") else None
-    eventually(resumed, timeout=90, interval=1.0, message="a KaiwoJob submitted after the failover runs")
-    for job in _json(kubectl, "kaiwojobs", "-A")["items"]:
-        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
-        assert len(children) == 1, f"{ns}/{name} has {len(children)} Jobs"
-
-
 def test_a_serve_application_that_fails_to_import_leaves_the_rayservice_not_ready_with_its_error(
         installed: dict[str, Any], kubectl: Kubectl) -> None:
     """Bad input: KubeRay submits the config, Ray reports DEPLOY_FAILED with the import error, and the
@@ -458,6 +428,38 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# The disruptive steps come last: a new head restarts the Ray cluster (its workers rejoin), and the checks
+# after it (doctor, the examples, the upgrades) show the install recovered.
+def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates(installed: dict[str, Any],
+                                                                                kubectl: Kubectl) -> None:
+    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+    kubectl("delete", "pod", "-n", "kaiwo-system", head["metadata"]["name"], "--wait=false")
+
+    def new_head_serving() -> dict[str, Any] | None:
+        heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"]
+        fresh = [p for p in heads if p["metadata"]["uid"] != head["metadata"]["uid"]
+                 and _condition(p, "Ready").get("status") == "True"]
+        if not fresh:
+            return None
+        service = _rayservice_ready(kubectl)
+        apps = ((service or {}).get("status") or {}).get("activeServiceStatus", {}).get("applicationStatuses") or {}
+        return service if apps and all(a["status"] == "RUNNING" for a in apps.values()) else None
+    eventually(new_head_serving, timeout=INSTALL_SECONDS, interval=2.0,
+               message="a new head serves the operator and the admin API again")
+    # the operator resumed: a KaiwoJob submitted now runs
+    manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: after-failover")
+    kubectl("apply", "-f", "-", stdin=manifest)
+
+    def resumed() -> str | None:
+        status = (_json(kubectl, "kaiwojob", "-n", "default", "after-failover").get("status") or {}).get("status")
+        return status if status in ("RUNNING", "COMPLETE") else None
+    eventually(resumed, timeout=90, interval=1.0, message="a KaiwoJob submitted after the failover runs")
+    for job in _json(kubectl, "kaiwojobs", "-A")["items"]:
+        ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
+        assert len(children) == 1, f"{ns}/{name} has {len(children)} Jobs"
 
 
 def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], sandbox: RunningSandbox,
