@@ -31,6 +31,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -106,12 +107,18 @@ def installed(idle_seconds: float) -> None:
             conditions = (obj.get("status") or {}).get("conditions") or []  # type: ignore[union-attr]
             return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
+        rendered = [d for d in yaml.safe_load_all(kubectl("kustomize", "deploy/")) if d]
+        service = next(d for d in rendered if d["kind"] == "RayService")
+        ray_pods = 1 + sum(int(g.get("replicas") or 0) for g in service["spec"]["rayClusterConfig"].get(
+            "workerGroupSpecs") or [])
         began = time.monotonic()
         kubectl("apply", "-k", "deploy/")
-        pods_ready = eventually(lambda: (lambda pods: time.monotonic() - began
-                                         if pods and all(ready(p) for p in pods) else None)(
-            json.loads(kubectl("get", "pods", "-n", "kaiwo-system", "-o", "json"))["items"]),
-            timeout=600, interval=0.5)
+
+        def every_pod_ready() -> float | None:
+            pods = json.loads(kubectl("get", "pods", "-n", "kaiwo-system", "-o", "json"))["items"]
+            rays = [p for p in pods if (p["metadata"].get("labels") or {}).get("ray.io/is-ray-node") == "yes"]
+            return time.monotonic() - began if len(rays) == ray_pods and all(ready(p) for p in pods) else None
+        pods_ready = eventually(every_pod_ready, timeout=600, interval=0.5)
         service_ready = eventually(lambda: time.monotonic() - began if ready(json.loads(
             kubectl("get", "rayservice", "-n", "kaiwo-system", "kaiwo-ray", "-o", "json"))) else None,
             timeout=600, interval=0.5)
@@ -120,10 +127,11 @@ def installed(idle_seconds: float) -> None:
         print(f"apply_to_rayservice_ready: {service_ready:.1f} s (both Serve applications RUNNING; no target)")
         runtime = sandbox.sandbox.local_runtime
         assert runtime is not None and runtime.network is not None
-        for pod in runtime.pods():
+        for index, pod in enumerate(sorted(runtime.pods(), key=lambda p: ("-head-" not in p.name, p.name))):
             pids = [int(p) for p in subprocess.run([runtime.network.ip_binary, "netns", "pids", pod.iface.netns],
                                                    capture_output=True, text=True).stdout.split()]
-            print_table(f"installed pod {pod.name}", sample(pids, idle_seconds))
+            role = "installed_head" if "-head-" in pod.name else f"installed_worker_{index}"
+            print_table(role, sample(pids, idle_seconds))
         sandbox_proc = psutil.Process(os.getpid())
         print(f"sandbox_process_rss: {sandbox_proc.memory_info().rss / 2**20:.0f} MiB (API server and simulated "
               "cluster, this process; no target)")
@@ -144,7 +152,7 @@ def dev(idle_seconds: float) -> None:
             print(f"kaiwo_ray_dev_to_ready: {time.monotonic() - began:.1f} s (no target)")
             root = psutil.Process(process.pid)
             pids = [root.pid] + [c.pid for c in root.children(recursive=True)]
-            print_table("kaiwo-ray dev (sandbox, Ray, controllers, admin API)", sample(pids, idle_seconds))
+            print_table("kaiwo_ray_dev", sample(pids, idle_seconds))  # sandbox, Ray, controllers, admin API
         finally:
             os.killpg(process.pid, 15)
             process.wait(timeout=60)
