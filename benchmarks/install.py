@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -154,8 +155,12 @@ def dev(idle_seconds: float) -> None:
             pids = [root.pid] + [c.pid for c in root.children(recursive=True)]
             print_table("kaiwo_ray_dev", sample(pids, idle_seconds))  # sandbox, Ray, controllers, admin API
         finally:
-            os.killpg(process.pid, 15)
-            process.wait(timeout=60)
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # dev stops its Ray and sandbox first; do not outlive them
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)
 
 
 def main() -> int:
