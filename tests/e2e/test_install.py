@@ -389,6 +389,11 @@ def scrape_jobs(kubectl: Kubectl) -> list[dict[str, Any]]:
     return jobs
 
 
+def _prometheus_starting(err: Exception) -> bool:
+    """Prometheus not answering yet, or answering its start-up page instead of JSON."""
+    return isinstance(err, (httpx.HTTPError, ValueError))
+
+
 def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[str, Any], kubectl: Kubectl,
                                                                 tmp_path: Path) -> None:
     binary = shutil.which("prometheus")
@@ -414,8 +419,7 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
                 expected = sum(len(j["targets"]) for j in jobs)
                 return active if len(active) == expected and all(t["health"] == "up" for t in active) else None
             try:
-                eventually(all_up, timeout=60, interval=1.0, ignoring=lambda err: isinstance(err, httpx.HTTPError),
-                           message="every target up")
+                eventually(all_up, timeout=60, interval=1.0, ignoring=_prometheus_starting, message="every target up")
             except AssertionError:
                 targets = http.get("/api/v1/targets").json()["data"]["activeTargets"]
                 raise AssertionError([(t["scrapeUrl"], t["health"], t["lastError"]) for t in targets]) from None
@@ -424,7 +428,8 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
                 return http.get("/api/v1/query", params={"query": query}).json()["data"]["result"] or None
             for query in ('{__name__=~"kaiwo_.+"}', "controller_runtime_reconcile_total",
                           "kaiwo_gpu_utilization_percent", '{__name__=~"ray_.+"}'):
-                eventually(lambda q=query: series(q), timeout=60, interval=1.0, message=f"series {query}")
+                eventually(lambda q=query: series(q), timeout=60, interval=1.0, ignoring=_prometheus_starting,
+                           message=f"series {query}")
     finally:
         process.terminate()
         process.wait(timeout=30)
