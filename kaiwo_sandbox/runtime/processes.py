@@ -217,8 +217,12 @@ class LocalRuntime:
             setup += [f"{self._tools['mount']} -t tmpfs -o mode=755 tmpfs /run",
                       f"{self._tools['mkdir']} -p {SA_MOUNT}",
                       f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
-        # /tmp last: the pod's own files may live under the host's /tmp, which this hides
-        setup.append(f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
+        # A private /tmp, unless the sandbox's own Python environment lives under /tmp (a checkout there):
+        # hiding it would hide `ray` and `python` too; the pod then gets its own TMPDIR instead.
+        private_tmp = not str(Path(sys.executable).resolve()).startswith("/tmp/") and \
+            not str(Path(sys.executable).parent).startswith("/tmp/")
+        if private_tmp:
+            setup.append(f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'
         command = [self.network.ip_binary, "netns", "exec", pod.iface.netns, self._tools["unshare"], "--uts",
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]
@@ -226,7 +230,9 @@ class LocalRuntime:
         # (~/.ray/auth_token, caches) must not leak into it.
         # GRPC_DNS_RESOLVER: the sandbox's cluster DNS is the hosts file, which gRPC's default c-ares
         # resolver never reads (it asks DNS servers only); Ray's GCS client resolves with gRPC.
-        full_env = {"PATH": image_path(), "HOME": "/tmp", "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native", **env}
+        tmp = "/tmp" if private_tmp else str(pod.root / "tmp")
+        full_env = {"PATH": image_path(), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native",
+                    **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      env=full_env, start_new_session=True, preexec_fn=_die_with_sandbox)
