@@ -35,8 +35,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SA_USER = "system:serviceaccount:kaiwo-system:kaiwo-ray"
 INSTALL_SECONDS = 180  # apply -> RayService Ready; docs/install.md gives the measured figure
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None,
-                                reason="the real install runs pods in network namespaces: needs root, ip, kubectl")
+# A checkout under /tmp is the local image's file system too; the install has not yet been shown to come up
+# from one (the real pods then get TMPDIR instead of a private /tmp): skipped there until it is.
+UNDER_TMP = str(Path(sys.executable).parent).startswith("/tmp/")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None
+                                or UNDER_TMP,
+                                reason="the real install runs pods in network namespaces (needs root, ip, kubectl) "
+                                       "from a checkout outside /tmp")
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
