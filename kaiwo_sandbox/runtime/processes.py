@@ -45,6 +45,11 @@ def _die_with_sandbox() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def environment_under_tmp() -> bool:
+    """Whether the sandbox's Python environment (what a local image runs) lives under /tmp."""
+    return str(Path(sys.executable).parent).startswith("/tmp/")
+
+
 def image_path() -> str:
     """PATH inside a local image: the sandbox's own environment first (ray, python, kaiwo-ray), then the system's."""
     own = str(Path(sys.executable).parent)
@@ -219,8 +224,7 @@ class LocalRuntime:
                       f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
         # A private /tmp, unless the sandbox's own Python environment lives under /tmp (a checkout there):
         # hiding it would hide `ray` and `python` too; the pod then gets its own TMPDIR instead.
-        private_tmp = not str(Path(sys.executable).resolve()).startswith("/tmp/") and \
-            not str(Path(sys.executable).parent).startswith("/tmp/")
+        private_tmp = not environment_under_tmp()
         if private_tmp:
             setup.append(f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'

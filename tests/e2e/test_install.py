@@ -29,6 +29,7 @@ from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
 from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION as GPU_UTILIZATION
+from kaiwo_sandbox.runtime.processes import environment_under_tmp
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +38,8 @@ INSTALL_SECONDS = 180  # apply -> RayService Ready; docs/install.md gives the me
 
 # A checkout under /tmp is the local image's file system too; the install has not yet been shown to come up
 # from one (the real pods then get TMPDIR instead of a private /tmp): skipped there until it is.
-UNDER_TMP = str(Path(sys.executable).parent).startswith("/tmp/")
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None
-                                or UNDER_TMP,
+                                or environment_under_tmp(),
                                 reason="the real install runs pods in network namespaces (needs root, ip, kubectl) "
                                        "from a checkout outside /tmp")
 
