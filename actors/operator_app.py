@@ -9,7 +9,7 @@ Settings come from the pod's environment (deploy/base/rayservice.yaml sets them)
     KAIWO_IN_CLUSTER        "true": the pod's service account (the default); "false": KUBECONFIG
     KAIWO_LEASE_NAMESPACE   the Leases' namespace (default: the pod's own, else kaiwo-system)
     KAIWO_CONTROLLERS       a,b: run only these (default: all but the opt-in features that are off)
-    RESOURCE_MONITORING_*, GPU_PREEMPTION_*   the opt-in features, as upstream Kaiwo reads them
+    RESOURCE_MONITORING_*, GPU_PREEMPTION_*, GPU_ACCOUNTING_*   the opt-in features, as upstream Kaiwo reads them
                             (docs/install.md); GPU preemption's Lease defaults to the Leases' namespace
     KAIWO_RAY_NAMESPACE     Ray namespace of the named actors (default: kaiwo)
     KAIWO_ACTOR_RESOURCES   JSON {resource: amount} each controller actor asks for (deploy/: Ray's
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from hosts.runtime.cpu_policy import batch_wanted
 from hosts.runtime.operator_runtime import ActorHealth, parse_controller_names
+from kaiwo_ray.controllers.accounting import AccountingSettings
 from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
 from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 from kaiwo_ray.controllers.monitoring import MonitorSettings
@@ -70,7 +71,9 @@ def settings_from_env(env: Mapping[str, str]) -> tuple[HostSettings, list[str], 
     # actor runs under this Serve replica's job, whose own namespace is Serve's.
     settings.controller_options = {
         "resourcemonitor": {"settings": monitor, **_native_source(monitor.endpoint, ray_namespace)},
-        "gpuworkload": {"settings": preemption, **_native_source(preemption.endpoint, ray_namespace)}}
+        "gpuworkload": {"settings": preemption, **_native_source(preemption.endpoint, ray_namespace)},
+        "accounting": {"settings": AccountingSettings.from_env(env, namespace=settings.lease_namespace),
+                       **_aggregator_feed(ray_namespace)}}
     if wanted is None:  # as `kaiwo-ray up`: an opt-in feature's controller only when it is on
         names = default_controller_names(settings)
     return settings, names, ray_namespace
@@ -83,6 +86,13 @@ def _native_source(endpoint: str, ray_namespace: str) -> dict[str, Any]:
     from kaiwo_ray.telemetry.sources import NativeSource
 
     return {"source": NativeSource(ray_namespace)}
+
+
+def _aggregator_feed(ray_namespace: str) -> dict[str, Any]:
+    """`feed=` for the GPU ledger: the telemetry aggregator of the operator's Ray namespace."""
+    from kaiwo_ray.telemetry.sources import AggregatorFeed
+
+    return {"feed": AggregatorFeed(ray_namespace)}
 
 
 def actor_resources(env: Mapping[str, str]) -> dict[str, float]:

@@ -7,6 +7,7 @@
     DELETE /api/v1/namespaces/{ns}/{kaiwojobs|kaiwoservices}/{name}            delete
     GET    /api/v1/namespaces/{ns}/{plural}/{name}/events|explain|logs
     GET    /api/v1/queues, /api/v1/queues/{name}, /api/v1/nodes, /api/v1/overview, /api/v1/stream (SSE)
+    GET    /api/v1/usage?groupBy=user|namespace|queue|...&since=&until=&format=csv   GPU-hours (serve/usage.py)
     GET    /metrics (Prometheus), / (dashboard), /openapi.json, /docs
 """
 
@@ -87,10 +88,11 @@ def build_app(settings: AdminSettings | None = None) -> FastAPI:
     app = FastAPI(title=API_TITLE, version="v1", lifespan=lifespan,
                   description="Workloads, queues, nodes and `explain` for kaiwo-ray, from a watch-fed cache.")
     errors.install(app)
-    from serve import dashboard, routes_cluster, routes_workloads
+    from serve import dashboard, routes_cluster, routes_workloads, usage
 
     app.include_router(routes_workloads.router)
     app.include_router(routes_cluster.router)
+    app.include_router(usage.router)
     dashboard.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

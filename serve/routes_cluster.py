@@ -125,7 +125,9 @@ async def metrics(request: Request) -> Response:
     await require(request, Access("get", path="/metrics"))
     state = admin(request)
     body, content_type = await state.metrics.render()
-    return Response(body, media_type=content_type)
+    from serve.usage import usage_metrics
+
+    return Response(body + await usage_metrics(state), media_type=content_type)
 
 
 @router.get("/healthz", include_in_schema=False)

@@ -10,6 +10,7 @@ import yaml
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from kaiwo_ray.admission.submitter import SUBMITTED_BY
 from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_object
 from kaiwo_ray.api.yaml_input import safe_load_all
@@ -312,7 +313,11 @@ async def submit_workload(request: Request, namespace: str | None = None, dryRun
     if not name and not metadata.get("generateName"):
         raise ApiError(422, "metadata.name: required", kind=str(kind), causes=_cause("metadata.name", "required"))
     res = BY_KIND[str(kind)]
-    await require(request, Access("create", res.plural, GROUP, target))
+    caller = await require(request, Access("create", res.plural, GROUP, target))
+    # GPU-hours are charged to who submitted (docs/accounting.md): the authenticated caller, whatever the
+    # manifest says; the admission webhook keeps this value for the admin API's service account only.
+    annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
+    metadata["annotations"] = {**annotations, SUBMITTED_BY: caller.name}
     state = admin(request)
     path = res.path(target) + ("?dryRun=All" if dryRun else "")
     created = await state.client.request("POST", path, body=doc)

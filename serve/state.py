@@ -3,6 +3,7 @@ client for writes, the authorizer, the metrics, and the settings the app was bui
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,6 +36,9 @@ class AdminSettings:
     sync_timeout: float = 60.0
     gpu_samples: GpuSamples | None = None
     """Per-GPU utilization for /api/v1/nodes, the overview and the dashboard's heat map (none: allocation only)."""
+    ledger_namespace: str = field(default_factory=lambda: os.environ.get("GPU_ACCOUNTING_NAMESPACE")
+                                  or os.environ.get("KAIWO_LEASE_NAMESPACE") or "kube-system")
+    """Where the GPU ledger's ConfigMaps are (the accounting controller's namespace; docs/accounting.md)."""
     tune_gc: bool = False
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
     sight and collect rarely (hosts.runtime.gc_tuning), as the operator does."""

@@ -24,14 +24,19 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> workloads.Setting
     env = os.environ if env is None else env
     return workloads.Settings(
         default_queue=(env.get("DEFAULT_CLUSTER_QUEUE_NAME") or "").strip() or "kaiwo",
-        enforce_on_gpu_workloads=env.get("ENFORCE_KAIWO_ON_GPU_WORKLOADS", "").strip().lower() == "true")
+        enforce_on_gpu_workloads=env.get("ENFORCE_KAIWO_ON_GPU_WORKLOADS", "").strip().lower() == "true",
+        trusted_submitters=frozenset(n.strip() for n in (env.get("KAIWO_TRUSTED_SUBMITTERS") or "").split(",")
+                                     if n.strip()))
 
 
 def checks(settings: workloads.Settings) -> dict[str, Check]:
     """path -> decision, for every webhook the configurations name."""
     table: dict[str, Check] = {}
     for hook in MUTATING:
-        table[hook.path] = lambda request: workloads.mutate(request, settings)
+        if hook.group == "kaiwo.silogen.ai":
+            table[hook.path] = lambda request: workloads.mutate_kaiwo(request, settings)
+        else:
+            table[hook.path] = lambda request: workloads.mutate(request, settings)
     for hook in VALIDATING:
         if hook.group.endswith("kaiwo.silogen.ai"):
             table[hook.path] = kaiwo.review

@@ -41,10 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, dev: bool) -> None:
                             "(default: $GPU_PREEMPTION_METRICS_ENDPOINT)")
     group.add_argument("--gpu-preemption-interval", metavar="DURATION",
                        help="polling interval, e.g. 15s (default: $GPU_PREEMPTION_POLLING_INTERVAL, else 15s)")
+    group.add_argument("--gpu-accounting", action=argparse.BooleanOptionalAction, default=True if dev else None,
+                       help="account GPU-hours per workload, user and queue (docs/accounting.md; default: "
+                            + ("on" if dev else "$GPU_ACCOUNTING_ENABLED") + ")")
 
 
 def configure(args: argparse.Namespace, settings: HostSettings) -> str | None:
     """Put the monitor's settings into `settings`; the problem in one line when a value is unusable."""
+    from kaiwo_ray.controllers.accounting import AccountingSettings
     from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
     from kaiwo_ray.controllers.monitoring import MonitorSettings
 
@@ -63,13 +67,18 @@ def configure(args: argparse.Namespace, settings: HostSettings) -> str | None:
         env["GPU_PREEMPTION_METRICS_ENDPOINT"] = args.gpu_preemption_endpoint
     if args.gpu_preemption_interval is not None:
         env["GPU_PREEMPTION_POLLING_INTERVAL"] = args.gpu_preemption_interval
+    if getattr(args, "gpu_accounting", None) is not None:
+        env["GPU_ACCOUNTING_ENABLED"] = "true" if args.gpu_accounting else "false"
+    env.setdefault("GPU_ACCOUNTING_INTERVAL", f"{args.telemetry_interval}s")
     try:
         monitor = MonitorSettings.from_env(env)
         preemption = GpuPreemptionSettings.from_env(env, lease_namespace=settings.lease_namespace)
+        accounting = AccountingSettings.from_env(env, namespace=settings.lease_namespace)
     except ValueError as err:
         return str(err)
     settings.controller_options.setdefault("resourcemonitor", {})["settings"] = monitor
     settings.controller_options.setdefault("gpuworkload", {})["settings"] = preemption
+    settings.controller_options.setdefault("accounting", {})["settings"] = accounting
     return None
 
 

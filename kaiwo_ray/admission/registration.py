@@ -32,6 +32,9 @@ MUTATING: tuple[Hook, ...] = (
     Hook("mrayjob.kaiwo.silogen.ai", "/mutate-ray-io-v1-rayjob", "ray.io", "v1", "rayjobs", ("CREATE", "UPDATE")),
     Hook("mrayservice.kaiwo.silogen.ai", "/mutate-ray-io-v1-rayservice", "ray.io", "v1", "rayservices",
          ("CREATE", "UPDATE")),
+    # Record the authenticated submitter (kaiwo_ray/admission/submitter.py; docs/accounting.md).
+    *(Hook(f"m{plural[:-1]}.kaiwo.silogen.ai", f"/mutate-kaiwo-silogen-ai-v1alpha1-{plural[:-1]}",
+           "kaiwo.silogen.ai", "v1alpha1", plural, ("CREATE", "UPDATE")) for plural in ("kaiwojobs", "kaiwoservices")),
 )
 VALIDATING: tuple[Hook, ...] = (
     Hook("vjob.kaiwo.silogen.ai", "/validate-batch-v1-job", "batch", "v1", "jobs", ("CREATE",)),

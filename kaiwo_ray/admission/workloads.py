@@ -6,7 +6,8 @@ label defaults to the default queue (a Deployment's pod template gets it too, as
 Deployment integration does), a Job's pods get `terminationGracePeriodSeconds: 0` when unset
 (upstream's two defaults), and `kaiwo.silogen.ai/user` records the submitting user from the review's
 `userInfo` (RFC 1123-sanitised), kept from the old object on updates so nobody can re-attribute a
-workload. Upstream creates the KaiwoJob, a LocalQueue and a finalizer inside admission; here a
+workload; `kaiwo.silogen.ai/submitted-by` records the username unsanitised, as GPU accounting
+charges it (kaiwo_ray/admission/submitter.py). Upstream creates the KaiwoJob, a LocalQueue and a finalizer inside admission; here a
 controller does that from the labels, so a dry run or a retried request has no effects.
 
 Validating (CREATE): with enforcement on (`ENFORCE_KAIWO_ON_GPU_WORKLOADS=true`), a workload whose
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_ray.admission.review import ALLOW, JsonObj, Verdict, forbidden, pointer
+from kaiwo_ray.admission.submitter import stamp_ops
 from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE, LABEL_USER
 from kaiwo_ray.render.names import sanitize_rfc1123
 
@@ -34,6 +36,17 @@ class Settings:
 
     default_queue: str = "kaiwo"
     enforce_on_gpu_workloads: bool = False
+    # `KAIWO_TRUSTED_SUBMITTERS`: usernames (the admin API's service account) whose
+    # `kaiwo.silogen.ai/submitted-by` is kept at CREATE: they submit for an authenticated caller.
+    trusted_submitters: frozenset[str] = frozenset()
+
+
+def mutate_kaiwo(request: Mapping[str, Any], settings: Settings) -> Verdict:
+    """KaiwoJob/KaiwoService (CREATE and UPDATE): record the authenticated submitter."""
+    obj = request.get("object")
+    if not isinstance(obj, Mapping) or (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return ALLOW
+    return Verdict(patch=stamp_ops(request, settings.trusted_submitters))
 
 
 def _ray_pod_specs(cluster: Any) -> Iterator[Any]:
@@ -122,7 +135,7 @@ def mutate(request: Mapping[str, Any], settings: Settings) -> Verdict:
                         "value": queue})
     if ops and not isinstance((obj.get("metadata") or {}).get("labels"), Mapping):
         ops.insert(0, {"op": "add", "path": "/metadata/labels", "value": {}})
-    return Verdict(patch=ops)
+    return Verdict(patch=ops + stamp_ops(request, settings.trusted_submitters))
 
 
 def validate(request: Mapping[str, Any], settings: Settings) -> Verdict:

@@ -1,4 +1,4 @@
-"""`kaiwo status queues|amd|nvidia|nodes`: Kueue queues and GPU nodes as tables, counting GPUs as
+"""`kaiwo status queues|amd|nvidia|nodes|usage` (usage: kaiwo_ray/cli/usage.py): Kueue queues and GPU nodes as tables, counting GPUs as
 well as workloads. The numbers come from the shared read models in `kaiwo_ray.views` (the admin
 API shows the same); this module reads the cluster and renders rows."""
 
@@ -23,14 +23,25 @@ EXAMPLES = """examples:
   kaiwo status amd             # AMD GPU nodes: GPUs, CPU, memory and pods used vs allocatable
   kaiwo status nvidia -o json
   kaiwo status nodes           # every node, GPU or not
+  kaiwo status usage --by queue --since 30d   # GPU-hours allocated/used/idle/unknown/reclaimed
 """
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 GPU_KEYS = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("what", choices=("queues", "amd", "nvidia", "nodes"), help="which table")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    import os
+
+    from kaiwo_ray.telemetry.usage import GROUPS
+
+    parser.add_argument("what", choices=("queues", "amd", "nvidia", "nodes", "usage"), help="which table")
+    parser.add_argument("-o", "--output", choices=("table", "json", "csv"), default="table",
+                        help="csv: usage only")
+    parser.add_argument("--by", choices=GROUPS, default="user", help="usage: group GPU-hours by (default: user)")
+    parser.add_argument("--since", default="7d", help="usage: the window, back from now (default: 7d)")
+    parser.add_argument("--ledger-namespace", default=os.environ.get("GPU_ACCOUNTING_NAMESPACE") or "kube-system",
+                        help="usage: where the GPU ledger's ConfigMaps are (default: $GPU_ACCOUNTING_NAMESPACE, "
+                             "else kube-system; kaiwo-system in a deploy/ install)")
     add_cluster_arguments(parser, namespace=False)
 
 
@@ -140,6 +151,13 @@ def run(args: argparse.Namespace) -> int:
     from kaiwo_ray.cli.table import render_table
 
     api = connect(args)
+    if args.what == "usage":
+        from kaiwo_ray.cli import usage
+
+        return usage.run(api, args)
+    if args.output == "csv":
+        sys.stderr.write("error: -o csv is for `kaiwo status usage` only\n")
+        return 2
     if args.what == "queues":
         from kaiwo_ray.views.queues import cluster_queue_views
 

@@ -26,6 +26,7 @@ CONTROLLERS: dict[str, str] = {
     "managedworkload": "kaiwo_ray.controllers.managed:managed_workload_controller",
     "resourcemonitor": "kaiwo_ray.controllers.monitoring:resource_monitor_controller",
     "gpuworkload": "kaiwo_ray.controllers.gpupreemption:gpu_preemption_controller",
+    "accounting": "kaiwo_ray.controllers.accounting:accounting_controller",
 }
 # Controllers of opt-in features: started by default only when their switch is on (the option's
 # `settings.enabled`, else the upstream environment variable).
@@ -33,7 +34,8 @@ CONTROLLERS: dict[str, str] = {
 # webhooks queue (they set Kueue's label): deploy/components/webhooks switches it on.
 FEATURE_SWITCHES: dict[str, str] = {"resourcemonitor": "RESOURCE_MONITORING_ENABLED",
                                     "gpuworkload": "GPU_PREEMPTION_ENABLED",
-                                    "managedworkload": "MANAGED_WORKLOADS_ENABLED"}
+                                    "managedworkload": "MANAGED_WORKLOADS_ENABLED",
+                                    "accounting": "GPU_ACCOUNTING_ENABLED"}
 
 
 def default_controller_names(settings: HostSettings) -> list[str]:

@@ -142,3 +142,55 @@ class SamplingSource:
             if rows:
                 answer[(namespace, name)] = [GpuUse(name, r.gpu_id, r.utilization) for r in rows]
         return answer
+
+
+class SampleFeed(Protocol):
+    """Whole node samples for the GPU ledger (kaiwo_ray/controllers/accounting.py)."""
+
+    name: str
+
+    async def node_samples(self) -> list[Any]: ...
+
+
+class AggregatorFeed:
+    """The latest sample of every node from the aggregator actor of this Ray namespace. Polled at the
+    telemetry interval; a sample seen twice is dropped by the ledger's watermark, one missed only
+    coarsens the integration (its neighbour's reading stands for it)."""
+
+    name = "telemetry"
+
+    def __init__(self, ray_namespace: str | None = None, timeout: float = 5.0) -> None:
+        self.ray_namespace = ray_namespace
+        self.timeout = timeout
+        self.last_error = ""
+
+    async def node_samples(self) -> list[Any]:
+        import asyncio
+
+        import ray
+
+        from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME
+
+        try:
+            namespace = self.ray_namespace or ray.get_runtime_context().namespace
+            aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=namespace)
+            async with asyncio.timeout(self.timeout):
+                snapshot: list[tuple[Any, bool]] = await aggregator.snapshot.remote()
+        except Exception as err:  # no aggregator: no samples; the ledger counts the time as unknown
+            self.last_error = f"{type(err).__name__}: {err}"
+            return []
+        self.last_error = ""
+        return [sample for sample, _live in snapshot]
+
+
+class SamplerFeed:
+    """A sampler read directly (`kaiwo-ray up --no-ray`, tests)."""
+
+    name = "telemetry-local"
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler = sampler
+
+    async def node_samples(self) -> list[Any]:
+        samples: list[Any] = await self.sampler.node_samples()
+        return samples

@@ -1,0 +1,283 @@
+"""GPU-time accounting, the shell: every `interval` seconds the leader reads the telemetry's node
+samples, charges each held GPU to its root workload (kaiwo_ray/telemetry/charging.py), feeds the
+ledger (kaiwo_ray/telemetry/ledger.py), books the reclaims idle preemption and resource monitoring
+made, and every `checkpoint_seconds` writes the ledger to its ConfigMaps
+(kaiwo_ray/telemetry/ledger_store.py). Only the Lease holder accounts: on winning the Lease it
+reloads the stored ledger and continues from its watermarks, on losing it drops what it had not
+written (the new leader accounts that time from the stored watermarks), and on a clean stop it
+writes first. What the admin API, /metrics and `kaiwo status usage` show is read from the store.
+
+Settings (environment, overridable through `HostSettings.controller_options["accounting"]`):
+`GPU_ACCOUNTING_ENABLED`, `GPU_ACCOUNTING_NAMESPACE` (the ConfigMaps' namespace; default the
+operator's Lease namespace), `GPU_ACCOUNTING_INTERVAL` (1s), `GPU_ACCOUNTING_CHECKPOINT` (10s),
+`GPU_ACCOUNTING_IDLE_THRESHOLD` (5, percent), `GPU_ACCOUNTING_RECLAIM_HORIZON` (1h: the remainder
+assumed for a workload that declares no duration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.controllers.base import Controller, Key, Watch
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.telemetry import charging
+from kaiwo_ray.telemetry.ledger import DEFAULT_IDLE_THRESHOLD, Holder, Ledger, Owner, vendor_of
+from kaiwo_ray.telemetry.ledger_store import LedgerConflict, LedgerStore
+
+log = logging.getLogger(__name__)
+JsonObj = dict[str, Any]
+TRUE = ("true", "1", "yes")
+
+
+def _seconds(env: Mapping[str, str], name: str, default: str) -> float:
+    text = env.get(name, "").strip() or default
+    try:
+        value = parse_go_duration(text).total_seconds()
+    except ValueError as err:
+        raise ValueError(f"{name}={text!r}: {err}") from err
+    if value <= 0:
+        raise ValueError(f"{name}={text!r}: must be greater than 0")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingSettings:
+    enabled: bool = False
+    namespace: str = "kube-system"
+    interval: float = 1.0
+    checkpoint_seconds: float = 10.0
+    idle_threshold: float = DEFAULT_IDLE_THRESHOLD
+    stale_after: float = 5.0
+    reclaim_horizon: float = 3600.0
+    bucket_seconds: int = 3600
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None, *, namespace: str = "kube-system") -> AccountingSettings:
+        env = os.environ if env is None else env
+        enabled = env.get("GPU_ACCOUNTING_ENABLED", "").strip().lower() in TRUE
+        text = env.get("GPU_ACCOUNTING_IDLE_THRESHOLD", "").strip() or str(DEFAULT_IDLE_THRESHOLD)
+        try:
+            threshold = float(text.rstrip("%"))
+        except ValueError:
+            threshold = -1.0
+        if not 0 <= threshold <= 100:
+            raise ValueError(f"GPU_ACCOUNTING_IDLE_THRESHOLD={text!r}: must be a percentage between 0 and 100")
+        interval = _seconds(env, "GPU_ACCOUNTING_INTERVAL", "1s")
+        return AccountingSettings(
+            enabled=enabled, namespace=env.get("GPU_ACCOUNTING_NAMESPACE", "").strip() or namespace,
+            interval=interval, checkpoint_seconds=_seconds(env, "GPU_ACCOUNTING_CHECKPOINT", "10s"),
+            idle_threshold=threshold, stale_after=3 * interval + 2.0,
+            reclaim_horizon=_seconds(env, "GPU_ACCOUNTING_RECLAIM_HORIZON", "1h"))
+
+
+KINDS = {"KaiwoJob": R.KAIWOJOBS, "KaiwoService": R.KAIWOSERVICES, "Job": R.JOBS, "Deployment": R.DEPLOYMENTS}
+
+
+class AccountingController(Controller):
+    name = "accounting-controller"
+
+    def __init__(self, client: Any, *, settings: AccountingSettings | None = None, feed: Any = None,
+                 **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        self.settings = settings or AccountingSettings.from_env()
+        if feed is None:
+            from kaiwo_ray.telemetry.sources import AggregatorFeed
+
+            feed = AggregatorFeed()
+        self.feed = feed
+        self.store = LedgerStore(client, self.settings.namespace)
+        self.ledger: Ledger | None = None  # None: not loaded (not the leader, or not yet)
+        self._loop: asyncio.Task[None] | None = None
+        self.ticks = 0
+        self.saves = 0
+        self.conflicts = 0
+        self.last_error = ""
+
+    def watches(self) -> list[Watch]:
+        return [Watch(R.PODS), Watch(R.KAIWOJOBS), Watch(R.KAIWOSERVICES), Watch(R.GPUWORKLOADS),
+                Watch(R.LOCALQUEUES), Watch(R.JOBS), Watch(R.DEPLOYMENTS)]
+
+    async def reconcile(self, key: Key) -> float | None:
+        return None  # no per-object work: the loop below accounts
+
+    async def start(self) -> None:
+        await super().start()
+        if self.settings.enabled:
+            self._loop = asyncio.create_task(self._run(), name="accounting-loop")
+
+    async def stop(self, *, grace_seconds: float = 10.0) -> None:
+        if self._loop is not None:
+            self._loop.cancel()
+            await asyncio.gather(self._loop, return_exceptions=True)
+            if self.ledger is not None and self.writes_enabled.is_set():
+                with contextlib.suppress(Exception):  # a clean stop writes what it accounted
+                    await self.save()
+        await super().stop(grace_seconds=grace_seconds)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        last_save = time.monotonic()
+        while True:
+            if not self.writes_enabled.is_set():
+                self.ledger = None  # someone else accounts: their watermarks rule when we lead again
+                await self.writes_enabled.wait()
+            try:
+                if self.ledger is None:
+                    await self.load()
+                    last_save = time.monotonic()
+                await self.tick()
+                if time.monotonic() - last_save >= self.settings.checkpoint_seconds:
+                    await self.save()
+                    last_save = time.monotonic()
+                self.last_error = ""
+            except asyncio.CancelledError:
+                raise
+            except LedgerConflict as err:
+                self.conflicts += 1
+                log.warning("GPU ledger changed under us (%s): reloading", err)
+                self.ledger = None
+            except Exception as err:  # the API server away: keep the ledger, try again next tick
+                self.last_error = f"{type(err).__name__}: {err}"
+                log.warning("GPU accounting: %s", self.last_error)
+            await asyncio.sleep(self.settings.interval)
+
+    async def load(self) -> None:
+        ledger = Ledger(idle_threshold=self.settings.idle_threshold, stale_after=self.settings.stale_after,
+                        bucket_seconds=self.settings.bucket_seconds)
+        await self.store.load(ledger)
+        self.ledger = ledger
+
+    async def save(self) -> None:
+        if self.ledger is not None:
+            await self.store.save(self.ledger, time.time())
+            self.saves += 1
+
+    async def tick(self, now: float | None = None) -> None:
+        ledger = self.ledger
+        if ledger is None:
+            return
+        samples = await self.feed.node_samples()
+        self.account(ledger, samples)
+        self.book_reclaims(ledger)
+        ledger.advance(time.time() if now is None else now)
+        self.ticks += 1
+
+    # -- charging ---------------------------------------------------------------------------------
+
+    def account(self, ledger: Ledger, samples: list[Any]) -> None:
+        owners: dict[tuple[str, str, str], Owner | None] = {}
+        for sample in samples:
+            cursor = ledger.nodes.get(sample.node)
+            if cursor is not None and sample.timestamp <= cursor.until:
+                continue  # seen it (the aggregator answers its latest sample until a newer one comes)
+            holders: list[Holder] = []
+            for gpu in sample.gpus:
+                refs = [r for r in gpu.pods if r.pod or r.uid]
+                for ref in refs:
+                    key = (ref.namespace, ref.pod, ref.uid)
+                    if key not in owners:
+                        owners[key] = self.owner_of_pod(ref.namespace, ref.pod, ref.uid)
+                    owner = owners[key]
+                    if owner is None:
+                        continue
+                    ledger.owners[owner.key] = owner  # latest wins: queue or annotation may change
+                    holders.append(Holder(owner.key, vendor_of(gpu.vendor), gpu.model,
+                                          None if gpu.error else gpu.utilization, 1.0 / len(refs)))
+            ledger.observe(sample.node, sample.timestamp, holders, error=bool(sample.error))
+
+    def _local_queues(self) -> dict[tuple[str, str], str]:
+        return {((lq.get("metadata") or {}).get("namespace") or "", (lq.get("metadata") or {}).get("name") or ""):
+                str((lq.get("spec") or {}).get("clusterQueue") or "") for lq in self.caches[R.LOCALQUEUES]}
+
+    def owner_of_pod(self, namespace: str, name: str, uid: str) -> Owner | None:
+        pods = self.caches[R.PODS]
+        pod = pods.get(namespace, name) if name else None
+        if pod is None and uid:
+            pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == uid), None)
+        if pod is None:  # gone from the cache already (or not there yet): charged to the pod itself
+            return Owner(key=uid or f"pod:{namespace}/{name}", namespace=namespace, kind="Pod", name=name)
+
+        def kaiwo_by_uid(run_id: str) -> tuple[str, JsonObj] | None:
+            for kind in ("KaiwoJob", "KaiwoService"):
+                for obj in self.caches[KINDS[kind]]:
+                    if (obj.get("metadata") or {}).get("uid") == run_id:
+                        return kind, obj
+            return None
+
+        def tracker_for_pod(ns: str, pod_name: str) -> JsonObj | None:
+            for tracker in self.caches[R.GPUWORKLOADS]:
+                if (tracker.get("metadata") or {}).get("namespace") != ns:
+                    continue
+                if any(p.get("podName") == pod_name for p in (tracker.get("status") or {}).get("trackedPods") or ()):
+                    return tracker
+            return None
+
+        def get(kind: str, ns: str, obj_name: str) -> JsonObj | None:
+            res = KINDS.get(kind)
+            return self.caches[res].get(ns, obj_name) if res is not None else None
+
+        return charging.resolve(pod, kaiwo_by_uid=kaiwo_by_uid, tracker_for_pod=tracker_for_pod, get=get,
+                                local_queues=self._local_queues())
+
+    def book_reclaims(self, ledger: Ledger) -> None:
+        horizon = self.settings.reclaim_horizon
+        kaiwo = {str((o.get("metadata") or {}).get("uid") or ""): o
+                 for res in (R.KAIWOJOBS, R.KAIWOSERVICES) for o in self.caches[res]}
+        for tracker in self.caches[R.GPUWORKLOADS]:
+            if ((tracker.get("status") or {}).get("phase")) != "Preempted":
+                continue
+            root_uid = str(((tracker.get("spec") or {}).get("workloadRef") or {}).get("uid") or "")
+            if (root_uid, charging.PREEMPTION) in ledger.reclaims:
+                continue
+            started, duration = _declared(kaiwo.get(root_uid))
+            reclaim = charging.tracker_reclaim(tracker, started, duration, horizon)
+            if reclaim is not None:
+                if root_uid not in ledger.owners:
+                    ref = (tracker.get("spec") or {}).get("workloadRef") or {}
+                    ledger.owners[root_uid] = Owner(root_uid, (tracker.get("metadata") or {}).get("namespace") or "",
+                                                    str(ref.get("kind") or ""), str(ref.get("name") or ""),
+                                                    preemption=True)
+                ledger.book(reclaim)
+        for uid, obj in kaiwo.items():
+            if (uid, charging.MONITORING) in ledger.reclaims:
+                continue
+            held = [h for c in ledger.nodes.values() for h in c.holders if h.owner == uid]
+            gpus = round(sum(h.share for h in held)) or int((obj.get("spec") or {}).get("gpus") or 0)
+            vendor = held[0].vendor if held else vendor_of(str((obj.get("spec") or {}).get("gpuVendor") or "amd"))
+            reclaim = charging.monitor_reclaim(obj, gpus, vendor, horizon)
+            if reclaim is not None:
+                ledger.book(reclaim)
+
+    def health(self) -> JsonObj:
+        report = super().health()
+        report["accounting"] = {"ticks": self.ticks, "saves": self.saves, "conflicts": self.conflicts,
+                                "last_error": self.last_error, "nodes": len(self.ledger.nodes) if self.ledger else 0}
+        return report
+
+
+def _declared(obj: JsonObj | None) -> tuple[float | None, float | None]:
+    """(started, declared duration) of a Kaiwo workload, in epoch seconds and seconds."""
+    if obj is None:
+        return None, None
+    from kaiwo_ray.api.meta import parse_time
+
+    started = parse_time((obj.get("status") or {}).get("startTime"))
+    text = (obj.get("spec") or {}).get("duration")
+    try:
+        duration = parse_go_duration(str(text)).total_seconds() if text else None
+    except ValueError:
+        duration = None
+    return (started.timestamp() if started else None), duration
+
+
+def accounting_controller(client: Any, **kwargs: Any) -> AccountingController:
+    return AccountingController(client, **kwargs)
