@@ -85,7 +85,12 @@ def test_a_namespaced_role_sees_only_its_namespace(rbac_sandbox: RunningSandbox,
         assert queues.status_code == 403 and "at the cluster scope" in queues.json()["message"]
         assert alice.get("/metrics").status_code == 403
 
-        assert alice.post("/api/v1/workloads", json=kaiwojob("mine", "team-a")).status_code == 201
+        forged = kaiwojob("mine", "team-a", user="boss@example.com")
+        forged["metadata"]["annotations"] = {"kaiwo.silogen.ai/submitted-by": "boss@example.com"}
+        assert alice.post("/api/v1/workloads", json=forged).status_code == 201
+        code, _, raw = rbac_sandbox.http("GET", f"/apis/{GROUP}/v1alpha1/namespaces/team-a/kaiwojobs/mine")
+        # GPU-hours are charged to the authenticated caller (docs/accounting.md), whatever the manifest says
+        assert code == 200 and json.loads(raw)["metadata"]["annotations"]["kaiwo.silogen.ai/submitted-by"] == "alice"
         denied = alice.post("/api/v1/workloads", json=kaiwojob("theirs", "team-b"))
         assert denied.status_code == 403 and 'cannot create resource "kaiwojobs"' in denied.json()["message"]
         assert alice.delete("/api/v1/namespaces/team-b/kaiwojobs/one").status_code == 403

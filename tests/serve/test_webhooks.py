@@ -164,3 +164,21 @@ def test_server_side_dry_run_creates_nothing_anywhere(sandbox: RunningSandbox, w
                      stdin=job("dry", labels={"kaiwo.silogen.ai/managed": "true"}, gpus=1))
     assert "kueue.x-k8s.io/queue-name: kaiwo" in result.stdout  # the webhook answered, the patch shows
     assert {gvr: len(sandbox.store.refs(gvr)) for gvr in before} == before
+
+
+def test_the_submitter_is_recorded_from_the_request_and_cannot_be_forged_or_changed(
+        sandbox: RunningSandbox, webhooks: AsgiServer, kubectl: Kubectl) -> None:
+    """GPU accounting charges `kaiwo.silogen.ai/submitted-by` (docs/accounting.md): the webhook writes the
+    authenticated username there, over whatever the manifest claimed, and keeps it on every update."""
+    kubectl("apply", "-f", "-", stdin="apiVersion: kaiwo.silogen.ai/v1alpha1\nkind: KaiwoJob\nmetadata:\n"
+                                      "  name: forged\n  annotations: {kaiwo.silogen.ai/submitted-by: boss}\n"
+                                      "spec: {image: busybox, entrypoint: 'echo hi', user: boss@example.com}\n")
+    obj = stored(sandbox, KAIWOJOBS, "forged")
+    assert obj["metadata"]["annotations"]["kaiwo.silogen.ai/submitted-by"] == "Jane.Doe@example.com"
+    assert obj["spec"]["user"] == "boss@example.com"  # the declared user stays as written, shown beside
+    kubectl("annotate", "--overwrite", "kaiwojob", "forged", "kaiwo.silogen.ai/submitted-by=boss")
+    assert stored(sandbox, KAIWOJOBS, "forged")["metadata"]["annotations"][
+        "kaiwo.silogen.ai/submitted-by"] == "Jane.Doe@example.com"
+    kubectl("apply", "-f", "-", stdin=job("plain", labels={"kaiwo.silogen.ai/managed": "true"}, gpus=1))
+    assert stored(sandbox, JOBS, "plain")["metadata"]["annotations"][
+        "kaiwo.silogen.ai/submitted-by"] == "Jane.Doe@example.com"
