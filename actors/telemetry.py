@@ -104,6 +104,12 @@ class AggregatorActor:
     def snapshot(self) -> list[tuple[NodeSample, bool]]:
         return self.core.snapshot()
 
+    def compact_snapshot(self) -> list[Any]:
+        """Every node's latest sample as the GPU ledger reads it (kaiwo_ray.telemetry.sources.compact)."""
+        from kaiwo_ray.telemetry.sources import compact
+
+        return compact(state.sample for _, state in sorted(self.core.nodes.items()))
+
     def history(self, node: str, uuid: str) -> dict[str, Any]:
         found = self.core.history.get((node, uuid))
         if found is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -16,10 +17,10 @@ from fastapi.responses import Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES
-from kaiwo_ray.telemetry.ledger import Ledger
-from kaiwo_ray.telemetry.ledger_store import read_all
-from kaiwo_ray.telemetry.usage import GROUPS, UsageReport, counters, report, to_csv
+from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES
+from kaiwo_ray.telemetry.ledger import Ledger, Owner, Reclaim, RowKey
+from kaiwo_ray.telemetry.ledger_store import LABEL, split
+from kaiwo_ray.telemetry.usage import GROUPS, UsageIndex, UsageReport, counters, report, to_csv
 from serve.auth import Access
 from serve.errors import ApiError
 from serve.models import StatusCause
@@ -32,23 +33,63 @@ _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+@dataclass(slots=True)
+class LedgerView:
+    """What a query reads: the sealed days (merged and indexed once per set of ConfigMap versions) and
+    the head (re-read every REFRESH_SECONDS)."""
+
+    sealed: Ledger = field(default_factory=Ledger)
+    sealed_index: UsageIndex = field(default_factory=UsageIndex)
+    head: Ledger = field(default_factory=Ledger)
+    head_index: UsageIndex = field(default_factory=UsageIndex)
+    owners: dict[str, Owner] = field(default_factory=dict)
+
+    @property
+    def bucket_seconds(self) -> int:
+        return self.head.bucket_seconds
+
+    @property
+    def reclaims(self) -> list[Reclaim]:
+        return [*self.sealed.reclaims.values(), *self.head.reclaims.values()]
+
+    def all_rows(self) -> dict[RowKey, list[float]]:
+        return {**self.sealed.rows, **self.head.rows}  # sealed days and the head never share a bucket
+
+
 class LedgerReader:
     """The stored ledger, re-read at most every REFRESH_SECONDS."""
 
     def __init__(self, state: AdminState) -> None:
         self.state = state
         self.cache: dict[str, tuple[str, dict[str, Any]]] = {}
-        self.ledger = Ledger()
-        self.read_at = 0.0
+        self.view = LedgerView()
+        self.sealed_key: tuple[tuple[str, str], ...] = ()
+        self.read_at = float("-inf")
         self._lock = asyncio.Lock()
 
-    async def get(self) -> Ledger:
+    async def get(self) -> LedgerView:
         async with self._lock:
             if time.monotonic() - self.read_at >= REFRESH_SECONDS:
-                namespace = self.state.settings.ledger_namespace
-                self.ledger, _ = await read_all(self.state.client, namespace, self.cache)
+                listed = await self.state.client.list(CONFIGMAPS, self.state.settings.ledger_namespace,
+                                                      label_selector=LABEL)
+                self.view = self.refresh(listed.get("items") or [])
                 self.read_at = time.monotonic()
-        return self.ledger
+        return self.view
+
+    def refresh(self, items: list[dict[str, Any]]) -> LedgerView:
+        head_state, days = split(items, self.cache)
+        key = tuple(sorted((name, rv) for name, (rv, _) in days.items()))
+        sealed, sealed_index = self.view.sealed, self.view.sealed_index
+        if key != self.sealed_key:
+            sealed = Ledger()
+            for _, day in days.values():
+                sealed.load(day, with_nodes=False)
+            sealed_index = UsageIndex.build(sealed.rows)
+            self.sealed_key = key
+        head = Ledger()
+        head.load(head_state)
+        head.bucket_seconds = int(head_state.get("bucket_seconds") or head.bucket_seconds)
+        return LedgerView(sealed, sealed_index, head, UsageIndex.build(head.rows), {**sealed.owners, **head.owners})
 
 
 def reader(state: AdminState) -> LedgerReader:
@@ -116,23 +157,23 @@ async def get_usage(
         message = "must be after since"
         raise ApiError(422, f"query.until: {message}", causes=[StatusCause(field="query.until", message=message)])
     state = admin(request)
-    ledger = await reader(state).get()
-    present = {o.namespace for o in ledger.owners.values()}
+    view = await reader(state).get()
+    present = {o.namespace for o in view.owners.values()}
     namespaces = await visible_ledger_namespaces(request, state, present)
-    width = ledger.bucket_seconds
+    width = view.bucket_seconds
     # a bucket counts when it overlaps the window: its start after since's bucket start
-    result = report(ledger.rows, ledger.owners, ledger.reclaims.values(), by=groupBy,
+    result = report(view.all_rows() if series else {}, view.owners, view.reclaims, by=groupBy,
                     since=start - start % width, until=end, bucket_seconds=width, namespaces=namespaces,
-                    series=series, top=top)
+                    series=series, top=top, index=None if series else [view.sealed_index, view.head_index])
     if format == "csv" or "text/csv" in request.headers.get("accept", ""):
         return Response(to_csv(result), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="gpu-usage-by-{groupBy}.csv"'})
     return Response(result.model_dump_json(), media_type="application/json")
 
 
-def usage_families(ledger: Ledger) -> list[Metric]:
+def usage_families(view: LedgerView) -> list[Metric]:
     labels = ["namespace", "user", "queue", "vendor"]
-    totals, reclaimed = counters(ledger.rows, ledger.owners, ledger.reclaims.values())
+    totals, reclaimed = counters(view.all_rows(), view.owners, view.reclaims)
     families = {name: CounterMetricFamily(f"kaiwo_gpu_hours_{name}", doc, labels=labels) for name, doc in (
         ("allocated", "GPU-hours bound to the running pods of workloads (docs/accounting.md)"),
         ("used", "GPU-hours of utilization (the utilization integral)"),
@@ -159,9 +200,9 @@ class _Families:
 async def usage_metrics(state: AdminState) -> bytes:
     """The counters' exposition ("" when the ledger cannot be read: the rest of the scrape stands)."""
     try:
-        ledger = await reader(state).get()
+        view = await reader(state).get()
     except Exception:
         return b""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(usage_families(ledger)))
+    registry.register(_Families(usage_families(view)))
     return generate_latest(registry)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -31,10 +32,12 @@ from kaiwo_ray.kube import resources as R
 from kaiwo_ray.telemetry import charging
 from kaiwo_ray.telemetry.ledger import DEFAULT_IDLE_THRESHOLD, Holder, Ledger, Owner, vendor_of
 from kaiwo_ray.telemetry.ledger_store import LedgerConflict, LedgerStore
+from kaiwo_ray.telemetry.sources import CompactSample
 
 log = logging.getLogger(__name__)
 JsonObj = dict[str, Any]
 TRUE = ("true", "1", "yes")
+INDEX_SECONDS = 5.0  # how stale a workload's owner, user or queue may be in the ledger
 
 
 def _seconds(env: Mapping[str, str], name: str, default: str) -> float:
@@ -100,6 +103,12 @@ class AccountingController(Controller):
         self.saves = 0
         self.conflicts = 0
         self.last_error = ""
+        self._indexed_at = float("-inf")
+        self._kaiwo: dict[str, tuple[str, JsonObj]] = {}
+        self._trackers: dict[tuple[str, str], JsonObj] = {}
+        self._pod_uids: dict[str, JsonObj] = {}
+        self._queues: dict[tuple[str, str], str] = {}
+        self._owners: dict[tuple[str, str, str], Owner] = {}
 
     def watches(self) -> list[Watch]:
         return [Watch(R.PODS), Watch(R.KAIWOJOBS), Watch(R.KAIWOSERVICES), Watch(R.GPUWORKLOADS),
@@ -173,69 +182,69 @@ class AccountingController(Controller):
 
     # -- charging ---------------------------------------------------------------------------------
 
-    def account(self, ledger: Ledger, samples: list[Any]) -> None:
-        owners: dict[tuple[str, str, str], Owner | None] = {}
-        for sample in samples:
-            cursor = ledger.nodes.get(sample.node)
-            if cursor is not None and sample.timestamp <= cursor.until:
+    def account(self, ledger: Ledger, samples: list[CompactSample], now: float | None = None) -> None:
+        moment = time.monotonic() if now is None else now
+        if moment - self._indexed_at >= INDEX_SECONDS:
+            self._reindex(moment)
+        for node, timestamp, unreadable, gpus in samples:
+            cursor = ledger.nodes.get(node)
+            if cursor is not None and timestamp <= cursor.until:
                 continue  # seen it (the aggregator answers its latest sample until a newer one comes)
             holders: list[Holder] = []
-            for gpu in sample.gpus:
-                refs = [r for r in gpu.pods if r.pod or r.uid]
-                for ref in refs:
-                    key = (ref.namespace, ref.pod, ref.uid)
-                    if key not in owners:
-                        owners[key] = self.owner_of_pod(ref.namespace, ref.pod, ref.uid)
-                    owner = owners[key]
-                    if owner is None:
-                        continue
-                    ledger.owners[owner.key] = owner  # latest wins: queue or annotation may change
-                    holders.append(Holder(owner.key, vendor_of(gpu.vendor), gpu.model,
-                                          None if gpu.error else gpu.utilization, 1.0 / len(refs)))
-            ledger.observe(sample.node, sample.timestamp, holders, error=bool(sample.error))
+            for vendor, model, utilization, refs in gpus:
+                for namespace, pod, uid in refs:
+                    owner = self.owner_of_pod(namespace, pod, uid)
+                    ledger.owners[owner.key] = owner  # latest wins: a queue or annotation may change
+                    holders.append(Holder(owner.key, vendor_of(vendor), model, utilization, 1.0 / len(refs)))
+            ledger.observe(node, timestamp, holders, error=unreadable)
 
-    def _local_queues(self) -> dict[tuple[str, str], str]:
-        return {((lq.get("metadata") or {}).get("namespace") or "", (lq.get("metadata") or {}).get("name") or ""):
-                str((lq.get("spec") or {}).get("clusterQueue") or "") for lq in self.caches[R.LOCALQUEUES]}
+    def _reindex(self, moment: float) -> None:
+        """Lookups rebuilt every INDEX_SECONDS (and the owners resolved through them forgotten), so a
+        tick costs dictionary reads, not scans of every cached workload per GPU."""
+        self._kaiwo = {str((o.get("metadata") or {}).get("uid") or ""): (kind, o)
+                       for kind in ("KaiwoJob", "KaiwoService") for o in self.caches[KINDS[kind]]}
+        self._trackers = {((t.get("metadata") or {}).get("namespace") or "", str(p.get("podName") or "")): t
+                          for t in self.caches[R.GPUWORKLOADS]
+                          for p in (t.get("status") or {}).get("trackedPods") or ()}
+        self._pod_uids = {str((p.get("metadata") or {}).get("uid") or ""): p for p in self.caches[R.PODS]}
+        self._queues = {((lq.get("metadata") or {}).get("namespace") or "", (lq.get("metadata") or {}).get("name")
+                         or ""): str((lq.get("spec") or {}).get("clusterQueue") or "")
+                        for lq in self.caches[R.LOCALQUEUES]}
+        self._owners.clear()
+        self._indexed_at = moment
 
-    def owner_of_pod(self, namespace: str, name: str, uid: str) -> Owner | None:
-        pods = self.caches[R.PODS]
-        pod = pods.get(namespace, name) if name else None
+    def owner_of_pod(self, namespace: str, name: str, uid: str) -> Owner:
+        key = (namespace, name, uid)
+        found = self._owners.get(key)
+        if found is not None:
+            return found
+        pod = self.caches[R.PODS].get(namespace, name) if name else None
         if pod is None and uid:
-            pod = next((p for p in pods if (p.get("metadata") or {}).get("uid") == uid), None)
+            pod = self._pod_uids.get(uid)
         if pod is None:  # gone from the cache already (or not there yet): charged to the pod itself
             return Owner(key=uid or f"pod:{namespace}/{name}", namespace=namespace, kind="Pod", name=name)
-
-        def kaiwo_by_uid(run_id: str) -> tuple[str, JsonObj] | None:
-            for kind in ("KaiwoJob", "KaiwoService"):
-                for obj in self.caches[KINDS[kind]]:
-                    if (obj.get("metadata") or {}).get("uid") == run_id:
-                        return kind, obj
-            return None
-
-        def tracker_for_pod(ns: str, pod_name: str) -> JsonObj | None:
-            for tracker in self.caches[R.GPUWORKLOADS]:
-                if (tracker.get("metadata") or {}).get("namespace") != ns:
-                    continue
-                if any(p.get("podName") == pod_name for p in (tracker.get("status") or {}).get("trackedPods") or ()):
-                    return tracker
-            return None
 
         def get(kind: str, ns: str, obj_name: str) -> JsonObj | None:
             res = KINDS.get(kind)
             return self.caches[res].get(ns, obj_name) if res is not None else None
 
-        return charging.resolve(pod, kaiwo_by_uid=kaiwo_by_uid, tracker_for_pod=tracker_for_pod, get=get,
-                                local_queues=self._local_queues())
+        owner = charging.resolve(pod, kaiwo_by_uid=self._kaiwo.get,
+                                 tracker_for_pod=lambda ns, pod_name: self._trackers.get((ns, pod_name)), get=get,
+                                 local_queues=self._queues)
+        self._owners[key] = owner
+        return owner
 
     def book_reclaims(self, ledger: Ledger) -> None:
         horizon = self.settings.reclaim_horizon
         kaiwo = {str((o.get("metadata") or {}).get("uid") or ""): o
                  for res in (R.KAIWOJOBS, R.KAIWOSERVICES) for o in self.caches[res]}
         for tracker in self.caches[R.GPUWORKLOADS]:
+            root_uid = str(((tracker.get("spec") or {}).get("workloadRef") or {}).get("uid") or "")
+            known = ledger.owners.get(root_uid)
+            if known is not None and not known.preemption:  # tracked: preemption is on for it
+                ledger.owners[root_uid] = dataclasses.replace(known, preemption=True)
             if ((tracker.get("status") or {}).get("phase")) != "Preempted":
                 continue
-            root_uid = str(((tracker.get("spec") or {}).get("workloadRef") or {}).get("uid") or "")
             if (root_uid, charging.PREEMPTION) in ledger.reclaims:
                 continue
             started, duration = _declared(kaiwo.get(root_uid))

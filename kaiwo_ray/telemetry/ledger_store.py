@@ -81,7 +81,7 @@ class LedgerStore:
     sealed: set[str] = field(default_factory=set)
 
     async def load(self, ledger: Ledger) -> None:
-        """Fill `ledger` from the head (watermarks included); sealed days are the readers' (`read_all`),
+        """Fill `ledger` from the head (watermarks included); sealed days are the readers' (`split`, `assemble`),
         not needed to keep accounting."""
         try:
             head = await self.client.get(CONFIGMAPS, HEAD, self.namespace)
@@ -143,19 +143,25 @@ class LedgerStore:
             await self.client.create(CONFIGMAPS, _configmap(name, self.namespace, state, "day", None), self.namespace)
 
 
-async def read_all(client: Any, namespace: str, cache: dict[str, tuple[str, dict[str, Any]]] | None = None,
-                   ) -> tuple[Ledger, dict[str, Any]]:
-    """Every stored row (sealed days and head) in one Ledger for queries, and the head's state.
-    `cache` keeps decoded ConfigMaps by name and resourceVersion across calls (sealed days never change)."""
-    listed = await client.list(CONFIGMAPS, namespace, label_selector=LABEL)
-    return assemble(listed.get("items") or [], cache)
-
-
 def assemble(items: list[dict[str, Any]], cache: dict[str, tuple[str, dict[str, Any]]] | None = None,
              ) -> tuple[Ledger, dict[str, Any]]:
     """The ledger ConfigMaps (as listed) as one Ledger, and the head's state (pure)."""
+    head, days = split(items, cache)
     ledger = Ledger()
-    decoded: dict[str, dict[str, Any]] = {}
+    for _, state in days.values():
+        ledger.load(state, with_nodes=False)
+    if head:
+        ledger.load(head)
+        ledger.bucket_seconds = int(head.get("bucket_seconds") or ledger.bucket_seconds)
+    return ledger, head
+
+
+def split(items: list[dict[str, Any]], cache: dict[str, tuple[str, dict[str, Any]]] | None = None,
+          ) -> tuple[dict[str, Any], dict[str, tuple[str, dict[str, Any]]]]:
+    """(the head's state, {name: (resourceVersion, state)} of the sealed days that count). A sealed day
+    whose merge the head never committed (a crash between the two writes) is left out: the head still
+    holds that day. `cache` keeps decoded ConfigMaps by name and resourceVersion across calls."""
+    decoded: dict[str, tuple[str, dict[str, Any]]] = {}
     for obj in items:
         meta = obj.get("metadata") or {}
         name, rv = str(meta.get("name") or ""), str(meta.get("resourceVersion") or "")
@@ -166,16 +172,10 @@ def assemble(items: list[dict[str, Any]], cache: dict[str, tuple[str, dict[str, 
             state = decode(obj)
             if cache is not None:
                 cache[name] = (rv, state)
-        decoded[name] = state
-    head = decoded.pop(HEAD, {})
-    head_days = {int(r[0]) // DAY * DAY for r in head.get("rows") or ()}
+        decoded[name] = (rv, state)
+    head = decoded.pop(HEAD, ("", {}))[1]
+    head_days = {day_name(int(r[0]) // DAY * DAY) for r in head.get("rows") or ()}
     committed = int(head.get("generation") or 0)
-    for name, state in decoded.items():
-        uncommitted = max(state.get("generations") or [0]) > committed
-        if uncommitted and any(day_name(d) == name for d in head_days):
-            continue  # sealed, but the head's write after it failed: the head still holds that day
-        ledger.load(state, with_nodes=False)
-    if head:
-        ledger.load(head)
-        ledger.bucket_seconds = int(head.get("bucket_seconds") or ledger.bucket_seconds)
-    return ledger, head
+    days = {name: (rv, state) for name, (rv, state) in decoded.items()
+            if not (name in head_days and max(state.get("generations") or [0]) > committed)}
+    return head, days

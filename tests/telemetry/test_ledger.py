@@ -10,7 +10,7 @@ import pytest
 from kaiwo_ray.admission.submitter import SUBMITTED_BY, stamp_ops
 from kaiwo_ray.telemetry.charging import monitor_reclaim, resolve, tracker_reclaim
 from kaiwo_ray.telemetry.ledger import Holder, Ledger, Owner, Reclaim, reclaimed_seconds
-from kaiwo_ray.telemetry.usage import counters, report, to_csv
+from kaiwo_ray.telemetry.usage import UsageIndex, counters, report, to_csv
 
 T0 = 1_800_000_000.0  # a bucket boundary (divisible by 3600)
 
@@ -57,7 +57,7 @@ def test_a_stopped_node_is_unknown_never_idle() -> None:
     assert totals(ledger)[3] == 0
     ledger.advance(T0 + 11)  # telemetry stopped at T0+1
     allocated, used, idle, unknown = totals(ledger)
-    assert (allocated, idle, unknown) == pytest.approx((11, 1, 10))
+    assert (allocated, used, idle, unknown) == pytest.approx((11, 0, 1, 10))
     ledger.observe("n", T0 + 12, [Holder("w", "amd", "m", 0.0)])  # back: the gap since is unknown too
     assert totals(ledger)[3] == pytest.approx(11)
 
@@ -198,3 +198,16 @@ def test_the_submitter_is_who_asked_never_what_the_client_wrote() -> None:
     assert stamp_ops(_review("UPDATE", {SUBMITTED_BY: "jane"}, {SUBMITTED_BY: "alice"})) == [
         {"op": "add", "path": path, "value": "alice"}]
     assert stamp_ops(_review("UPDATE", {SUBMITTED_BY: "jane"}, {})) == [{"op": "remove", "path": path}]
+
+
+def test_the_daily_index_answers_as_the_hourly_rows_do() -> None:
+    ledger = Ledger(bucket_seconds=3600)
+    for w in range(6):
+        ledger.owners[f"w{w}"] = Owner(f"w{w}", f"ns{w % 2}", user=f"u{w % 3}")
+        run_schedule(ledger, f"n{w}", f"w{w}", T0 + w * 20_000, 90_000, [float(10 * w)], step=600)
+    index = UsageIndex.build(ledger.rows)
+    for since, until in ((T0, T0 + 4 * 86_400), (T0 + 7_200, T0 + 100_800), (T0 + 86_400, T0 + 2 * 86_400)):
+        for by in ("user", "namespace", "model"):
+            plain = report(ledger.rows, ledger.owners, [], by=by, since=since, until=until, bucket_seconds=3600)
+            fast = report({}, ledger.owners, [], by=by, since=since, until=until, bucket_seconds=3600, index=[index])
+            assert fast.items == plain.items and plain.items
