@@ -75,7 +75,9 @@ class NodeTotals(BaseModel):
 
 
 def _gpu_model(labels: Mapping[str, str]) -> str | None:
-    for key in ("kaiwo/gpu-model", "amd.com/gpu.product-name", "nvidia.com/gpu.product"):
+    # The vendors' product names first: `kaiwo/gpu-model` is the sanitised label value for node
+    # affinity (`nvidiah10080gbhbm3`), no name to show a person.
+    for key in ("amd.com/gpu.product-name", "nvidia.com/gpu.product", "kaiwo/gpu-model"):
         if labels.get(key):
             return str(labels[key])
     return None

@@ -41,10 +41,47 @@ async function api(path, options = {}) {
   return options.text ? response.text() : response.json();
 }
 
+// The GPU boxes' four states, one colour each; the legend is drawn from the same table.
+const GPU_STATES = {
+  free: { color: "#e5e7eb", label: "free" },
+  busy: { color: "#16a34a", label: "allocated, busy" },
+  idle: { color: "#f59e0b", label: "allocated, idle (< 5 %)" },
+  unknown: { color: "#64748b", label: "allocated, utilization unknown" },
+};
+const IDLE_PERCENT = 5;
+
+function gpuLegend() {
+  return `<div class="legend">${Object.entries(GPU_STATES).map(([state, s]) =>
+    `<span data-state="${state}"><i style="background:${s.color}"></i>${esc(s.label)}</span>`).join("")}</div>`;
+}
+
+// Each GPU of a node as one of GPU_STATES. With telemetry, a sample says whether a pod holds the GPU and
+// how busy it is; without, the first `gpus_used` boxes are the allocated ones (utilization unknown).
+function gpuCells(node) {
+  const samples = new Map((node.gpus || []).map((g) => [g.index, g]));
+  const cells = [];
+  for (let i = 0; i < node.gpus_allocatable; i++) {
+    const sample = samples.get(i);
+    let state;
+    if (sample) {
+      if (!sample.pod) state = "free";
+      else if (sample.utilization == null) state = "unknown";
+      else state = sample.utilization < IDLE_PERCENT ? "idle" : "busy";
+    } else state = i < node.gpus_used ? "unknown" : "free";
+    cells.push({ index: i, state, utilization: sample ? sample.utilization : null });
+  }
+  return cells;
+}
+
 function chart(id, config) {
-  if (typeof Chart === "undefined") return;
   const canvas = document.getElementById(id);
   if (!canvas) return;
+  if (typeof Chart === "undefined") {
+    // The chart library is vendored at build time (`make vendor`); say so instead of a blank panel.
+    canvas.parentElement.innerHTML = `<div class="empty nochart">Charts are unavailable: the chart library ` +
+      `(serve/static/vendor/chart.umd.min.js) is not installed; run <code>make vendor</code>. The numbers are in the tables and the API.</div>`;
+    return;
+  }
   const existing = state.charts[id];
   if (existing && existing.canvas === canvas) {
     existing.data = config.data;
@@ -86,7 +123,7 @@ async function overviewPage(main, first) {
         <div class="panel"><h2>Queue usage vs quota (GPUs per flavor)</h2><div class="chart"><canvas id="quota"></canvas></div></div>
       </div>
       <div class="panel"><h2>GPUs per node</h2><div id="heat" class="heat"></div>
-        <div class="legend"><span><i style="background:#4f46e5"></i>allocated</span><span><i style="background:#cbd5e1"></i>idle</span><span>utilization % shown when telemetry reports it</span></div></div>
+        ${gpuLegend()}<div class="muted">utilization % shown in a box when telemetry reports it</div></div>
       <div class="panel"><h2>Pending, in admission order</h2><div id="pending"></div></div>`;
   }
   const phases = overview.phases;
@@ -95,7 +132,7 @@ async function overviewPage(main, first) {
     ["Workloads", overview.workloads], ["Running", count(["RUNNING", "READY"])],
     ["Pending", count(["PENDING", "DOWNLOADING", "STARTING"])], ["Failed / error", count(["FAILED", "ERROR"])],
     ...(overview.nodes ? [["GPUs in use", `${overview.nodes.gpus_used} / ${overview.nodes.gpus}`],
-      ["Idle GPUs", overview.nodes.gpus_idle], ["Idle GPU nodes", `${overview.nodes.idle_gpu_nodes} / ${overview.nodes.gpu_nodes}`]] : []),
+      ["Free GPUs", overview.nodes.gpus_idle], ["Free GPU nodes", `${overview.nodes.idle_gpu_nodes} / ${overview.nodes.gpu_nodes}`]] : []),
   ].map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`).join("");
 
   const labels = Object.keys(phases).sort();
@@ -124,20 +161,11 @@ async function overviewPage(main, first) {
   if (!nodes) {
     document.getElementById("heat").innerHTML = `<div class="empty">You may not list nodes.</div>`;
   } else document.getElementById("heat").innerHTML = nodes.items.filter((n) => n.gpus_allocatable > 0).map((n) => {
-    const cells = [];
-    const samples = new Map(n.gpus.map((g) => [g.index, g]));
-    for (let i = 0; i < n.gpus_allocatable; i++) {
-      const sample = samples.get(i);
-      if (sample && sample.utilization == null) {
-        cells.push(`<div class="cell" title="GPU ${i}: utilization unknown (no live telemetry)" style="background:#f1f5f9">?</div>`);
-      } else if (sample) {
-        const u = Math.round(sample.utilization);
-        cells.push(`<div class="cell" title="GPU ${i}: ${u}%" style="background:hsl(${240 - u * 2.4},70%,${60 - u * 0.2}%)">${u}</div>`);
-      } else {
-        const used = i < n.gpus_used;
-        cells.push(`<div class="cell" title="GPU ${i}: ${used ? "allocated" : "idle"}" style="background:${used ? "#4f46e5" : "#cbd5e1"}"></div>`);
-      }
-    }
+    const cells = gpuCells(n).map((c) => {
+      const shown = c.utilization == null || c.state === "free" ? (c.state === "unknown" ? "?" : "") : Math.round(c.utilization);
+      const what = c.state === "free" ? "free" : `${GPU_STATES[c.state].label}${c.utilization == null ? "" : `, ${Math.round(c.utilization)}%`}`;
+      return `<div class="cell" data-state="${c.state}" title="GPU ${c.index}: ${esc(what)}" style="background:${GPU_STATES[c.state].color}">${shown}</div>`;
+    });
     return `<div class="row"><div class="name" title="${esc(n.name)}">${esc(n.name)}</div>${cells.join("")}<span class="muted">${esc(n.gpu_model || "")}</span></div>`;
   }).join("") || `<div class="empty">No GPU nodes.</div>`;
 
@@ -308,7 +336,7 @@ async function nodesPage(main) {
   const nodes = await api("/api/v1/nodes");
   const t = nodes.totals;
   main.innerHTML = `<h1>Nodes</h1><div class="cards">` +
-    [["Nodes", t.nodes], ["GPU nodes", t.gpu_nodes], ["GPUs", t.gpus], ["In use", t.gpus_used], ["Idle", t.gpus_idle]]
+    [["Nodes", t.nodes], ["GPU nodes", t.gpu_nodes], ["GPUs", t.gpus], ["Allocated", t.gpus_used], ["Free", t.gpus_idle]]
       .map(([l, v]) => `<div class="card"><div class="value">${v}</div><div class="label">${l}</div></div>`).join("") + `</div>
     <div class="panel"><div class="chart"><canvas id="node-gpus"></canvas></div></div>
     <div class="panel"><table><thead><tr><th>Node</th><th>Ready</th><th>GPU</th><th>GPUs used</th><th>CPU requested</th><th>Memory requested</th><th>Held by</th></tr></thead><tbody>` +
@@ -322,14 +350,106 @@ async function nodesPage(main) {
     type: "bar",
     data: { labels: gpuNodes.map((n) => n.name), datasets: [
       { label: "allocated", data: gpuNodes.map((n) => n.gpus_used), backgroundColor: "#4f46e5" },
-      { label: "idle", data: gpuNodes.map((n) => n.gpus_idle), backgroundColor: "#cbd5e1" }] },
+      { label: "free", data: gpuNodes.map((n) => n.gpus_idle), backgroundColor: GPU_STATES.free.color }] },
     options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, title: { display: true, text: "GPUs" } } } },
   });
 }
 
+// --- GPU usage (the ledger, docs/accounting.md) -------------------------------------------------
+
+const USAGE_COLORS = ["#4f46e5", "#16a34a", "#f59e0b", "#dc2626", "#0891b2", "#9333ea", "#65a30d", "#db2777", "#64748b", "#ea580c"];
+
+function hours(value) {
+  return value >= 10 ? value.toFixed(1) : value.toFixed(2);
+}
+
+function usageTable(id, label, items) {
+  if (!items.length) return `<div class="empty">No GPU time recorded in this window.</div>`;
+  return `<table id="${id}"><thead><tr><th>${esc(label)}</th><th>Allocated</th><th>Used</th><th>Idle</th><th>Unknown</th>` +
+    `<th>Reclaimed</th><th>Used %</th><th>Workloads</th><th>Declared users</th></tr></thead><tbody>` +
+    items.map((r) => {
+      const reclaimed = Object.values(r.reclaimed_gpu_hours).reduce((a, b) => a + b, 0);
+      const share = r.allocated_gpu_hours ? `${Math.round(100 * r.used_gpu_hours / r.allocated_gpu_hours)}%` : "—";
+      return `<tr data-key="${esc(r.key)}"><td><b>${esc(r.key)}</b></td><td>${hours(r.allocated_gpu_hours)}</td><td>${hours(r.used_gpu_hours)}</td>` +
+        `<td>${hours(r.idle_gpu_hours)}</td><td>${hours(r.unknown_gpu_hours)}</td><td>${hours(reclaimed)}</td><td>${share}</td>` +
+        `<td>${r.workloads}</td><td class="muted">${esc(r.declared_users.join(", ") || "—")}</td></tr>`;
+    }).join("") + `</tbody></table>`;
+}
+
+function usageSeries(id, report) {
+  // Allocated GPU-hours per hour, stacked by group: who held the GPUs when.
+  const starts = [...new Set(report.series.map((p) => p.start))].sort((a, b) => a - b);
+  const keys = report.items.map((r) => r.key);
+  const at = new Map(report.series.map((p) => [`${p.start}|${p.key}`, p]));
+  chart(id, {
+    type: "bar",
+    data: {
+      labels: starts.map((t) => new Date(t * 1000).toISOString().slice(5, 16).replace("T", " ")),
+      datasets: keys.map((key, n) => ({ label: key, backgroundColor: USAGE_COLORS[n % USAGE_COLORS.length],
+        data: starts.map((t) => (at.get(`${t}|${key}`) || { allocated_gpu_hours: 0 }).allocated_gpu_hours) })),
+    },
+    options: { scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true, title: { display: true, text: "GPU-hours allocated" } } } },
+  });
+}
+
+function usageSplit(id, report) {
+  // Per group: allocated split into used, idle (held below the threshold), unknown and the rest (busy, not used).
+  const items = report.items;
+  chart(id, {
+    type: "bar",
+    data: {
+      labels: items.map((r) => r.key),
+      datasets: [
+        { label: "used", data: items.map((r) => r.used_gpu_hours), backgroundColor: GPU_STATES.busy.color },
+        { label: "idle", data: items.map((r) => r.idle_gpu_hours), backgroundColor: GPU_STATES.idle.color },
+        { label: "unknown", data: items.map((r) => r.unknown_gpu_hours), backgroundColor: GPU_STATES.unknown.color },
+        { label: "allocated, not used", backgroundColor: GPU_STATES.free.color,
+          data: items.map((r) => Math.max(0, r.allocated_gpu_hours - r.used_gpu_hours - r.idle_gpu_hours - r.unknown_gpu_hours)) },
+      ],
+    },
+    options: { indexAxis: "y", scales: { x: { stacked: true, beginAtZero: true, title: { display: true, text: "GPU-hours" } }, y: { stacked: true } } },
+  });
+}
+
+async function usagePage(main, first) {
+  if (!first && document.getElementById("usage-cards")) return;  // the ledger moves every checkpoint, not every event
+  const since = state.usageSince || "7d";
+  const [byUser, byQueue] = await Promise.all([
+    api(`/api/v1/usage?groupBy=user&since=${since}&series=true`), api(`/api/v1/usage?groupBy=queue&since=${since}&series=true`)]);
+  const total = (field) => byUser.items.reduce((n, r) => n + r[field], 0);
+  const reclaimed = byUser.items.reduce((n, r) => n + Object.values(r.reclaimed_gpu_hours).reduce((a, b) => a + b, 0), 0);
+  main.innerHTML = `<h1>GPU usage <select id="since">${["24h", "7d", "30d"].map((w) =>
+      `<option ${w === since ? "selected" : ""}>${w}</option>`).join("")}</select>
+      <a class="muted" style="font-size:13px" href="/api/v1/usage?groupBy=user&since=${since}&format=csv">CSV</a></h1>
+    <div class="cards" id="usage-cards">${[["Allocated", total("allocated_gpu_hours")], ["Used", total("used_gpu_hours")],
+      ["Idle", total("idle_gpu_hours")], ["Unknown", total("unknown_gpu_hours")], ["Reclaimed", reclaimed]].map(([label, value]) =>
+      `<div class="card"><div class="value">${hours(value)}</div><div class="label">${label} GPU-hours</div></div>`).join("")}</div>
+    <div class="grid">
+      <div class="panel"><h2>Per user: used, idle, unknown</h2><div class="chart"><canvas id="usage-user-split"></canvas></div></div>
+      <div class="panel"><h2>Per user over time (allocated)</h2><div class="chart"><canvas id="usage-user-time"></canvas></div></div>
+      <div class="panel"><h2>Per queue: used, idle, unknown</h2><div class="chart"><canvas id="usage-queue-split"></canvas></div></div>
+      <div class="panel"><h2>Per queue over time (allocated)</h2><div class="chart"><canvas id="usage-queue-time"></canvas></div></div>
+    </div>
+    <div class="panel"><h2>Top idle holders</h2>${byUser.top_idle.length ? `<table id="usage-idle"><thead><tr><th>Workload</th><th>User</th>` +
+      `<th>Queue</th><th>Idle GPU-hours</th><th>Allocated GPU-hours</th><th>Idle preemption</th></tr></thead><tbody>` +
+      byUser.top_idle.map((h) => `<tr><td>${esc(h.namespace)}/${esc(h.kind)}/${esc(h.name)}</td><td>${esc(h.user || "(unattributed)")}` +
+        `${h.declared_user && h.declared_user !== h.user ? ` <span class="muted">(declared ${esc(h.declared_user)})</span>` : ""}</td>` +
+        `<td>${esc(h.queue || "—")}</td><td>${hours(h.idle_gpu_hours)}</td><td>${hours(h.allocated_gpu_hours)}</td>` +
+        `<td>${h.preemption_enabled ? "enabled" : "<b>off</b>"}</td></tr>`).join("") + `</tbody></table>`
+      : `<div class="empty">Nothing held idle GPUs in this window.</div>`}</div>
+    <div class="panel"><h2>Per user</h2>${usageTable("usage-users", "User", byUser.items)}</div>
+    <div class="panel"><h2>Per queue</h2>${usageTable("usage-queues", "Queue", byQueue.items)}</div>`;
+  resetCharts();
+  usageSplit("usage-user-split", byUser);
+  usageSeries("usage-user-time", byUser);
+  usageSplit("usage-queue-split", byQueue);
+  usageSeries("usage-queue-time", byQueue);
+  document.getElementById("since").addEventListener("change", (event) => { state.usageSince = event.target.value; render(true); });
+}
+
 // --- routing and live updates -----------------------------------------------------------------
 
-const PAGES = { "": overviewPage, workloads: workloadsPage, queues: queuesPage, nodes: nodesPage };
+const PAGES = { "": overviewPage, workloads: workloadsPage, queues: queuesPage, nodes: nodesPage, usage: usagePage };
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
