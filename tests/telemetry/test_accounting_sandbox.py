@@ -379,3 +379,24 @@ def test_metrics_count_gpu_hours_per_namespace_user_queue_and_vendor(admin_http:
 
     if PROMTOOL is not None:
         assert_scrapeable(text)
+
+
+def test_kaiwo_status_usage_prints_the_ledger_as_a_table(sb: RunningSandbox, admin_http: httpx.Client,
+                                                         monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from kaiwo_ray.cli.kaiwo import main
+
+    row = eventually(lambda: usage_row(admin_http, "acct-schedule", by="namespace"), 60, "acct-schedule accounted")
+    monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig_path))
+    capsys.readouterr()
+    assert main(["status", "usage", "--by", "namespace", "--since", "1h"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "ALLOCATED", "USED", "IDLE", "UNKNOWN", "RECLAIMED", "USED%", "WORKLOADS",
+                                "DECLARED-USERS"]
+    mine = next(line.split() for line in lines[1:] if line.startswith("acct-schedule "))
+    assert mine[1] == f"{row['allocated_gpu_hours']:.4f}" and mine[7] == "1" and mine[8] == "bob"
+    assert main(["status", "usage", "-o", "csv", "--by", "user"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].startswith("user,allocated_gpu_hours,")
+    assert main(["status", "usage", "--since", "last week"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--since 'last week'" in err[0]
