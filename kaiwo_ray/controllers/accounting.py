@@ -177,8 +177,16 @@ class AccountingController(Controller):
         samples = await self.feed.node_samples()
         self.account(ledger, samples)
         self.book_reclaims(ledger)
-        ledger.advance(time.time() if now is None else now)
+        ledger.advance(time.time() if now is None else now, self._pod_alive)
         self.ticks += 1
+
+    def _pod_alive(self, holder: Holder) -> bool:
+        """Whether a silent node's holder still holds its GPUs as far as the API server knows."""
+        if not holder.pod:
+            return True  # attributed by UID only: kept until its node speaks again
+        namespace, _, name = holder.pod.partition("/")
+        pod = self.caches[R.PODS].get(namespace, name)
+        return pod is not None and ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
 
     # -- charging ---------------------------------------------------------------------------------
 
@@ -195,7 +203,8 @@ class AccountingController(Controller):
                 for namespace, pod, uid in refs:
                     owner = self.owner_of_pod(namespace, pod, uid)
                     ledger.owners[owner.key] = owner  # latest wins: a queue or annotation may change
-                    holders.append(Holder(owner.key, vendor_of(vendor), model, utilization, 1.0 / len(refs)))
+                    holders.append(Holder(owner.key, vendor_of(vendor), model, utilization, 1.0 / len(refs),
+                                          f"{namespace}/{pod}" if pod else ""))
             ledger.observe(node, timestamp, holders, error=unreadable)
 
     def _reindex(self, moment: float) -> None:

@@ -26,7 +26,7 @@ Reclaimed time (GPU preemption, resource monitoring) is booked, not integrated: 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,7 @@ class Holder:
     model: str
     utilization: float | None  # None: the device could not be read
     share: float = 1.0  # a GPU several pods hold (time-slicing) is split between them
+    pod: str = ""  # namespace/name: a silent node's holders stop accruing once their pod is gone
 
 
 @dataclass(slots=True)
@@ -128,12 +129,27 @@ class Ledger:
         cursor.holders, cursor.error = held, error
         return True
 
-    def advance(self, now: float) -> None:
-        """Nodes whose telemetry stopped: their last holders own the time since as unknown."""
-        for cursor in self.nodes.values():
+    def advance(self, now: float, alive: Callable[[Holder], bool] | None = None) -> None:
+        """Nodes whose telemetry stopped: their last holders own the time since as unknown, as long as
+        `alive` says their pod still exists (a pod that ended while its node was silent is charged up to
+        the node's last sample only: when it ended is not known). A silent node that no live pod holds
+        is forgotten."""
+        for name, cursor in list(self.nodes.items()):
             if now - cursor.last > self.stale_after and now > cursor.until:
+                if alive is not None:
+                    cursor.holders = tuple(h for h in cursor.holders if alive(h))
+                if not cursor.holders:
+                    del self.nodes[name]  # nothing to charge; a sample brings it back
+                    continue
                 self._accrue(cursor.holders, cursor.until, now, False)
                 cursor.until = now
+
+    def prune_owners(self) -> None:
+        """Forget owners no row, holder or reclaim names (sealed days keep their own)."""
+        named = {k[1] for k in self.rows} | {h.owner for c in self.nodes.values() for h in c.holders} \
+            | {k[0] for k in self.reclaims}
+        for key in [k for k in self.owners if k not in named]:
+            del self.owners[key]
 
     def book(self, reclaim: Reclaim) -> bool:
         """Record a reclaim once per (workload, cause); True when it is new."""
@@ -179,7 +195,7 @@ class Ledger:
         return {
             "rows": rows,
             "nodes": {name: {"until": c.until, "last": c.last, "error": c.error,
-                             "holders": [[h.owner, h.vendor, h.model, h.utilization, h.share] for h in c.holders]}
+                             "holders": [[h.owner, h.vendor, h.model, h.utilization, h.share, h.pod] for h in c.holders]}
                       for name, c in self.nodes.items()},
             "owners": [o.as_dict() for k, o in self.owners.items() if k in used],
             "reclaims": [[r.owner, r.cause, r.at, r.gpus, r.seconds, r.vendor, r.reason]

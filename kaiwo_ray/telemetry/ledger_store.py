@@ -120,6 +120,7 @@ class LedgerStore:
         self.generation = generation
         if days:
             ledger.drop_before(open_from)
+            ledger.prune_owners()
 
     async def _seal(self, day: int, state: dict[str, Any], generation: int) -> None:
         name = day_name(day)

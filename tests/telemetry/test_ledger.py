@@ -211,3 +211,17 @@ def test_the_daily_index_answers_as_the_hourly_rows_do() -> None:
             plain = report(ledger.rows, ledger.owners, [], by=by, since=since, until=until, bucket_seconds=3600)
             fast = report({}, ledger.owners, [], by=by, since=since, until=until, bucket_seconds=3600, index=[index])
             assert fast.items == plain.items and plain.items
+
+
+def test_a_silent_node_stops_charging_a_pod_that_is_gone_and_is_forgotten() -> None:
+    ledger = Ledger(stale_after=2)
+    for t in (0, 1):
+        ledger.observe("n", T0 + t, [Holder("w", "amd", "m", 50.0, 1.0, "ns/p")])
+    ledger.advance(T0 + 5, alive=lambda h: True)
+    assert totals(ledger)[3] == pytest.approx(4)
+    ledger.advance(T0 + 9, alive=lambda h: h.pod != "ns/p")  # the pod ended while its node was silent
+    assert totals(ledger)[0] == pytest.approx(5) and "n" not in ledger.nodes
+    ledger.owners["w"] = Owner("w")
+    ledger.owners["gone"] = Owner("gone")
+    ledger.prune_owners()
+    assert set(ledger.owners) == {"w"}
