@@ -43,6 +43,7 @@ class LedgerView:
     head: Ledger = field(default_factory=Ledger)
     head_index: UsageIndex = field(default_factory=UsageIndex)
     owners: dict[str, Owner] = field(default_factory=dict)
+    sealed_counters: tuple[dict[Any, list[float]], dict[Any, float]] = field(default_factory=lambda: ({}, {}))
 
     @property
     def bucket_seconds(self) -> int:
@@ -79,17 +80,19 @@ class LedgerReader:
     def refresh(self, items: list[dict[str, Any]]) -> LedgerView:
         head_state, days = split(items, self.cache)
         key = tuple(sorted((name, rv) for name, (rv, _) in days.items()))
-        sealed, sealed_index = self.view.sealed, self.view.sealed_index
+        sealed, sealed_index, sealed_counters = self.view.sealed, self.view.sealed_index, self.view.sealed_counters
         if key != self.sealed_key:
             sealed = Ledger()
             for _, day in days.values():
                 sealed.load(day, with_nodes=False)
             sealed_index = UsageIndex.build(sealed.rows)
+            sealed_counters = counters(sealed.rows, sealed.owners, [])
             self.sealed_key = key
         head = Ledger()
         head.load(head_state)
         head.bucket_seconds = int(head_state.get("bucket_seconds") or head.bucket_seconds)
-        return LedgerView(sealed, sealed_index, head, UsageIndex.build(head.rows), {**sealed.owners, **head.owners})
+        return LedgerView(sealed, sealed_index, head, UsageIndex.build(head.rows), {**sealed.owners, **head.owners},
+                          sealed_counters)
 
 
 def reader(state: AdminState) -> LedgerReader:
@@ -173,7 +176,11 @@ async def get_usage(
 
 def usage_families(view: LedgerView) -> list[Metric]:
     labels = ["namespace", "user", "queue", "vendor"]
-    totals, reclaimed = counters(view.all_rows(), view.owners, view.reclaims)
+    totals, reclaimed = counters(view.head.rows, view.owners, view.reclaims)  # sealed days: summed once
+    for key, values in view.sealed_counters[0].items():
+        total = totals.setdefault(key, [0.0, 0.0, 0.0, 0.0])
+        for i in range(4):
+            total[i] += values[i]
     families = {name: CounterMetricFamily(f"kaiwo_gpu_hours_{name}", doc, labels=labels) for name, doc in (
         ("allocated", "GPU-hours bound to the running pods of workloads (docs/accounting.md)"),
         ("used", "GPU-hours of utilization (the utilization integral)"),
