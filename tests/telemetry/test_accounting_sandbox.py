@@ -75,7 +75,7 @@ def attach(running: RunningOperator, sb: RunningSandbox, feed: Feed) -> None:
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[RunningSandbox]:
-    with start_sandbox(cluster=True, time_factor=TIME_FACTOR, authorization="rbac") as sandbox:
+    with start_sandbox(cluster=True, time_factor=TIME_FACTOR, authorization="RBAC") as sandbox:
         yield sandbox
 
 
