@@ -60,7 +60,6 @@ from typing import Any
 
 from _chaos_verdict import (
     CHILD_KINDS,
-    JsonObj,
     Snapshot,
     Verdict,
     Wanted,
@@ -82,6 +81,8 @@ from _common import (
     sandbox_process,
     setup_cluster_objects,
 )
+
+from kaiwo_ray.api.jsonobj import JsonObj
 
 TIME_FACTOR = 0.05
 RUN = "sleep 20"  # a KaiwoJob's entrypoint: its pod runs 1 s at that time factor

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.manifests import ManifestReadError, parse_located, read_source
 from kaiwo_ray.render.nodepools import desired_node_labels_and_taints, flavor_name_for_node
-
-JsonObj = dict[str, Any]
 
 _KUBELET_VERSION = "v1.32.5"
 _CONTAINER_RUNTIME = "containerd://1.7.27"

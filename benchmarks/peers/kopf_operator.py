@@ -30,12 +30,11 @@ import kopf
 from _common import deployed_loop
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.reconcile.workload import parse_workload
 from kaiwo_ray.render import render_all
-
-JsonObj = dict[str, Any]
 
 
 @kopf.on.startup()

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
@@ -38,7 +39,6 @@ from kaiwo_ray.reconcile import gpupreemption as gp
 from kaiwo_ray.reconcile.workload import controller_ref
 
 log = logging.getLogger(__name__)
-JsonObj = dict[str, Any]
 MAX_HOPS = 10
 EVAL_LEASE = "gpu-preemption-eval"
 

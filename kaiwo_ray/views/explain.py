@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.context import LABEL_NAME
 from kaiwo_ray.views._objects import (
-    JsonObj,
     ObjectRef,
     condition,
     is_true,

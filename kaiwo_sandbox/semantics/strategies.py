@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_sandbox.contracts import CRDS, JsonObj, ResourceInfo
+from kaiwo_sandbox.semantics.qos import qos_class
 
 # Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
 GENERATION_RESOURCES = frozenset({
@@ -72,27 +73,6 @@ def finalizers_left(info: ResourceInfo, obj: JsonObj) -> bool:
     return info.resource == "namespaces" and bool((obj.get("spec") or {}).get("finalizers"))
 
 
-def qos_class(spec: JsonObj) -> str:
-    """v1.PodQOSClass as the apiserver computes it on create. Malformed parts count as unset:
-    validation, which runs later, reports them."""
-    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))
-                  if isinstance(c, dict)]
-    any_set = False
-    guaranteed = True
-    for container in containers:
-        resources = _dict(container.get("resources"))
-        requests = _dict(resources.get("requests"))
-        limits = _dict(resources.get("limits"))
-        if requests or limits:
-            any_set = True
-        for resource in ("cpu", "memory"):
-            limit = limits.get(resource)
-            request = requests.get(resource, limit)
-            if limit is None or str(request) != str(limit):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _dict(value: Any) -> JsonObj:

@@ -24,7 +24,7 @@ from kaiwo_sandbox.cluster.nodes.podsim import (
     restart_backoff,
 )
 from kaiwo_sandbox.cluster.nodes.realpods import RealPodTimeline
-from kaiwo_sandbox.cluster.pods import is_terminal, qos_class
+from kaiwo_sandbox.cluster.pods import is_terminal
 from kaiwo_sandbox.contracts import (
     CONFIGMAPS,
     NODES,
@@ -41,6 +41,7 @@ from kaiwo_sandbox.contracts import (
 from kaiwo_sandbox.runtime.podspec import EnvSources, container_argv, container_env, expand_argv, runs_locally
 from kaiwo_sandbox.runtime.probes import Prober
 from kaiwo_sandbox.runtime.processes import ContainerProcess, LocalPod
+from kaiwo_sandbox.semantics.qos import qos_class
 from kaiwo_sandbox.semantics.times import parse_time
 
 COMPONENT = "kubelet"
@@ -211,7 +212,7 @@ def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, 
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(runtime.bound_wall),
-        "qosClass": old_status.get("qosClass") or qos_class(pod),
+        "qosClass": old_status.get("qosClass") or qos_class(pod.get("spec") or {}),
         "containerStatuses": [container_status(r, runtime, now, tf, init=False) for r in timeline.main],
     }
     if sandbox:

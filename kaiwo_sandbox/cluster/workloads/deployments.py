@@ -17,7 +17,7 @@ from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_sandbox.cluster.conditions import find_condition, set_condition
 from kaiwo_sandbox.cluster.events import record_event
 from kaiwo_sandbox.cluster.pods import (
-    OwnerIndex,
+    PodsByController,
     as_int,
     controller_of,
     is_ready,
@@ -73,7 +73,7 @@ class DeploymentController(Controller):
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
         self._progress: dict[str, Progress] = {}
-        self._pods = OwnerIndex("ReplicaSet")
+        self._pods = PodsByController("ReplicaSet")
         self._ready_since: dict[str, float] = {}  # pod uid -> monotonic time first seen ready
         # ReplicaSet uid -> monotonic time before which a refused pod is not tried again. Without it
         # every status write (the refusal names the generated pod, so it changes each time)

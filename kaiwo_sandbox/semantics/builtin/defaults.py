@@ -21,6 +21,7 @@ import orjson
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.semantics.builtin.rbac import DEFAULTERS as RBAC_DEFAULTERS
 from kaiwo_sandbox.semantics.builtin.webhooks import DEFAULTERS as WEBHOOK_DEFAULTERS
+from kaiwo_sandbox.semantics.qos import qos_class
 from kaiwo_sandbox.semantics.quantity import format_quantity, parse_quantity, quantity_format
 
 DEFAULT_MODE = 0o644  # 420: secret/configMap/projected/downwardAPI volume file mode
@@ -238,30 +239,9 @@ def _default_pod(obj: JsonObj) -> None:
     spec["tolerations"] = tolerations
     status = _dict(obj, "status")
     status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(spec))
+    status.setdefault("qosClass", qos_class(spec))
 
 
-def _qos_class(spec: JsonObj) -> str:
-    """Guaranteed when every container has equal cpu+memory requests and limits, BestEffort with none."""
-    containers = _dicts(spec.get("containers")) + _dicts(spec.get("initContainers"))
-    any_set = False
-    guaranteed = bool(containers)
-    for c in containers:
-        resources = c.get("resources")
-        if not isinstance(resources, dict):
-            resources = {}
-        requests = resources.get("requests")
-        limits = resources.get("limits")
-        requests = requests if isinstance(requests, dict) else {}
-        limits = limits if isinstance(limits, dict) else {}
-        if requests or limits:
-            any_set = True
-        for name in ("cpu", "memory"):
-            if name not in limits or str(requests.get(name, limits.get(name))) != str(limits[name]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 # --- workloads ----------------------------------------------------------------------------------------
