@@ -12,6 +12,10 @@ def _dict(value: Any) -> JsonObj:
     return value if isinstance(value, dict) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _same_amount(request: Any, limit: Any) -> bool:
     """Quantities compare by amount (`1` equals `1000m`); malformed ones, which validation reports
     later, by their text."""
@@ -25,8 +29,9 @@ def qos_class(spec: JsonObj) -> str:
     """Guaranteed when every container (init containers included) limits cpu and memory with requests
     equal to the limits, BestEffort when none requests or limits anything, Burstable otherwise.
     Malformed parts count as unset."""
-    containers = [c for key in ("containers", "initContainers") for c in (spec.get(key) or [])
-                  if isinstance(c, dict)] if isinstance(spec, dict) else []
+    spec = _dict(spec)
+    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))
+                  if isinstance(c, dict)]
     any_set = False
     guaranteed = bool(containers)
     for container in containers:
