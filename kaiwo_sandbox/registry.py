@@ -40,6 +40,8 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
     _builtin("", "v1", "pods", "Pod", short=("po",), categories=("all",),
              subresources=("status", "binding", "log", "eviction", "exec", "portforward")),
     _builtin("", "v1", "services", "Service", short=("svc",), categories=("all",), subresources=("status",)),
+    _builtin("", "v1", "replicationcontrollers", "ReplicationController", short=("rc",), categories=("all",),
+             subresources=("status", "scale")),
     _builtin("", "v1", "configmaps", "ConfigMap", short=("cm",)),
     _builtin("", "v1", "secrets", "Secret"),
     _builtin("", "v1", "events", "Event", short=("ev",)),
