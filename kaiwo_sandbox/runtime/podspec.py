@@ -196,6 +196,57 @@ def container_env(pod: JsonObj, container: JsonObj, sources: EnvSources) -> dict
     return env
 
 
+def config_errors(pod: JsonObj, sources: EnvSources) -> dict[str, str]:
+    """container name -> the kubelet's CreateContainerConfigError message, for each container (init or
+    main) whose env names a Secret, ConfigMap or key that does not exist (and is not optional)."""
+    errors: dict[str, str] = {}
+    for container in _all_containers(pod):
+        try:
+            container_env(pod, container, sources)
+        except ContainerConfigError as err:
+            errors[str(container.get("name", ""))] = str(err)
+    return errors
+
+
+def _volume_object_error(kind: str, ref: JsonObj, name: str, lookup: Lookup, namespace: str) -> str | None:
+    if not name or ref.get("optional"):
+        return None
+    obj = lookup(namespace, name)
+    if obj is None:
+        return f'{kind.lower()} "{name}" not found'
+    data = _object_data(obj, secret=kind == "Secret")
+    for item in ref.get("items") or []:
+        key = str((item or {}).get("key", ""))
+        if key not in data:
+            noun = "secret" if kind == "Secret" else "config"
+            return f"{kind.lower()} references non-existent {noun} key: {key}"
+    return None
+
+
+def volume_errors(pod: JsonObj, secret: Lookup, config_map: Lookup) -> list[tuple[str, str]]:
+    """(volume, the kubelet's FailedMount message) for each secret, configMap or projected volume whose
+    object or listed key does not exist (and is not optional): the pod cannot leave ContainerCreating."""
+    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    failures: list[tuple[str, str]] = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        refs: list[tuple[str, JsonObj, str]] = []
+        if isinstance(volume.get("secret"), dict):
+            refs.append(("Secret", volume["secret"], str(volume["secret"].get("secretName") or "")))
+        if isinstance(volume.get("configMap"), dict):
+            refs.append(("ConfigMap", volume["configMap"], str(volume["configMap"].get("name") or "")))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap")):
+                if isinstance((source or {}).get(key), dict):
+                    refs.append((kind, source[key], str(source[key].get("name") or "")))
+        for kind, ref, name in refs:
+            error = _volume_object_error(kind, ref, name, secret if kind == "Secret" else config_map, namespace)
+            if error is not None:
+                failures.append((str(volume.get("name", "")),
+                                 f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {error}'))
+                break
+    return failures
+
+
 def container_argv(container: JsonObj) -> list[str]:
     """command + args with `$(VAR)` left for the caller to expand. A local image has no entrypoint of
     its own, so a container naming neither cannot start."""
