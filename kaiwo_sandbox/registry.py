@@ -38,7 +38,7 @@ BUILTIN_RESOURCES: tuple[ResourceInfo, ...] = (
              subresources=("status", "finalize")),
     _builtin("", "v1", "nodes", "Node", namespaced=False, short=("no",), subresources=("status",)),
     _builtin("", "v1", "pods", "Pod", short=("po",), categories=("all",),
-             subresources=("status", "binding", "log", "eviction", "exec", "portforward")),
+             subresources=("status", "binding", "log", "eviction", "exec", "attach", "portforward")),
     _builtin("", "v1", "services", "Service", short=("svc",), categories=("all",), subresources=("status",)),
     _builtin("", "v1", "replicationcontrollers", "ReplicationController", short=("rc",), categories=("all",),
              subresources=("status", "scale")),

@@ -50,11 +50,41 @@ def is_local_image(image: str, local_images: frozenset[str]) -> bool:
     return repository in local_images or repository.rsplit("/", 1)[-1] in local_images
 
 
-def runs_locally(pod: JsonObj, local_images: frozenset[str]) -> bool:
-    """A pod runs as real processes when every container's image is a local image."""
+# The programs a container's command may start with for `--local-commands` to run it on this machine
+# (the image is then irrelevant: `busybox` echoing, `python:3.12` serving). A shell script may call
+# anything this machine has.
+LOCAL_PROGRAMS = frozenset({
+    "sh", "bash", "dash", "python3", "python", "echo", "printf", "sleep", "cat", "env", "true", "false", "ls",
+    "date", "hostname", "seq", "yes", "head", "tail", "wc", "grep", "sort", "uname", "id", "pwd", "printenv",
+})
+BUSYBOX = "busybox"  # `busybox APPLET ARGS` runs APPLET: the image's multi-call binary, not on this machine
+
+
+def local_command(container: JsonObj, available: Callable[[str], bool]) -> list[str] | None:
+    """The argv that runs `container`'s command on this machine (`busybox APPLET ...` as APPLET ...), or
+    None when it cannot: no command (the image's entrypoint), or a program outside LOCAL_PROGRAMS or
+    missing here (`available(program)`)."""
+    argv = container_argv(container)
+    if argv and argv[0].rsplit("/", 1)[-1] == BUSYBOX:
+        argv = argv[1:]
+    if not argv:
+        return None
+    program = argv[0].rsplit("/", 1)[-1]
+    if program not in LOCAL_PROGRAMS or not available(program):
+        return None
+    return [program, *argv[1:]]  # found on the container's PATH (the sandbox's environment first)
+
+
+def runs_locally(pod: JsonObj, local_images: frozenset[str], local_commands: bool = False,
+                 available: Callable[[str], bool] = lambda _: False) -> bool:
+    """A pod runs as real processes when every container's image is a local image, or (with
+    `--local-commands`) every container's command can run on this machine (`local_command`)."""
     containers = _all_containers(pod)
-    return bool(local_images) and bool(containers) and all(
-        is_local_image(str(c.get("image", "")), local_images) for c in containers)
+    if not containers:
+        return False
+    if local_images and all(is_local_image(str(c.get("image", "")), local_images) for c in containers):
+        return True
+    return local_commands and all(local_command(c, available) is not None for c in containers)
 
 
 # --------------------------------------------------------------------------------------------

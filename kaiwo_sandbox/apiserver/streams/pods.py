@@ -4,7 +4,12 @@
 exec: `v5.channel.k8s.io` (stdin close signal), `v4.channel.k8s.io` (Status on the error channel),
 plain `channel.k8s.io`; each binary frame is [channel][data]: 0 stdin, 1 stdout, 2 stderr, 3 error
 (a Status), 4 resize, 255 close (v5). The command runs in the simulated container's shell
-(`streams/shell.py`): stdin, when asked for, is read until the client closes it.
+(`streams/shell.py`): stdin, when asked for, is read until the client closes it. After the Status
+the server closes the websocket normally (1000), as the API server's stream translator does.
+
+attach: the same channels, to a running container: a simulated container prints nothing new (its
+entrypoint's output is in its log), so the stream stays open until the container stops or the
+client leaves, then ends with the Success Status.
 
 portforward: `v4.channel.k8s.io` / `channel.k8s.io` as the kubelet's websocket port-forward: per
 port a data channel 2i and an error channel 2i+1, each opened by the server with the port
@@ -26,14 +31,14 @@ from aiohttp import WSMsgType, web
 from kaiwo_sandbox.apiserver.streams import realpods as real_streams
 from kaiwo_sandbox.apiserver.streams import shell
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import exec_status, forwarded_ports, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import drain, finish, forwarded_ports, frame_bytes, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
 if TYPE_CHECKING:
     from kaiwo_sandbox.storage.store import ObjectStore
 
-SUBRESOURCES = frozenset({"log", "exec", "portforward"})
+SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward"})
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
 PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
@@ -53,6 +58,8 @@ async def serve(store: ObjectStore, request: web.Request, namespace: str, name: 
                                    f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
     if sub == "exec":
         return await _exec(request, pod)
+    if sub == "attach":
+        return await _attach(store, request, pod)
     return await _portforward(request, pod)
 
 
@@ -75,6 +82,9 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
             raise ApiError.bad_request("you must specify at least 1 command")
         container = _container_choice(pod, query.get("container"))
         return await real_streams.exec_(request, pod, runtime, container, list(argv), EXEC_PROTOCOLS)
+    if sub == "attach":
+        container = _container_choice(pod, query.get("container"))
+        return await real_streams.attach(request, pod, runtime, container, EXEC_PROTOCOLS)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
@@ -201,11 +211,12 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
     stdin = b""
     if wants_stdin:
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            frame = frame_bytes(message)
+            if frame is None:
                 if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
                     break
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = frame[0], frame[1:]
             if channel == STDIN:
                 stdin += data
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:  # Ctrl-D on a TTY without v5
@@ -222,11 +233,35 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
             await ws.send_bytes(bytes([STDERR]) + result.stderr.encode())
         elif result.stderr and tty:
             await ws.send_bytes(bytes([STDOUT]) + result.stderr.replace("\n", "\r\n").encode())
-        if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(result.exit_code, list(argv))).encode())
-        elif result.exit_code != 0:
-            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {result.exit_code}".encode())
-        await ws.close()
+    await finish(ws, result.exit_code, list(argv))
+    return ws
+
+
+# ------------------------------------------------------------------------------------------ attach
+def _running(pod: JsonObj | None, container: str, uid: str) -> bool:
+    if pod is None or (pod.get("metadata") or {}).get("uid") != uid or (pod.get("metadata") or {}).get(
+            "deletionTimestamp"):
+        return False
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    return "running" in ((statuses.get(container) or {}).get("state") or {})
+
+
+async def _attach(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.StreamResponse:
+    container = _container_choice(pod, request.query.get("container"))
+    meta = pod.get("metadata") or {}
+    uid = str(meta.get("uid", ""))
+    if not _running(pod, container, uid):
+        raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
+    ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS)
+    await ws.prepare(request)
+    client = asyncio.ensure_future(drain(ws))  # stdin goes nowhere: no process reads it
+    while not client.done():
+        current = store.find_ref(PODS, meta.get("namespace"), str(meta.get("name", "")))
+        if not _running(current, container, uid):
+            break
+        await asyncio.wait([client], timeout=FOLLOW_POLL_SECONDS)
+    client.cancel()
+    await finish(ws, 0, [])
     return ws
 
 
@@ -271,11 +306,12 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
         await ws.send_bytes(bytes([2 * index + 1]) + opening)
     uid = (pod.get("metadata") or {}).get("uid", "")
     async for message in ws:
-        if message.type != WSMsgType.BINARY or not message.data:
+        frame = frame_bytes(message)
+        if frame is None:
             if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
                 break
             continue
-        channel, data = message.data[0], message.data[1:]
+        channel, data = frame[0], frame[1:]
         if channel % 2 or channel // 2 >= len(ports) or not data:
             continue
         port = ports[channel // 2]

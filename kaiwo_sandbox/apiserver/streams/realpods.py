@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import exec_status, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import drain, finish, frame_bytes, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -125,11 +125,12 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
     async def feed() -> None:
         assert process.stdin is not None
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            frame = frame_bytes(message)
+            if frame is None:
                 if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
                     break
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = frame[0], frame[1:]
             if channel == STDIN and data:
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:
                     process.stdin.write(data.split(b"\x04", 1)[0])
@@ -148,12 +149,39 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
-    if not ws.closed:
-        if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(code, argv)).encode())
-        elif code != 0:
-            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {code}".encode())
-        await ws.close()
+    await finish(ws, code, argv)
+    return ws
+
+
+# ------------------------------------------------------------------------------------------ attach
+async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str,
+                 protocols: tuple[str, ...]) -> web.StreamResponse:
+    """Attach to the running container: what it writes from now on comes on stdout (the runtime keeps
+    stdout and stderr in one log file), until it exits or the client leaves; then the Success
+    Status. Its stdin is not connected (containers start with it closed), so what the client sends is
+    dropped."""
+    local = runtime.pod(_uid(pod))
+    process = local.processes.get(container) if local else None
+    if process is None or process.poll() is not None:
+        raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
+    ws = web.WebSocketResponse(protocols=protocols)
+    await ws.prepare(request)
+    path = process.log_path
+    offset = path.stat().st_size if path.exists() else 0
+    client = asyncio.ensure_future(drain(ws))
+    wants_stdout = request.query.get("stdout", "true") in ("true", "1")
+    while True:
+        exited = process.poll() is not None
+        chunk = await asyncio.to_thread(_read, path, offset)
+        if chunk:
+            offset += len(chunk)
+            if wants_stdout and not ws.closed:
+                await ws.send_bytes(bytes([STDOUT]) + chunk)
+        if exited or client.done():
+            break
+        await asyncio.wait([client], timeout=FOLLOW_POLL_SECONDS)
+    client.cancel()
+    await finish(ws, 0, [])
     return ws
 
 
@@ -191,11 +219,12 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
         readers.append(asyncio.ensure_future(copy()))
     try:
         async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            frame = frame_bytes(message)
+            if frame is None:
                 if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
                     break
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = frame[0], frame[1:]
             target = writers.get(channel // 2)
             if channel % 2 == 0 and target is not None and data:
                 target.write(data)

@@ -41,10 +41,9 @@ from kaiwo_sandbox.contracts import (
 from kaiwo_sandbox.runtime.podspec import (
     EnvSources,
     config_errors,
-    container_argv,
     container_env,
     expand_argv,
-    runs_locally,
+    is_local_image,
     volume_errors,
 )
 from kaiwo_sandbox.runtime.probes import Prober
@@ -377,7 +376,7 @@ class Kubelet(Controller):
             self._stop_waiting(namespace, name)
         resumed = False
         local_runtime = self.settings.local_runtime
-        if runtime is None and local_runtime is not None and runs_locally(pod, local_runtime.images):
+        if runtime is None and local_runtime is not None and local_runtime.runs(pod):
             runtime = self._start_real(pod)
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
@@ -471,13 +470,14 @@ class Kubelet(Controller):
                              node_allocatable=allocatable, api_host=local_runtime.api_host,
                              api_port=local_runtime.api_port)
         env = container_env(pod, container, sources)
-        argv = expand_argv(container_argv(container), env)
+        argv = expand_argv(local_runtime.argv(container), env)
         if not argv:
             argv = ["/bin/sh", "-c", "echo 'kaiwo-ray sandbox: a local image has no entrypoint: "
                                      "set the container command' >&2; exit 127"]
         working_dir = container.get("workingDir")
+        own_workdir = not is_local_image(str(container.get("image", "")), local_runtime.images)
         return local_runtime.start_container(local, str(container.get("name", "")), argv, env,
-                                             str(working_dir) if working_dir else None)
+                                             str(working_dir) if working_dir else None, own_workdir=own_workdir)
 
     def _lookup(self, gvr: object) -> Callable[[str, str], JsonObj | None]:
         def find(namespace: str, name: str) -> JsonObj | None:

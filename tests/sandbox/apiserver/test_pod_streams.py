@@ -109,6 +109,82 @@ def test_client_port_forward_to_a_declared_port(sandbox: RunningSandbox, core: A
     forward.close()
 
 
+@pytest.mark.parametrize("protocol", ["v5.channel.k8s.io", "v4.channel.k8s.io"])
+def test_client_stream_exec_returns_multi_line_output_and_closes_cleanly(sandbox: RunningSandbox, core: Any,
+                                                                          protocol: str) -> None:
+    from kubernetes.stream import stream
+
+    pod = f"lines-{protocol[:2]}"
+    make_pod(core, pod, ["sleep", "infinity"])
+    out = stream(core.connect_get_namespaced_pod_exec, pod, "default", stdout=True, stderr=True, stdin=False,
+                 tty=False, command=["sh", "-c", "echo one; echo two; printf 'three\\n'"],
+                 _headers={"sec-websocket-protocol": protocol})
+    assert out == "one\ntwo\nthree\n"
+    resp = stream(core.connect_get_namespaced_pod_exec, pod, "default", stdout=True, stderr=True, stdin=False,
+                  tty=False, command=["sh", "-c", "echo out; missing-tool; exit 4"], _preload_content=False,
+                  _headers={"sec-websocket-protocol": protocol})
+    resp.run_forever(timeout=10)
+    assert resp.subprotocol == protocol
+    assert not resp.is_open() and resp.returncode == 4  # the Status on the error channel, then the close
+    assert resp.read_stdout() == "out\n" and "missing-tool: not found" in resp.read_stderr()
+
+
+def test_exec_stdin_ends_with_the_v5_close_signal(sandbox: RunningSandbox, core: Any) -> None:
+    from kubernetes.stream import stream
+
+    make_pod(core, "reader", ["sleep", "infinity"])
+    resp = stream(core.connect_get_namespaced_pod_exec, "reader", "default", stdout=True, stderr=True, stdin=True,
+                  tty=False, command=["sh", "-c", "cat | wc -l"], _preload_content=False)
+    assert resp.subprotocol == "v5.channel.k8s.io"
+    resp.write_stdin("a\nb\nc\n")
+    resp.close_channel(0)  # v5: stdin is done, without closing the connection
+    resp.run_forever(timeout=10)
+    assert resp.read_stdout().strip() == "3" and resp.returncode == 0
+
+
+def test_websocket_exec_ends_with_a_success_status_and_a_normal_close(sandbox: RunningSandbox, core: Any) -> None:
+    import asyncio
+    import json
+    import ssl
+
+    import aiohttp
+
+    make_pod(core, "closer", ["sleep", "infinity"])
+
+    async def run() -> tuple[list[bytes], int | None]:
+        context = ssl.create_default_context(cafile=str(sandbox.ca_cert_path))
+        url = (sandbox.url.replace("https", "wss") + "/api/v1/namespaces/default/pods/closer/exec"
+               "?command=echo&command=hi&stdout=true&stderr=true")
+        frames: list[bytes] = []
+        async with aiohttp.ClientSession() as session, session.ws_connect(
+                url, protocols=("v5.channel.k8s.io",), ssl=context,
+                headers={"Authorization": f"Bearer {sandbox.token}"}) as ws:
+            async for message in ws:
+                frames.append(message.data)
+            return frames, ws.close_code
+
+    frames, code = asyncio.run(run())
+    assert frames[0] == b"\x01hi\n" and frames[-1][:1] == b"\x03"
+    assert json.loads(frames[-1][1:]) == {"metadata": {}, "status": "Success"} and code == 1000
+
+
+def test_client_attach_stays_until_the_container_stops(sandbox: RunningSandbox, core: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    make_pod(core, "attached", ["sh", "-c", "sleep 60"])  # 3 s of real time
+    resp = stream(core.connect_get_namespaced_pod_attach, "attached", "default", stdout=True, stderr=True,
+                  stdin=False, tty=False, _preload_content=False)
+    resp.update(timeout=0.5)
+    assert resp.is_open()  # attached while the container runs
+    resp.run_forever(timeout=20)
+    assert not resp.is_open() and resp.returncode == 0
+    eventually(lambda: core.read_namespaced_pod("attached", "default").status.phase == "Succeeded", 10)
+    with pytest.raises(ApiException) as refused:
+        stream(core.connect_get_namespaced_pod_attach, "attached", "default", stdout=True, stdin=False, tty=False)
+    assert "container not found" in str(refused.value)
+
+
 def test_a_non_websocket_exec_names_the_protocols(sandbox: RunningSandbox, core: Any) -> None:
     make_pod(core, "plain", ["sleep", "infinity"])
     status, _, body = sandbox.http("POST", "/api/v1/namespaces/default/pods/plain/exec?command=ls")
