@@ -1,0 +1,110 @@
+"""`--local-commands`: pods whose commands can run on this machine (sh, python3, busybox-style echo)
+run as real processes whatever their image, and real clients see what a cluster would show: the
+`kubernetes` client's exec (multi-line output, exit codes, stdin with the v5 close signal) in the pod's
+environment and working directory, its attach, its port-forward carrying HTTP to the pod's server,
+real logs, probes and exit codes, a private /tmp. Pods whose command cannot run here stay simulated.
+Needs root (network namespaces)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import kubernetes
+import pytest
+from kubernetes.stream import portforward, stream
+
+from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
+
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"kubernetes.io/hostname": "node-a"}},
+        "status": {"capacity": {"cpu": "8", "memory": "16Gi", "pods": "20"}}}
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
+                                reason="real pods run in network namespaces: needs root and ip")
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[RunningSandbox]:
+    with start_sandbox(nodes=[NODE], cluster=True, time_factor=1.0, local_commands=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def core(sandbox: RunningSandbox) -> Any:
+    return kubernetes.client.CoreV1Api(sandbox.api_client())
+
+
+def create(core: Any, name: str, image: str, command: list[str], **spec: Any) -> None:
+    container = {"name": "main", "image": image, "command": command, **spec.pop("container", {})}
+    core.create_namespaced_pod("default", {"metadata": {"name": name}, "spec": {
+        "containers": [container], "terminationGracePeriodSeconds": 2, **spec}})
+
+
+def phase(core: Any, name: str) -> str:
+    return str(core.read_namespaced_pod(name, "default").status.phase)
+
+
+def ready(core: Any, name: str) -> bool:
+    conditions = core.read_namespaced_pod(name, "default").status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def test_a_busybox_pod_that_echoes_runs_for_real_with_its_exit_code(core: Any) -> None:
+    create(core, "echoer", "busybox:1.36", ["sh", "-c", "echo hello from $HOSTNAME; pwd; ls -A /tmp; touch /tmp/mine;"
+                                                        " echo $GREETING; exit 3"],
+           restartPolicy="Never", container={"env": [{"name": "GREETING", "value": "hi there"}]})
+    create(core, "applet", "busybox", ["busybox", "echo", "one", "two"], restartPolicy="Never")
+    eventually(lambda: phase(core, "echoer") == "Failed" and phase(core, "applet") == "Succeeded", timeout=30,
+               message="both pods finished")
+    terminated = core.read_namespaced_pod("echoer", "default").status.container_statuses[0].state.terminated
+    assert (terminated.exit_code, terminated.reason) == (3, "Error")
+    # its own working directory and an empty private /tmp (the line `ls -A /tmp` printed nothing)
+    assert core.read_namespaced_pod_log("echoer", "default") == "hello from echoer\n/run/kaiwo-ray/work\nhi there\n"
+    assert core.read_namespaced_pod_log("applet", "default") == "one two\n"
+
+
+def test_exec_port_forward_and_probes_reach_a_python_http_server(core: Any) -> None:
+    create(core, "web", "python:3.12-slim", ["python3", "-m", "http.server", "8080"], container={
+        "ports": [{"containerPort": 8080}], "env": [{"name": "ROLE", "value": "server"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}})
+    eventually(lambda: ready(core, "web"), timeout=30, interval=0.2, message="ready by its real HTTP probe")
+    out = stream(core.connect_get_namespaced_pod_exec, "web", "default", stdout=True, stderr=True, stdin=False,
+                 tty=False, command=["sh", "-c", "echo one; echo two; echo role=$ROLE; hostname; pwd"])
+    assert out == "one\ntwo\nrole=server\nweb\n/run/kaiwo-ray/work\n"
+    resp = stream(core.connect_get_namespaced_pod_exec, "web", "default", stdout=True, stderr=True, stdin=True,
+                  tty=False, command=["sh", "-c", "cat > page.txt; echo saved >&2; exit 5"], _preload_content=False)
+    resp.write_stdin("written through exec\n")
+    resp.close_channel(0)  # v5: the end of stdin, the connection stays open for the rest
+    resp.run_forever(timeout=20)
+    assert not resp.is_open() and resp.returncode == 5 and resp.read_stderr() == "saved\n"
+
+    forward = portforward(core.connect_get_namespaced_pod_portforward, "web", "default", ports="8080")
+    sock = forward.socket(8080)
+    sock.settimeout(10)
+    sock.sendall(b"GET /page.txt HTTP/1.0\r\nHost: web\r\n\r\n")
+    reply = b""
+    while chunk := sock.recv(4096):
+        reply += chunk
+    assert reply.startswith(b"HTTP/1.0 200 OK") and reply.endswith(b"\r\n\r\nwritten through exec\n")
+    assert forward.error(8080) is None
+    forward.close()
+    assert "GET /page.txt HTTP/1.0" in core.read_namespaced_pod_log("web", "default")  # the server's own log
+
+
+def test_attach_streams_what_the_container_writes_until_it_exits(core: Any) -> None:
+    create(core, "ticker", "busybox", ["sh", "-c", "sleep 1; echo tick; sleep 1; echo tock"], restartPolicy="Never")
+    eventually(lambda: phase(core, "ticker") == "Running", timeout=30, interval=0.1, message="running")
+    resp = stream(core.connect_get_namespaced_pod_attach, "ticker", "default", stdout=True, stderr=True,
+                  stdin=False, tty=False, _preload_content=False)
+    resp.run_forever(timeout=20)
+    assert not resp.is_open() and resp.returncode == 0
+    assert resp.read_stdout().endswith("tock\n")
+    eventually(lambda: phase(core, "ticker") == "Succeeded", timeout=10, message="succeeded")
+
+
+def test_a_pod_whose_command_cannot_run_here_stays_simulated(core: Any) -> None:
+    create(core, "server", "nginx:1.27", ["nginx", "-g", "daemon off;"])
+    eventually(lambda: phase(core, "server") == "Running", timeout=30, message="running")
+    assert "[kaiwo-ray sandbox] simulated container 'main'" in core.read_namespaced_pod_log("server", "default")
