@@ -90,6 +90,10 @@ def test_exec_port_forward_and_probes_reach_a_python_http_server(core: Any) -> N
     assert reply.startswith(b"HTTP/1.0 200 OK") and reply.endswith(b"\r\n\r\nwritten through exec\n")
     assert forward.error(8080) is None
     forward.close()
+    refused = portforward(core.connect_get_namespaced_pod_portforward, "web", "default", ports="9999")
+    error = eventually(lambda: refused.error(9999), timeout=10, message="the refusal on the error channel")
+    assert error.startswith("error forwarding port 9999 to pod web") and error.endswith("connection refused")
+    refused.close()
     assert "GET /page.txt HTTP/1.0" in core.read_namespaced_pod_log("web", "default")  # the server's own log
 
 

@@ -198,6 +198,7 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
     await ws.prepare(request)
     writers: dict[int, asyncio.StreamWriter] = {}
     readers: list[asyncio.Task[None]] = []
+    open_ports: set[int] = set()  # the ports whose pod side has not closed yet
     for index, port in enumerate(ports):
         opening = port.to_bytes(2, "little")
         await ws.send_bytes(bytes([2 * index]) + opening)
@@ -209,14 +210,20 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
             continue
         writers[index] = writer
 
-        async def copy(reader: asyncio.StreamReader = reader, channel: int = 2 * index) -> None:
+        async def copy(reader: asyncio.StreamReader = reader, index: int = index) -> None:
             while chunk := await reader.read(CHUNK):
                 if ws.closed:
                     return
-                await ws.send_bytes(bytes([channel]) + chunk)
-            await ws.close()
+                await ws.send_bytes(bytes([2 * index]) + chunk)
+            open_ports.discard(index)
+            if not open_ports:  # as the kubelet: the connection ends once every port's stream ended
+                await ws.close()
 
+        open_ports.add(index)
         readers.append(asyncio.ensure_future(copy()))
+    if not open_ports:  # every port refused: the errors are sent, nothing is left to forward
+        await ws.close()
+        return ws
     try:
         async for message in ws:
             frame = frame_bytes(message)
