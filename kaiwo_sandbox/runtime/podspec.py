@@ -231,11 +231,22 @@ def config_errors(pod: JsonObj, sources: EnvSources) -> dict[str, str]:
     main) whose env names a Secret, ConfigMap or key that does not exist (and is not optional)."""
     errors: dict[str, str] = {}
     for container in _all_containers(pod):
+        if not _names_config(container):
+            continue  # the common case, checked on every sync of every pod: nothing to look up
         try:
             container_env(pod, container, sources)
         except ContainerConfigError as err:
             errors[str(container.get("name", ""))] = str(err)
     return errors
+
+
+def _names_config(container: JsonObj) -> bool:
+    """Whether `container`'s env reads a Secret or ConfigMap."""
+    if container.get("envFrom"):
+        return True
+    return any(isinstance(item, dict) and isinstance(item.get("valueFrom"), dict) and (
+        "secretKeyRef" in item["valueFrom"] or "configMapKeyRef" in item["valueFrom"])
+        for item in container.get("env") or [])
 
 
 def _volume_object_error(kind: str, ref: JsonObj, name: str, lookup: Lookup, namespace: str) -> str | None:

@@ -53,6 +53,8 @@ async def serve(store: ObjectStore, request: web.Request, namespace: str, name: 
         return await _serve_real(store, request, pod, sub, local_runtime, local)
     if sub == "log":
         return await _log(store, request, pod)
+    if not (pod.get("spec") or {}).get("nodeName"):  # the API server's check, before it asks any kubelet
+        raise ApiError.bad_request(f"pod {(pod.get('metadata') or {}).get('name', '')} does not have a host assigned")
     if request.headers.get("Upgrade", "").lower() != "websocket":
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
                                    f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")

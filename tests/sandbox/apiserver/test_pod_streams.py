@@ -185,6 +185,20 @@ def test_client_attach_stays_until_the_container_stops(sandbox: RunningSandbox, 
     assert "container not found" in str(refused.value)
 
 
+def test_streams_to_a_pod_without_a_node_are_refused_as_the_api_server_does(sandbox: RunningSandbox,
+                                                                            core: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.stream import stream
+
+    core.create_namespaced_pod("default", {"metadata": {"name": "nowhere"}, "spec": {
+        "nodeSelector": {"no-such-node": "x"}, "containers": [{"name": "main", "image": "busybox"}]}})
+    for connect, extra in ((core.connect_get_namespaced_pod_exec, {"command": ["ls"]}),
+                           (core.connect_get_namespaced_pod_attach, {})):
+        with pytest.raises(ApiException) as refused:
+            stream(connect, "nowhere", "default", stdout=True, stdin=False, tty=False, **extra)
+        assert "pod nowhere does not have a host assigned" in str(refused.value)  # the 400 Status, as the client wraps it
+
+
 def test_a_non_websocket_exec_names_the_protocols(sandbox: RunningSandbox, core: Any) -> None:
     make_pod(core, "plain", ["sleep", "infinity"])
     status, _, body = sandbox.http("POST", "/api/v1/namespaces/default/pods/plain/exec?command=ls")
