@@ -70,6 +70,7 @@ class ContainerProcess:
     cwd: str
     started_monotonic: float = field(default_factory=time.monotonic)
     stop_requested: bool = False
+    stdin_once: bool = False  # `stdinOnce`: the first attach that closes stdin closes it for good
 
     def poll(self) -> int | None:
         code = self.popen.poll()
@@ -236,9 +237,11 @@ class LocalRuntime:
         pod.hosts_text = text
 
     def start_container(self, pod: LocalPod, container: str, argv: list[str], env: dict[str, str],
-                        working_dir: str | None, *, own_workdir: bool = False) -> ContainerProcess:
+                        working_dir: str | None, *, own_workdir: bool = False, stdin: bool = False,
+                        stdin_once: bool = False) -> ContainerProcess:
         """Start one container. `own_workdir`: without a workingDir it starts in a directory of its own
-        (WORK_MOUNT, kept across its restarts) instead of `/`."""
+        (WORK_MOUNT, kept across its restarts) instead of `/`. `stdin`: its stdin is a pipe an attach
+        writes to (`stdin: true` in its spec), else it is closed."""
         assert self.network is not None
         restart = len(pod.logs.get(container) or [])
         log_path = pod.root / "logs" / f"{container}.{restart}.log"
@@ -272,10 +275,11 @@ class LocalRuntime:
         full_env = {"PATH": image_path(), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native",
                     **env}
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                      env=full_env, start_new_session=True, preexec_fn=_die_with_sandbox)
         pod.logs.setdefault(container, []).append(log_path)
-        process = ContainerProcess(container, popen, log_path, full_env, cwd)
+        process = ContainerProcess(container, popen, log_path, full_env, cwd, stdin_once=stdin_once)
         pod.processes[container] = process
         return process
 

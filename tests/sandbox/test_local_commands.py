@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,6 +107,32 @@ def test_attach_streams_what_the_container_writes_until_it_exits(core: Any) -> N
     assert not resp.is_open() and resp.returncode == 0
     assert resp.read_stdout().endswith("tock\n")
     eventually(lambda: phase(core, "ticker") == "Succeeded", timeout=10, message="succeeded")
+
+
+def test_attach_writes_to_the_stdin_of_a_container_that_asks_for_it(core: Any) -> None:
+    script = "import sys\nfor line in sys.stdin: print('got', line.strip(), flush=True)\nprint('eof', flush=True)"
+    create(core, "reader", "python:3.12", ["python3", "-c", script], restartPolicy="Never",
+           container={"stdin": True, "stdinOnce": True})
+    eventually(lambda: phase(core, "reader") == "Running", timeout=30, interval=0.1, message="running")
+    resp = stream(core.connect_get_namespaced_pod_attach, "reader", "default", stdout=True, stderr=True,
+                  stdin=True, tty=False, _preload_content=False)
+    resp.write_stdin("a\nb\n")
+    resp.close_channel(0)  # stdinOnce: the container's stdin closes with the first attach's
+    resp.run_forever(timeout=20)
+    assert not resp.is_open() and resp.returncode == 0
+    assert resp.read_stdout() == "got a\ngot b\neof\n"
+    eventually(lambda: phase(core, "reader") == "Succeeded", timeout=10, message="exited at end of file")
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (make tools)")
+def test_kubectl_run_interactive_pipes_stdin_through_attach(sandbox: RunningSandbox) -> None:
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None
+    done = subprocess.run([kubectl, "--kubeconfig", str(sandbox.kubeconfig_path), "run", "-i", "--rm", "shout",
+                           "--image=busybox", "--restart=Never", "--", "sh", "-c", "read x; echo got $x"],
+                          capture_output=True, text=True, input="hello\n", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("got hello\n") and 'pod "shout" deleted' in done.stdout
 
 
 def test_a_pod_whose_command_cannot_run_here_stays_simulated(core: Any) -> None:

@@ -11,7 +11,7 @@ import contextlib
 import json
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
@@ -158,8 +158,9 @@ async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, cont
                  protocols: tuple[str, ...]) -> web.StreamResponse:
     """Attach to the running container: what it writes from now on comes on stdout (the runtime keeps
     stdout and stderr in one log file), until it exits or the client leaves; then the Success
-    Status. Its stdin is not connected (containers start with it closed), so what the client sends is
-    dropped."""
+    Status. With `stdin=true`, what the client sends goes to the container's stdin when its spec has
+    `stdin: true` (else it is dropped, as nothing reads it); the client closing stdin (v5's close
+    signal, or leaving) closes it for good under `stdinOnce`."""
     local = runtime.pod(_uid(pod))
     process = local.processes.get(container) if local else None
     if process is None or process.poll() is not None:
@@ -168,7 +169,8 @@ async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, cont
     await ws.prepare(request)
     path = process.log_path
     offset = path.stat().st_size if path.exists() else 0
-    client = asyncio.ensure_future(drain(ws))
+    pipe = process.popen.stdin if request.query.get("stdin") in ("true", "1") else None
+    client = asyncio.ensure_future(_feed(ws, pipe, process.stdin_once) if pipe is not None else drain(ws))
     wants_stdout = request.query.get("stdout", "true") in ("true", "1")
     while True:
         exited = process.poll() is not None
@@ -183,6 +185,32 @@ async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, cont
     client.cancel()
     await finish(ws, 0, [])
     return ws
+
+
+async def _feed(ws: web.WebSocketResponse, pipe: IO[bytes], once: bool) -> None:
+    """Copy the client's stdin frames into the container's stdin pipe until the client closes stdin
+    (under stdinOnce that closes the pipe: the container sees end of file), then read on until the
+    client leaves: the attach goes on for the container's output."""
+    async for message in ws:
+        frame = frame_bytes(message)
+        if frame is None:
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                break
+            continue
+        if frame[0] == STDIN and frame[1:]:
+            with contextlib.suppress(OSError, ValueError):  # the container closed its stdin, or exited
+                await asyncio.to_thread(_write, pipe, frame[1:])
+        elif frame[0] == CLOSE and frame[1:2] == bytes([STDIN]):
+            break
+    if once:
+        with contextlib.suppress(OSError):
+            pipe.close()
+    await drain(ws)
+
+
+def _write(pipe: IO[bytes], data: bytes) -> None:
+    pipe.write(data)
+    pipe.flush()
 
 
 # ------------------------------------------------------------------------------------------ port-forward

@@ -477,7 +477,9 @@ class Kubelet(Controller):
         working_dir = container.get("workingDir")
         own_workdir = not is_local_image(str(container.get("image", "")), local_runtime.images)
         return local_runtime.start_container(local, str(container.get("name", "")), argv, env,
-                                             str(working_dir) if working_dir else None, own_workdir=own_workdir)
+                                             str(working_dir) if working_dir else None, own_workdir=own_workdir,
+                                             stdin=bool(container.get("stdin")),
+                                             stdin_once=bool(container.get("stdinOnce")))
 
     def _lookup(self, gvr: object) -> Callable[[str, str], JsonObj | None]:
         def find(namespace: str, name: str) -> JsonObj | None:
