@@ -28,7 +28,7 @@ def pod(name: str, **spec: Any) -> dict[str, Any]:
 
 def test_explain_names_the_missing_secret_and_its_keys(sandbox_factory: SandboxFactory) -> None:
     sb = sandbox_factory(nodes=[NODE], cluster=["scheduler", "kubelet"], time_factor=0.01)
-    core = kubernetes.client.CoreV1Api(sb.api_client())
+    core: Any = kubernetes.client.CoreV1Api(sb.api_client())
     core.create_namespaced_pod("default", pod("llama-finetune-env", container={"env": [
         {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]}))
     core.create_namespaced_pod("default", pod("llama-finetune-data", volumes=[

@@ -61,5 +61,6 @@ def test_a_selector_that_does_not_match_the_template_is_refused(sandbox_factory:
     c = clients_factory(sandbox_factory(cluster=WORKLOADS))
     with pytest.raises(ApiException) as refused:
         c.core.create_namespaced_replication_controller("default", rc("odd", 1, selector={"app": "other"}))
-    assert refused.value.status == 422 and "spec.template.metadata.labels" in refused.value.body
-    assert "`selector` does not match template `labels`" in refused.value.body
+    body = str(refused.value.body)
+    assert refused.value.status == 422 and "spec.template.metadata.labels" in body
+    assert "`selector` does not match template `labels`" in body
