@@ -4,7 +4,10 @@ kubelet's files are where a container finds them:
 
     /etc/hosts                                     the pod's hosts file (cluster DNS, `podspec.hosts_file`)
     /run/secrets/kubernetes.io/serviceaccount/     token, ca.crt, namespace (a tmpfs hides the host's /run)
-    /tmp                                           private to the pod
+    /tmp                                           private to the pod; where the sandbox's Python environment
+                                                   lives under /tmp (a checkout there), its directories are
+                                                   shown again at their own paths, as an image carries its files
+    /run                                           a tmpfs of the pod's own
     /run/kaiwo-ray/work                            the container's own working directory (`--local-commands`
                                                    pods without a workingDir)
 
@@ -50,9 +53,16 @@ def _die_with_sandbox() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def environment_under_tmp() -> bool:
-    """Whether the sandbox's Python environment (what a local image runs) lives under /tmp."""
-    return str(Path(sys.executable).parent).startswith("/tmp/")
+def environment_dirs_under_tmp() -> list[str]:
+    """The top-level directories under /tmp that hold the sandbox's Python environment (what a local image
+    runs): the virtual environment, its interpreter and every import path (an editable checkout's too)."""
+    candidates = [sys.prefix, sys.base_prefix, sys.executable, os.path.realpath(sys.executable), *sys.path]
+    found: set[str] = set()
+    for candidate in candidates:
+        parts = Path(os.path.abspath(candidate or "/")).parts
+        if len(parts) > 2 and parts[1] == "tmp":
+            found.add(f"/tmp/{parts[2]}")
+    return sorted(found)
 
 
 def image_path() -> str:
@@ -125,7 +135,7 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._stoppers: list[threading.Thread] = []
         self._tools = {name: shutil.which(name) or f"/usr/bin/{name}" for name in
-                       ("unshare", "nsenter", "sh", "mount", "mkdir", "hostname")}
+                       ("unshare", "nsenter", "sh", "mount", "mkdir", "rmdir", "hostname")}
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -247,23 +257,29 @@ class LocalRuntime:
         log_path = pod.root / "logs" / f"{container}.{restart}.log"
         own = own_workdir and not working_dir
         cwd = working_dir or (WORK_MOUNT if own else "/")
+        mount, mkdir = self._tools["mount"], self._tools["mkdir"]
         setup = [f"{self._tools['hostname']} {shlex.quote(pod.name[:63])}",
-                 f"{self._tools['mount']} --bind {shlex.quote(str(pod.hosts_path))} /etc/hosts"]
-        if pod.service_account is not None or own:
-            setup.append(f"{self._tools['mount']} -t tmpfs -o mode=755 tmpfs /run")
+                 f"{mount} --bind {shlex.quote(str(pod.hosts_path))} /etc/hosts",
+                 f"{mount} -t tmpfs -o mode=755 tmpfs /run"]
         if pod.service_account is not None:
-            setup += [f"{self._tools['mkdir']} -p {SA_MOUNT}",
-                      f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
+            setup += [f"{mkdir} -p {SA_MOUNT}",
+                      f"{mount} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
         if own:
             work = pod.root / "work" / container
             work.mkdir(parents=True, exist_ok=True)
-            setup += [f"{self._tools['mkdir']} -p {WORK_MOUNT}",
-                      f"{self._tools['mount']} --bind {shlex.quote(str(work))} {WORK_MOUNT}"]
-        # A private /tmp, unless the sandbox's own Python environment lives under /tmp (a checkout there):
-        # hiding it would hide `ray` and `python` too; the pod then gets its own TMPDIR instead.
-        private_tmp = not environment_under_tmp()
-        if private_tmp:
-            setup.append(f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
+            setup += [f"{mkdir} -p {WORK_MOUNT}", f"{mount} --bind {shlex.quote(str(work))} {WORK_MOUNT}"]
+        # A private /tmp. The environment's own directories under /tmp (a checkout there) are held on /run
+        # while the pod's /tmp is mounted, then shown again at their paths: hiding them would hide `ray`
+        # and `python` too, and a TMPDIR elsewhere would make Ray's socket paths longer than AF_UNIX allows.
+        kept = environment_dirs_under_tmp()
+        for index, path in enumerate(kept):
+            setup += [f"{mkdir} -p /run/.image/{index}", f"{mount} --bind {shlex.quote(path)} /run/.image/{index}"]
+        setup.append(f"{mount} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
+        for index, path in enumerate(kept):
+            setup += [f"{mkdir} -p {shlex.quote(path)}", f"{mount} --move /run/.image/{index} {shlex.quote(path)}"]
+        if kept:
+            setup.append(f"{self._tools['rmdir']} " + " ".join(f"/run/.image/{i}" for i in range(len(kept)))
+                         + " /run/.image")
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'
         command = [self.network.ip_binary, "netns", "exec", pod.iface.netns, self._tools["unshare"], "--uts",
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]
@@ -271,9 +287,8 @@ class LocalRuntime:
         # (~/.ray/auth_token, caches) must not leak into it.
         # GRPC_DNS_RESOLVER: the sandbox's cluster DNS is the hosts file, which gRPC's default c-ares
         # resolver never reads (it asks DNS servers only); Ray's GCS client resolves with gRPC.
-        tmp = "/tmp" if private_tmp else str(pod.root / "tmp")
-        full_env = {"PATH": image_path(), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native",
-                    **env}
+        full_env = {"PATH": image_path(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                    "GRPC_DNS_RESOLVER": "native", **env}
         with open(log_path, "ab") as log:
             popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
