@@ -7,6 +7,7 @@ Needs root (network namespaces)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -80,6 +81,12 @@ def test_exec_port_forward_and_probes_reach_a_python_http_server(core: Any) -> N
     resp.close_channel(0)  # v5: the end of stdin, the connection stays open for the rest
     resp.run_forever(timeout=20)
     assert not resp.is_open() and resp.returncode == 5 and resp.read_stderr() == "saved\n"
+    missing = stream(core.connect_get_namespaced_pod_exec, "web", "default", stdout=True, stderr=True, stdin=False,
+                     tty=False, command=["no-such-program"], _preload_content=False)
+    missing.run_forever(timeout=10)
+    status = json.loads(missing.read_channel(3))  # what a containerd node answers: the exec cannot start
+    assert (status["status"], status["reason"], status["code"]) == ("Failure", "InternalError", 500)
+    assert 'exec: "no-such-program": executable file not found in $PATH' in status["message"]
 
     forward = portforward(core.connect_get_namespaced_pod_portforward, "web", "default", ports="8080")
     sock = forward.socket(8080)

@@ -56,6 +56,16 @@ def frame_bytes(message: WSMessage) -> bytes | None:
     return None
 
 
+def exec_start_failure(program: str) -> JsonObj:
+    """The Status a containerd node's exec answers when the command cannot start (a program not on the
+    container's PATH): an InternalError, which kubectl prints as `error: Internal error occurred: ...`."""
+    cause = ("error executing command in container: failed to exec in container: failed to start exec: OCI "
+             f"runtime exec failed: exec failed: unable to start container process: exec: {json.dumps(program)}: "
+             "executable file not found in $PATH: unknown")
+    return {"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {cause}",
+            "reason": "InternalError", "details": {"causes": [{"message": cause}]}, "code": 500}
+
+
 async def drain(ws: web.WebSocketResponse) -> None:
     """Read the client's messages until it closes (what attach does with stdin it cannot deliver)."""
     async for message in ws:

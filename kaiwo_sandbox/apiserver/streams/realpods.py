@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import shutil
 import struct
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -16,7 +18,7 @@ from typing import IO, TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import drain, finish, frame_bytes, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import drain, exec_start_failure, finish, frame_bytes, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -105,6 +107,10 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
     ws = web.WebSocketResponse(protocols=protocols)
     await ws.prepare(request)
     protocol = ws.ws_protocol or ""
+    if not _startable(argv[0], env.get("PATH", "")):
+        await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_start_failure(argv[0])).encode())
+        await ws.close()
+        return ws
     try:
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdin=asyncio.subprocess.PIPE if wants_stdin else asyncio.subprocess.DEVNULL,
@@ -151,6 +157,16 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
             await feeder
     await finish(ws, code, argv)
     return ws
+
+
+def _startable(program: str, path: str) -> bool:
+    """Whether the container could exec `program`: found on its PATH, or an existing path. The container
+    sees this machine's files except its own /tmp and /run, which are taken on trust."""
+    if program.startswith(("/tmp/", "/run/")) or ("/" in program and not program.startswith("/")):
+        return True
+    if program.startswith("/"):
+        return os.access(program, os.X_OK)
+    return shutil.which(program, path=path) is not None
 
 
 # ------------------------------------------------------------------------------------------ attach
