@@ -64,3 +64,25 @@ def test_a_selector_that_does_not_match_the_template_is_refused(sandbox_factory:
     body = str(refused.value.body)
     assert refused.value.status == 422 and "spec.template.metadata.labels" in body
     assert "`selector` does not match template `labels`" in body
+
+
+def test_kubectl_lists_and_scales_replication_controllers(sandbox_factory: Any, clients_factory: Any,
+                                                          wait_for: Any, kubectl_bin: str) -> None:
+    import subprocess
+
+    sb = sandbox_factory(cluster=WORKLOADS)
+    c = clients_factory(sb)
+    c.core.create_namespaced_replication_controller("default", rc("api", 1))
+
+    def kubectl(*args: str) -> str:
+        done = subprocess.run([kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path), *args], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert kubectl("scale", "rc", "api", "--replicas=2") == "replicationcontroller/api scaled\n"
+    wait_for(lambda: len(running_pods(c, "api")) == 2, timeout=20, message="scaled by kubectl")
+    header, row = wait_for(lambda: (lambda lines: lines if lines[1].split()[1:4] == ["2", "2", "2"] else None)(
+        kubectl("get", "rc", "-o", "wide").splitlines()), timeout=20, message="the Table shows 2 ready")
+    assert header.split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+    assert row.split()[0] == "api" and row.split()[-3:] == ["web", "nginx:1.27", "app=api"]
