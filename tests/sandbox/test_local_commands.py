@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,6 +141,30 @@ def test_kubectl_run_interactive_pipes_stdin_through_attach(sandbox: RunningSand
                           capture_output=True, text=True, input="hello\n", timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("got hello\n") and 'pod "shout" deleted' in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed (make tools)")
+def test_kubectl_exec_and_port_forward_over_a_plain_spdy_upgrade(sandbox: RunningSandbox, core: Any) -> None:
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None
+    env = {**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path), "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
+           "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}  # as kubectl before 1.30 speaks
+    create(core, "spdy-web", "python:3.12", ["python3", "-m", "http.server", "8081"])
+    eventually(lambda: phase(core, "spdy-web") == "Running", timeout=30, interval=0.1, message="running")
+    done = subprocess.run([kubectl, "exec", "-i", "spdy-web", "--", "sh", "-c", "cat > hello.txt; pwd; exit 4"],
+                          env=env, capture_output=True, text=True, input="over spdy\n", timeout=60)
+    assert done.returncode == 4 and done.stdout == "/run/kaiwo-ray/work\n", done.stderr
+    forward = subprocess.Popen([kubectl, "port-forward", "pod/spdy-web", ":8081"], env=env, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        assert forward.stdout is not None
+        port = forward.stdout.readline().split("127.0.0.1:", 1)[1].split(" ", 1)[0]
+        body = eventually(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/hello.txt", timeout=10).read(),
+                          timeout=20, message="the file through the forwarded port")
+        assert body == b"over spdy\n"
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
 
 
 def test_a_pod_whose_command_cannot_run_here_stays_simulated(core: Any) -> None:

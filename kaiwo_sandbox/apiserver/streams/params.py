@@ -7,6 +7,7 @@ import json
 
 from aiohttp import WSMessage, WSMsgType, web
 
+from kaiwo_sandbox.apiserver.streams.upgrade import Channels
 from kaiwo_sandbox.contracts import ApiError, JsonObj
 
 ERROR_CHANNEL = 3  # the exec/attach channel that carries the final Status
@@ -66,14 +67,14 @@ def exec_start_failure(program: str) -> JsonObj:
             "reason": "InternalError", "details": {"causes": [{"message": cause}]}, "code": 500}
 
 
-async def drain(ws: web.WebSocketResponse) -> None:
+async def drain(ws: Channels) -> None:
     """Read the client's messages until it closes (what attach does with stdin it cannot deliver)."""
     async for message in ws:
         if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
             break
 
 
-async def finish(ws: web.WebSocketResponse, exit_code: int, argv: list[str]) -> None:
+async def finish(ws: Channels, exit_code: int, argv: list[str]) -> None:
     """End an exec or attach stream as the API server does: the Status on the error channel (v4/v5;
     older protocols only report a failure, as text), then a normal close."""
     if ws.closed:

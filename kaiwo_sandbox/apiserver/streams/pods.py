@@ -16,7 +16,8 @@ port a data channel 2i and an error channel 2i+1, each opened by the server with
 (uint16, little endian). A port a container declares answers as a tiny HTTP server describing the
 pod (or echoes non-HTTP bytes); any other port is refused on the error channel, as a real pod
 with nothing listening would be. kubectl's own port-forward tunnels SPDY/3.1 inside the websocket
-(`SPDY/3.1+portforward.k8s.io`): `streams/spdy.py` serves that.
+(`SPDY/3.1+portforward.k8s.io`): `streams/spdy.py` serves that. A plain SPDY/3.1 upgrade (older
+kubectl) reaches the same code through `streams/upgrade.py`, which makes SPDY look like a websocket.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import realpods as real_streams
-from kaiwo_sandbox.apiserver.streams import shell
+from kaiwo_sandbox.apiserver.streams import shell, upgrade
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
 from kaiwo_sandbox.apiserver.streams.params import drain, finish, forwarded_ports, frame_bytes, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
@@ -47,6 +48,12 @@ FOLLOW_POLL_SECONDS = 0.2  # how often a followed log looks at its container aga
 
 async def serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str,
                 local_runtime: LocalRuntime | None = None) -> web.StreamResponse:
+    answer = await _serve(store, request, namespace, name, sub, local_runtime)
+    return upgrade.response_of(answer)  # a SPDY stream's is its 101 response
+
+
+async def _serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str,
+                 local_runtime: LocalRuntime | None) -> upgrade.Answer:
     pod = store.get_ref(PODS, namespace, name)
     local = local_runtime.pod(str((pod.get("metadata") or {}).get("uid", ""))) if local_runtime else None
     if local is not None and local_runtime is not None:
@@ -55,9 +62,9 @@ async def serve(store: ObjectStore, request: web.Request, namespace: str, name: 
         return await _log(store, request, pod)
     if not (pod.get("spec") or {}).get("nodeName"):  # the API server's check, before it asks any kubelet
         raise ApiError.bad_request(f"pod {(pod.get('metadata') or {}).get('name', '')} does not have a host assigned")
-    if request.headers.get("Upgrade", "").lower() != "websocket":
+    if request.headers.get("Upgrade", "").lower() != "websocket" and not upgrade.wants_spdy(request):
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
-                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}) or a SPDY/3.1 one")
     if sub == "exec":
         return await _exec(request, pod)
     if sub == "attach":
@@ -66,7 +73,7 @@ async def serve(store: ObjectStore, request: web.Request, namespace: str, name: 
 
 
 async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, sub: str, runtime: LocalRuntime,
-                      local: LocalPod) -> web.StreamResponse:
+                      local: LocalPod) -> upgrade.Answer:
     """A pod whose containers are real processes: the same checks and protocols, the real streams."""
     query = request.query
     if sub == "log":
@@ -75,9 +82,9 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
         if query.get("previous") not in ("true", "1") and runtime.log_file(uid, container) is None:
             pod_log(pod, container)  # never started: the kubelet's waiting error (a crashed one has its last log)  # the kubelet's errors for a container that has not started
         return await real_streams.log(store, request, pod, runtime, container)
-    if request.headers.get("Upgrade", "").lower() != "websocket":
+    if request.headers.get("Upgrade", "").lower() != "websocket" and not upgrade.wants_spdy(request):
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
-                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}) or a SPDY/3.1 one")
     if sub == "exec":
         argv = query.getall("command", [])
         if not argv:
@@ -90,7 +97,7 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
     if (pod.get("status") or {}).get("phase") != "Running":
         raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered or upgrade.wants_spdy(request):
         return await real_streams.portforward_tunnel(request, pod, local)
     return await real_streams.portforward(request, pod, local, forwarded_ports(request), PORTFORWARD_PROTOCOLS)
 
@@ -197,7 +204,7 @@ async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.St
 
 
 # ------------------------------------------------------------------------------------------ exec
-async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _exec(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     query = request.query
     argv = query.getall("command", [])
     if not argv:
@@ -206,7 +213,7 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
     if "running" not in ((statuses.get(container) or {}).get("state") or {}):
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
-    ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS)
+    ws = upgrade.open_channels(request, EXEC_PROTOCOLS)
     await ws.prepare(request)
     protocol = ws.ws_protocol or ""
     wants_stdin = query.get("stdin") in ("true", "1")
@@ -248,13 +255,13 @@ def _running(pod: JsonObj | None, container: str, uid: str) -> bool:
     return "running" in ((statuses.get(container) or {}).get("state") or {})
 
 
-async def _attach(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _attach(store: ObjectStore, request: web.Request, pod: JsonObj) -> upgrade.Answer:
     container = _container_choice(pod, request.query.get("container"))
     meta = pod.get("metadata") or {}
     uid = str(meta.get("uid", ""))
     if not _running(pod, container, uid):
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
-    ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS)
+    ws = upgrade.open_channels(request, EXEC_PROTOCOLS)
     await ws.prepare(request)
     client = asyncio.ensure_future(drain(ws))  # stdin goes nowhere: no process reads it
     while not client.done():
@@ -292,9 +299,9 @@ def answer(pod: JsonObj, port: int, container: str, data: bytes) -> bytes:
     return data
 
 
-async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _portforward(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered or upgrade.wants_spdy(request):
         return await _portforward_tunnel(request, pod)
     ports = forwarded_ports(request)
     if (pod.get("status") or {}).get("phase") != "Running":
@@ -328,7 +335,7 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
 
 
 
-async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     """kubectl's port-forward: SPDY/3.1 inside the websocket (`streams/spdy.py`); the ports come in
     each stream's headers, not in the query."""
     if (pod.get("status") or {}).get("phase") != "Running":
@@ -344,7 +351,7 @@ async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamR
                 "connect: connection refused")
 
     session = spdy_tunnel.PortForwardSession(serve, refused)
-    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    ws = upgrade.open_tunnel(request)
     await ws.prepare(request)
     async for message in ws:
         if message.type == WSMsgType.BINARY:

@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
+from kaiwo_sandbox.apiserver.streams import upgrade
 from kaiwo_sandbox.apiserver.streams.params import drain, exec_start_failure, finish, frame_bytes, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
@@ -97,14 +98,14 @@ def _read(path: Path, offset: int = 0) -> bytes:
 
 # ------------------------------------------------------------------------------------------ exec
 async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str, argv: list[str],
-                protocols: tuple[str, ...]) -> web.StreamResponse:
+                protocols: tuple[str, ...]) -> upgrade.Answer:
     resolved = runtime.exec_command(_uid(pod), container, argv)
     if resolved is None:
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
     command, env, _cwd = resolved
     query = request.query
     wants_stdin = query.get("stdin") in ("true", "1")
-    ws = web.WebSocketResponse(protocols=protocols)
+    ws = upgrade.open_channels(request, protocols)
     await ws.prepare(request)
     protocol = ws.ws_protocol or ""
     if not _startable(argv[0], env.get("PATH", "")):
@@ -171,7 +172,7 @@ def _startable(program: str, path: str) -> bool:
 
 # ------------------------------------------------------------------------------------------ attach
 async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str,
-                 protocols: tuple[str, ...]) -> web.StreamResponse:
+                 protocols: tuple[str, ...]) -> upgrade.Answer:
     """Attach to the running container: what it writes from now on comes on stdout (the runtime keeps
     stdout and stderr in one log file), until it exits or the client leaves; then the Success
     Status. With `stdin=true`, what the client sends goes to the container's stdin when its spec has
@@ -181,7 +182,7 @@ async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, cont
     process = local.processes.get(container) if local else None
     if process is None or process.poll() is not None:
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
-    ws = web.WebSocketResponse(protocols=protocols)
+    ws = upgrade.open_channels(request, protocols)
     await ws.prepare(request)
     path = process.log_path
     offset = path.stat().st_size if path.exists() else 0
@@ -203,7 +204,7 @@ async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, cont
     return ws
 
 
-async def _feed(ws: web.WebSocketResponse, pipe: IO[bytes], once: bool) -> None:
+async def _feed(ws: upgrade.Channels, pipe: IO[bytes], once: bool) -> None:
     """Copy the client's stdin frames into the container's stdin pipe until the client closes stdin
     (under stdinOnce that closes the pipe: the container sees end of file), then read on until the
     client leaves: the attach goes on for the container's output."""
@@ -288,11 +289,11 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
     return ws
 
 
-async def portforward_tunnel(request: web.Request, pod: JsonObj, local: LocalPod) -> web.StreamResponse:
+async def portforward_tunnel(request: web.Request, pod: JsonObj, local: LocalPod) -> upgrade.Answer:
     """kubectl's port-forward (SPDY/3.1 in a websocket): one TCP connection to the pod per request id."""
     codec = spdy_tunnel.HeaderCodec()
     frames = spdy_tunnel.FrameReader()
-    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    ws = upgrade.open_tunnel(request)
     await ws.prepare(request)
     send_lock = asyncio.Lock()
     pending: dict[str, dict[str, int]] = {}  # requestid -> {"port", "error", "data"}

@@ -41,6 +41,13 @@ def make_pod(core: Any, name: str, command: list[str], *, gpus: dict[str, str] |
     eventually(lambda: core.read_namespaced_pod(name, "default").status.phase in ("Running", "Succeeded"), 30)
 
 
+def kubectl_env(sandbox: RunningSandbox, env: dict[str, str], *argv: str,
+                stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL is not None
+    return subprocess.run([KUBECTL, *argv], env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path), **env},
+                          capture_output=True, text=True, input=stdin, timeout=60)
+
+
 def kubectl(sandbox: RunningSandbox, *argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     assert KUBECTL is not None
     return subprocess.run([KUBECTL, *argv], env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path)},
@@ -55,6 +62,20 @@ def test_kubectl_logs_show_what_the_entrypoint_printed(sandbox: RunningSandbox, 
     assert "hi from the pod\nline two\n" in done.stdout
     tail = kubectl(sandbox, "logs", "printer", "--tail=2")
     assert tail.stdout.splitlines()[0] == "line two" and len(tail.stdout.splitlines()) == 2
+
+
+@needs_kubectl
+def test_kubectl_exec_and_attach_over_a_plain_spdy_upgrade(sandbox: RunningSandbox, core: Any) -> None:
+    """kubectl before 1.30 (here: with its websockets switched off) upgrades to SPDY/3.1 itself."""
+    make_pod(core, "spdy", ["sh", "-c", "sleep 60"])  # 3 s of real time
+    spdy = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false"}
+    done = kubectl_env(sandbox, spdy, "exec", "spdy", "-v=6", "--", "sh", "-c", "echo one; echo two; exit 3")
+    assert "101 Switching Protocols" in done.stderr  # the upgrade, not a websocket
+    assert done.returncode == 3 and done.stdout == "one\ntwo\n"
+    piped = kubectl_env(sandbox, spdy, "exec", "-i", "spdy", "--", "sh", "-c", "cat | wc -l", stdin="a\nb\nc\n")
+    assert piped.returncode == 0 and piped.stdout.strip() == "3"
+    attached = kubectl_env(sandbox, spdy, "attach", "spdy")  # until the container stops
+    assert attached.returncode == 0, attached.stderr
 
 
 @needs_kubectl
@@ -231,14 +252,17 @@ def test_amd_tools_count_the_pods_gpus() -> None:
 
 
 @needs_kubectl
-def test_kubectl_port_forward_through_the_spdy_tunnel(sandbox: RunningSandbox, core: Any) -> None:
+@pytest.mark.parametrize("websockets", ["true", "false"])  # SPDY inside a websocket, or a plain SPDY/3.1 upgrade
+def test_kubectl_port_forward_through_the_spdy_tunnel(sandbox: RunningSandbox, core: Any, websockets: str) -> None:
     import re
     import urllib.request
 
-    make_pod(core, "site", ["sleep", "infinity"], ports=[8080])
+    make_pod(core, f"site-{websockets}", ["sleep", "infinity"], ports=[8080])
     assert KUBECTL is not None
-    forward = subprocess.Popen([KUBECTL, "port-forward", "pod/site", ":8080", ":9000", "--address", "127.0.0.1"],
-                               env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path)},
+    forward = subprocess.Popen([KUBECTL, "port-forward", f"pod/site-{websockets}", ":8080", ":9000", "--address",
+                                "127.0.0.1"],
+                               env={**os.environ, "KUBECONFIG": str(sandbox.kubeconfig_path),
+                                    "KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert forward.stdout is not None
@@ -248,7 +272,7 @@ def test_kubectl_port_forward_through_the_spdy_tunnel(sandbox: RunningSandbox, c
         assert set(ports) == {8080, 9000}, lines
         for path in ("/one", "/two"):  # a new pair of SPDY streams per connection
             body = urllib.request.urlopen(f"http://127.0.0.1:{ports[8080]}{path}", timeout=20).read()
-            assert f'"path": "{path}"'.encode() in body and b'"pod": "site"' in body
+            assert f'"path": "{path}"'.encode() in body and f'"pod": "site-{websockets}"'.encode() in body
         with pytest.raises(OSError):
             urllib.request.urlopen(f"http://127.0.0.1:{ports[9000]}/", timeout=20).read()
     finally:
