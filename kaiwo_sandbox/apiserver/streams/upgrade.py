@@ -204,6 +204,7 @@ class SpdyChannels:
         await self._tunnel.close()
         if self._reader is not None:
             self._reader.cancel()
+        self._inbox.put_nowait(_CLOSED)  # whoever still reads stdin learns the connection is gone
 
     def __aiter__(self) -> AsyncIterator[WSMessage]:
         return self._messages()

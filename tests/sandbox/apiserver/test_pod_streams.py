@@ -220,6 +220,14 @@ def test_streams_to_a_pod_without_a_node_are_refused_as_the_api_server_does(sand
         assert "pod nowhere does not have a host assigned" in str(refused.value)  # the 400 Status, as the client wraps it
 
 
+def test_a_spdy_upgrade_without_a_common_protocol_is_refused(sandbox: RunningSandbox, core: Any) -> None:
+    make_pod(core, "picky", ["sleep", "infinity"])
+    status, _, body = sandbox.http("POST", "/api/v1/namespaces/default/pods/picky/exec?command=ls&stdout=true",
+                                   headers={"Connection": "Upgrade", "Upgrade": "SPDY/3.1",
+                                            "X-Stream-Protocol-Version": "v9.channel.k8s.io"})
+    assert status == 403 and b"unable to upgrade: unable to negotiate protocol" in body
+
+
 def test_a_non_websocket_exec_names_the_protocols(sandbox: RunningSandbox, core: Any) -> None:
     make_pod(core, "plain", ["sleep", "infinity"])
     status, _, body = sandbox.http("POST", "/api/v1/namespaces/default/pods/plain/exec?command=ls")
