@@ -8,6 +8,8 @@ kubelet's files are where a container finds them:
                                                    lives under /tmp (a checkout there), its directories are
                                                    shown again at their own paths, as an image carries its files
     /run                                           a tmpfs of the pod's own
+    /run/kaiwo-ray/work                            the container's own working directory (`--local-commands`
+                                                   pods without a workingDir)
 
 Everything else of the file system is this machine's, with the sandbox's Python environment first on
 PATH: that is what a "local image" is. stdout and stderr go to one log file per container start.
@@ -30,9 +32,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.runtime.network import PodInterface, PodNetwork, kill_namespace
+from kaiwo_sandbox.runtime.podspec import container_argv, is_local_image, local_command, runs_locally
 
 SA_MOUNT = "/run/secrets/kubernetes.io/serviceaccount"
+WORK_MOUNT = "/run/kaiwo-ray/work"  # under the container's own /run: visible to it and to exec alike
 TokenMinter = Callable[[str, str], str]  # (namespace, service account) -> bearer token
 
 
@@ -75,6 +80,7 @@ class ContainerProcess:
     cwd: str
     started_monotonic: float = field(default_factory=time.monotonic)
     stop_requested: bool = False
+    stdin_once: bool = False  # `stdinOnce`: the first attach that closes stdin closes it for good
 
     def poll(self) -> int | None:
         code = self.popen.poll()
@@ -108,12 +114,17 @@ class LocalPod:
         return self.root / "hosts"
 
 
+def _available(program: str) -> bool:
+    return shutil.which(program, path=image_path()) is not None
+
+
 class LocalRuntime:
     """Starts and stops the real pods of one sandbox. Thread-safe where the API server's streams and
     the kubelet meet (logs, exec)."""
 
-    def __init__(self, images: Iterable[str], root: Path) -> None:
+    def __init__(self, images: Iterable[str], root: Path, *, commands: bool = False) -> None:
         self.images = frozenset(images)
+        self.commands = commands  # `--local-commands`: pods whose commands run on this machine run for real
         self.root = root
         self.network: PodNetwork | None = None
         self.api_host = ""
@@ -150,6 +161,17 @@ class LocalRuntime:
             self.network = None
 
     # -- queries ----------------------------------------------------------------------------------
+    def runs(self, pod: JsonObj) -> bool:
+        """Whether `pod` runs as real processes here (`podspec.runs_locally`)."""
+        return runs_locally(pod, self.images, self.commands, _available)
+
+    def argv(self, container: JsonObj) -> list[str]:
+        """What starts `container`: its command as written for a local image, else the command
+        `--local-commands` runs it with (`podspec.local_command`)."""
+        if is_local_image(str(container.get("image", "")), self.images) or not self.commands:
+            return container_argv(container)
+        return local_command(container, _available) or container_argv(container)
+
     def pod(self, uid: str) -> LocalPod | None:
         with self._lock:
             return self._pods.get(uid)
@@ -177,8 +199,12 @@ class LocalRuntime:
         process = pod.processes.get(container) if pod else None
         if pod is None or process is None or process.poll() is not None:
             return None
+        # nsenter opens a --wd path before it enters the mount namespace: a directory only the container
+        # sees (its own WORK_MOUNT) is taken from the container's process instead (`--wd` bare), where
+        # the start script's `cd` left it.
+        wd = "--wd" if process.cwd == WORK_MOUNT else "--wd=" + process.cwd
         command = [self._tools["nsenter"], "--target", str(process.popen.pid), "--net", "--mount", "--uts",
-                   "--wd=" + process.cwd, "--", *argv]
+                   wd, "--", *argv]
         return command, dict(process.env), process.cwd
 
     # -- pods -------------------------------------------------------------------------------------
@@ -221,11 +247,16 @@ class LocalRuntime:
         pod.hosts_text = text
 
     def start_container(self, pod: LocalPod, container: str, argv: list[str], env: dict[str, str],
-                        working_dir: str | None) -> ContainerProcess:
+                        working_dir: str | None, *, own_workdir: bool = False, stdin: bool = False,
+                        stdin_once: bool = False) -> ContainerProcess:
+        """Start one container. `own_workdir`: without a workingDir it starts in a directory of its own
+        (WORK_MOUNT, kept across its restarts) instead of `/`. `stdin`: its stdin is a pipe an attach
+        writes to (`stdin: true` in its spec), else it is closed."""
         assert self.network is not None
         restart = len(pod.logs.get(container) or [])
         log_path = pod.root / "logs" / f"{container}.{restart}.log"
-        cwd = working_dir or "/"
+        own = own_workdir and not working_dir
+        cwd = working_dir or (WORK_MOUNT if own else "/")
         mount, mkdir = self._tools["mount"], self._tools["mkdir"]
         setup = [f"{self._tools['hostname']} {shlex.quote(pod.name[:63])}",
                  f"{mount} --bind {shlex.quote(str(pod.hosts_path))} /etc/hosts",
@@ -233,6 +264,10 @@ class LocalRuntime:
         if pod.service_account is not None:
             setup += [f"{mkdir} -p {SA_MOUNT}",
                       f"{mount} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
+        if own:
+            work = pod.root / "work" / container
+            work.mkdir(parents=True, exist_ok=True)
+            setup += [f"{mkdir} -p {WORK_MOUNT}", f"{mount} --bind {shlex.quote(str(work))} {WORK_MOUNT}"]
         # A private /tmp. The environment's own directories under /tmp (a checkout there) are held on /run
         # while the pod's /tmp is mounted, then shown again at their paths: hiding them would hide `ray`
         # and `python` too, and a TMPDIR elsewhere would make Ray's socket paths longer than AF_UNIX allows.
@@ -255,10 +290,11 @@ class LocalRuntime:
         full_env = {"PATH": image_path(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                     "GRPC_DNS_RESOLVER": "native", **env}
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                      env=full_env, start_new_session=True, preexec_fn=_die_with_sandbox)
         pod.logs.setdefault(container, []).append(log_path)
-        process = ContainerProcess(container, popen, log_path, full_env, cwd)
+        process = ContainerProcess(container, popen, log_path, full_env, cwd, stdin_once=stdin_once)
         pod.processes[container] = process
         return process
 

@@ -10,12 +10,12 @@ from kaiwo_sandbox.semantics.qos import qos_class
 
 # Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
 GENERATION_RESOURCES = frozenset({
-    ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
+    ("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"), ("scheduling.k8s.io", "priorityclasses"),
 })
 # Built-in kinds whose PrepareForCreate resets .status (Nodes keep theirs: the kubelet registers with it).
 STATUS_RESET_ON_CREATE = frozenset({
-    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"),
+    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"), ("", "replicationcontrollers"),
     ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 })
@@ -52,6 +52,8 @@ def prepare_create(info: ResourceInfo, obj: JsonObj) -> None:
         # clients (the `kubernetes` package's V1DaemonSetStatus) require them.
         obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
                          "numberReady": 0}
+    elif gr in (("", "replicationcontrollers"), ("apps", "replicasets")):
+        obj["status"] = {"replicas": 0}  # not omitempty either: typed clients require it
     elif gr == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
     elif gr == (CRDS.group, CRDS.resource):

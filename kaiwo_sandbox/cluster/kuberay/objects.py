@@ -170,13 +170,14 @@ def ray_probes(node_type: str, crd: str) -> tuple[JsonObj, JsonObj]:
     command = _wget_health(2, AGENT_PORT, "api/local_raylet_healthz")
     if node_type == "head":
         command += " && " + _wget_health(10, DASHBOARD_PORT, "api/gcs_healthz")
-    liveness = {"exec": {"command": ["bash", "-c", command]}, "initialDelaySeconds": 30, "timeoutSeconds": 2,
-                "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 120}
-    readiness = {"exec": {"command": ["bash", "-c", command]}, "initialDelaySeconds": 10, "timeoutSeconds": 2,
-                 "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 10}
+    ready_command, ready_failures = command, 10
     if node_type == "worker" and crd == "RayService":
-        readiness["exec"]["command"] = ["bash", "-c", command + " && " + _wget_health(10, SERVE_PORT, "-/healthz")]
-        readiness["failureThreshold"] = 1
+        ready_command, ready_failures = command + " && " + _wget_health(10, SERVE_PORT, "-/healthz"), 1
+    liveness: JsonObj = {"exec": {"command": ["bash", "-c", command]}, "initialDelaySeconds": 30,
+                         "timeoutSeconds": 2, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 120}
+    readiness: JsonObj = {"exec": {"command": ["bash", "-c", ready_command]}, "initialDelaySeconds": 10,
+                          "timeoutSeconds": 2, "periodSeconds": 5, "successThreshold": 1,
+                          "failureThreshold": ready_failures}
     return readiness, liveness
 
 

@@ -302,6 +302,20 @@ def _default_replicaset(obj: JsonObj) -> None:
     _default_template(obj)
 
 
+def _default_replicationcontroller(obj: JsonObj) -> None:
+    """As the v1 defaulter: an empty selector and empty object labels take the template's labels."""
+    _default_replicaset(obj)
+    spec = _dict(obj, "spec")
+    template = spec.get("template")
+    template_labels = ((template.get("metadata") or {}).get("labels") or {}) if isinstance(template, dict) else {}
+    if template_labels and isinstance(template_labels, dict):
+        if not spec.get("selector"):
+            spec["selector"] = dict(template_labels)
+        meta = _dict(obj, "metadata")
+        if not meta.get("labels"):
+            meta["labels"] = dict(template_labels)
+
+
 def _default_statefulset(obj: JsonObj) -> None:
     spec = _dict(obj, "spec")
     spec.setdefault("replicas", 1)
@@ -470,7 +484,7 @@ def _default_event(obj: JsonObj) -> None:
 _DEFAULTERS: dict[tuple[str, str], Callable[[JsonObj], None]] = {
     ("", "Pod"): _default_pod,
     ("", "PodTemplate"): lambda o: default_pod_spec(_dict(_dict(o, "template"), "spec")),
-    ("", "ReplicationController"): _default_replicaset,
+    ("", "ReplicationController"): _default_replicationcontroller,
     ("", "Service"): _default_service,
     ("", "PersistentVolumeClaim"): _default_pvc_object,
     ("", "Namespace"): _default_namespace,
