@@ -4,6 +4,7 @@ reads them, the Status an exec's error channel carries, and how an exec or attac
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 from aiohttp import WSMessage, WSMsgType, web
 
@@ -55,6 +56,18 @@ def frame_bytes(message: WSMessage) -> bytes | None:
     if message.type == WSMsgType.TEXT and message.data:
         return str(message.data).encode()
     return None
+
+
+async def client_frames(ws: Channels) -> AsyncIterator[tuple[int, bytes]]:
+    """The client's channel frames as (channel, data), until it closes the connection or it breaks;
+    anything that is not a frame (a ping, an empty message) is passed over."""
+    async for message in ws:
+        frame = frame_bytes(message)
+        if frame is None:
+            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
+                return
+            continue
+        yield frame[0], frame[1:]
 
 
 def exec_start_failure(program: str) -> JsonObj:

@@ -32,7 +32,7 @@ from aiohttp import WSMsgType, web
 from kaiwo_sandbox.apiserver.streams import realpods as real_streams
 from kaiwo_sandbox.apiserver.streams import shell, upgrade
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import drain, finish, forwarded_ports, frame_bytes, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import client_frames, drain, finish, forwarded_ports, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -219,13 +219,7 @@ async def _exec(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     wants_stdin = query.get("stdin") in ("true", "1")
     stdin = b""
     if wants_stdin:
-        async for message in ws:
-            frame = frame_bytes(message)
-            if frame is None:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = frame[0], frame[1:]
+        async for channel, data in client_frames(ws):
             if channel == STDIN:
                 stdin += data
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:  # Ctrl-D on a TTY without v5
@@ -314,13 +308,7 @@ async def _portforward(request: web.Request, pod: JsonObj) -> upgrade.Answer:
         await ws.send_bytes(bytes([2 * index]) + opening)
         await ws.send_bytes(bytes([2 * index + 1]) + opening)
     uid = (pod.get("metadata") or {}).get("uid", "")
-    async for message in ws:
-        frame = frame_bytes(message)
-        if frame is None:
-            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                break
-            continue
-        channel, data = frame[0], frame[1:]
+    async for channel, data in client_frames(ws):
         if channel % 2 or channel // 2 >= len(ports) or not data:
             continue
         port = ports[channel // 2]

@@ -19,7 +19,13 @@ from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
 from kaiwo_sandbox.apiserver.streams import upgrade
-from kaiwo_sandbox.apiserver.streams.params import drain, exec_start_failure, finish, frame_bytes, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import (
+    client_frames,
+    drain,
+    exec_start_failure,
+    finish,
+    tail_lines,
+)
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -131,13 +137,7 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
 
     async def feed() -> None:
         assert process.stdin is not None
-        async for message in ws:
-            frame = frame_bytes(message)
-            if frame is None:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = frame[0], frame[1:]
+        async for channel, data in client_frames(ws):
             if channel == STDIN and data:
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:
                     process.stdin.write(data.split(b"\x04", 1)[0])
@@ -208,16 +208,11 @@ async def _feed(ws: upgrade.Channels, pipe: IO[bytes], once: bool) -> None:
     """Copy the client's stdin frames into the container's stdin pipe until the client closes stdin
     (under stdinOnce that closes the pipe: the container sees end of file), then read on until the
     client leaves: the attach goes on for the container's output."""
-    async for message in ws:
-        frame = frame_bytes(message)
-        if frame is None:
-            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                break
-            continue
-        if frame[0] == STDIN and frame[1:]:
+    async for channel, data in client_frames(ws):
+        if channel == STDIN and data:
             with contextlib.suppress(OSError, ValueError):  # the container closed its stdin, or exited
-                await asyncio.to_thread(_write, pipe, frame[1:])
-        elif frame[0] == CLOSE and frame[1:2] == bytes([STDIN]):
+                await asyncio.to_thread(_write, pipe, data)
+        elif channel == CLOSE and data[:1] == bytes([STDIN]):
             break
     if once:
         with contextlib.suppress(OSError):
@@ -270,13 +265,7 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
         await ws.close()
         return ws
     try:
-        async for message in ws:
-            frame = frame_bytes(message)
-            if frame is None:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = frame[0], frame[1:]
+        async for channel, data in client_frames(ws):
             target = writers.get(channel // 2)
             if channel % 2 == 0 and target is not None and data:
                 target.write(data)
