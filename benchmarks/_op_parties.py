@@ -41,8 +41,8 @@ from _op_measure import (
     writes_by_resource,
 )
 from _op_peers import Peer, check_writes
-from _op_processes import operator_process, peer_process
-from _sandbox import sandbox_process
+from _op_processes import OperatorProcess, operator_process, peer_process
+from _sandbox import SandboxProcess, sandbox_process
 from _watcher import job_watcher
 
 
@@ -50,54 +50,23 @@ from _watcher import job_watcher
 def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts: int = 1) -> Iterator[Party]:
     """kaiwo-ray on its sandbox: the backlog drain, writes per CR, cold starts to a quiet resync and RSS
     printed; yields the operator that runs the latency slices, then prints their figures at `report`."""
-    crs = scale.crs
     result = Result("kaiwo-ray")
     with sandbox_process(users=("kaiwo-ray", "loader")) as sandbox, \
             operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as first, \
             operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as second:
         setup_cluster_objects(sandbox.kubeconfigs["admin"], [NAMESPACE])
         loader = Loader(sandbox.kubeconfigs["loader"], NAMESPACE)
-        backlog = [f"live-{i}" for i in range(crs)]
+        backlog = [f"live-{i}" for i in range(scale.crs)]
         out(seed(sandbox, scale, backlog))
         with job_watcher(sandbox.kubeconfigs["admin"], NAMESPACE) as seen:
             first.wait_imported()
             second.wait_imported()
-            since = time.time()
-            drain(sandbox, first, seen, backlog, max(110.0, crs / 20), result)
-            drained = first.ask("drain", timeout=900)
-            result.first_job = job_fingerprint(sandbox.kubeconfigs["admin"], backlog[0])
-            writes = writes_by_resource(sandbox, "kaiwo-ray", since)
-            first.stop()
-            out(f"kaiwojob_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
-                f"(start -> last child Job observed; CPU per CR: operator {result.cpu_ms_per_cr:.2f} ms, sandbox "
-                f"{result.sandbox_cpu_ms_per_cr:.2f} ms; caches synced in {first.synced_s:.2f} s; queue idle at "
-                f"{drained['drained_s']:.2f} s after {drained['reconciles']} reconciles, "
-                f"{drained['errors']} errors, {drained['retries']} retries; results {drained['results']})")
-            out(f"kaiwojob_writes_per_cr_to_pending: {sum(writes.values()) / crs:.2f} writes "
-                f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))})")
-            since = time.time()
-            second.start()
-            drained = second.ask("drain", timeout=900)
-            health = second.ask("health")
-            starts = [(drained["drained_s"], second.synced_s)]
-            for _ in range(cold_starts - 1):  # more cold starts of fresh processes: this figure is noisy
-                with operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as again:
-                    again.start()
-                    starts.append((again.ask("drain", timeout=900)["drained_s"], again.synced_s))
-            writes = writes_by_resource(sandbox, "kaiwo-ray", since)
-            resync_s = statistics.median(s for s, _ in starts)
-            verdict = " MISSED" if resync_s > TARGET_RESYNC_S or writes else ""
-            each = f"; each: {', '.join(f'{s:.2f} s (synced {c:.2f} s)' for s, c in starts)}" if len(starts) > 1 else ""
-            out(f"kaiwojob_quiet_resync_{crs}: {resync_s:.2f} s (target <= {TARGET_RESYNC_S:.0f} s "
-                f"with 0 writes; cold start of a second operator to its queue drained and idle"
-                f"{f', median of {len(starts)}' if len(starts) > 1 else ''}: caches synced {second.synced_s:.2f} s, "
-                f"{drained['reconciles']} reconciles, "
-                f"{sum(writes.values())} writes{': ' + str(dict(writes)) if writes else ''}; the process's "
-                f"imports before that: {second.imports_s:.1f} s{each}){verdict}")
+            _kaiwo_backlog(sandbox, first, seen, backlog, result)
+            health = _kaiwo_resync(sandbox, second, scale.crs, workers, cold_starts)
             result.rss_mb = health["rss_mb"]
             verdict = " MISSED" if result.rss_mb > TARGET_RSS_MB else ""
             cached = {k: v for k, v in health["cached"].items() if v}
-            out(f"kaiwojob_controller_rss_{crs}_crs: {result.rss_mb:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB; "
+            out(f"kaiwojob_controller_rss_{scale.crs}_crs: {result.rss_mb:.0f} MB (target <= {TARGET_RSS_MB:.0f} MB; "
                 f"whole operator process, cached: {cached}){verdict}")
             out(f"  (the operator's garbage-collector pauses from its start to the resync drained: "
                 f"{gc_pauses_line(health['gc_pauses'])})")
@@ -110,50 +79,102 @@ def kaiwo_party(scale: Scale, floor_watch: str, workers: int | None, cold_starts
             spies = py_spy({"sandbox": sandbox.process.pid, "operator": second.process.pid})
 
             def report() -> None:
-                assert result.lat20 is not None and result.lat100 is not None
                 stop_py_spy(spies)
-                health = second.ask("health")
-                out(f"  (kaiwo-ray after the latency runs: {health['connections_opened']} API connections opened "
-                    f"since the start, {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
-                    f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, relists "
-                    f"{ {k: v for k, v in health['relists'].items() if v > 1} or 'none after the first'}, sandbox "
-                    f"RSS {sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency "
-                    f"runs: {gc_pauses_line(health['gc_pauses'])})")
-                out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
-                    f"{gc_pauses_line(sandbox.gc_pauses())})")
-                floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
-                out(lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
-                out(lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
-                out(lat_line("create_to_child", result.lat100, 100, 50, None, ""))
-                out(lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
-                out(spells_line(result.lat100, sandbox))
-                out(waits_line("kaiwo-ray", result.lat100, sandbox, second.process.pid))
-                if os.environ.get("BENCH_SAMPLE"):
-                    spells = result.lat100.slow_spells(TARGET_P99_100_MS)
-                    if spells:
-                        first = min(result.lat100.at)
-                        worst = [(first + spells[0][0] - 0.1, first + spells[0][0] + spells[0][1])]
-                        whole = result.lat100.spans()
-                        out(stacks_line("its sandbox", sandbox.stacks(worst), sandbox.stacks(whole)))
-                        out(stacks_line("the operator", second.ask("stacks", worst), second.ask("stacks", whole)))
-                if os.environ.get("BENCH_STALLS"):
-                    first_100 = min(result.lat100.at, default=0.0)
-                    out(stalls_line("the operator", health["stalls"], first_100))
-                    out(stalls_line("its sandbox", sandbox.stalls(), first_100))
-                out(segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
-                for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
-                    out(overlaps_line(sandbox, lat, rate, "kaiwo-ray", "create jobs"))
-                since = min(result.lat20.at, default=0.0) - 1.0
-                created = sandbox.ask("requests", "loader", since).get("create kaiwojobs", 0) or 1
-                asked = sandbox.ask("requests", "kaiwo-ray", since)
-                per_cr = ", ".join(f"{k}: {v / created:.2f}" for k, v in sorted(asked.items()) if v / created >= 0.005)
-                out(f"  (the operator's API requests per KaiwoJob created during the latency runs, its watches "
-                    f"aside: {per_cr}; reconciles per KaiwoJob: "
-                    f"{(health['reconciles'] - reconciles_before) / created:.2f})")
+                _kaiwo_report(result, sandbox, second, floor_watch, reconciles_before)
 
             yield Party(result, sandbox, "kaiwo-ray", "create jobs",
                         lambda rate, seconds, prefix, warm: latency(loader, seen, prefix, rate, seconds, warm),
                         lambda: second.ask("drain"), report)
+
+
+def _kaiwo_backlog(sandbox: SandboxProcess, first: OperatorProcess, seen: Any, backlog: list[str],
+                   result: Result) -> None:
+    """The first operator drains the backlog; its drain and writes per CR to PENDING printed."""
+    crs = len(backlog)
+    since = time.time()
+    drain(sandbox, first, seen, backlog, max(110.0, crs / 20), result)
+    drained = first.ask("drain", timeout=900)
+    result.first_job = job_fingerprint(sandbox.kubeconfigs["admin"], backlog[0])
+    writes = writes_by_resource(sandbox, "kaiwo-ray", since)
+    first.stop()
+    out(f"kaiwojob_backlog_drain: {result.drain_s:.2f} s for {crs} CRs = {result.throughput:.0f} CR/s "
+        f"(start -> last child Job observed; CPU per CR: operator {result.cpu_ms_per_cr:.2f} ms, sandbox "
+        f"{result.sandbox_cpu_ms_per_cr:.2f} ms; caches synced in {first.synced_s:.2f} s; queue idle at "
+        f"{drained['drained_s']:.2f} s after {drained['reconciles']} reconciles, "
+        f"{drained['errors']} errors, {drained['retries']} retries; results {drained['results']})")
+    out(f"kaiwojob_writes_per_cr_to_pending: {sum(writes.values()) / crs:.2f} writes "
+        f"({', '.join(f'{k}: {v / crs:.2f}' for k, v in sorted(writes.items()))})")
+
+
+def _kaiwo_resync(sandbox: SandboxProcess, second: OperatorProcess, crs: int, workers: int | None,
+                  cold_starts: int) -> dict[str, Any]:
+    """A second operator's cold start to a quiet resync of the drained backlog (and `cold_starts` - 1
+    more, each in a fresh process), printed; returns the second operator's health once it is idle."""
+    since = time.time()
+    second.start()
+    drained = second.ask("drain", timeout=900)
+    health: dict[str, Any] = second.ask("health")
+    starts = [(drained["drained_s"], second.synced_s)]
+    for _ in range(cold_starts - 1):  # more cold starts of fresh processes: this figure is noisy
+        with operator_process(sandbox.kubeconfigs["kaiwo-ray"], workers) as again:
+            again.start()
+            starts.append((again.ask("drain", timeout=900)["drained_s"], again.synced_s))
+    writes = writes_by_resource(sandbox, "kaiwo-ray", since)
+    resync_s = statistics.median(s for s, _ in starts)
+    verdict = " MISSED" if resync_s > TARGET_RESYNC_S or writes else ""
+    each = f"; each: {', '.join(f'{s:.2f} s (synced {c:.2f} s)' for s, c in starts)}" if len(starts) > 1 else ""
+    out(f"kaiwojob_quiet_resync_{crs}: {resync_s:.2f} s (target <= {TARGET_RESYNC_S:.0f} s "
+        f"with 0 writes; cold start of a second operator to its queue drained and idle"
+        f"{f', median of {len(starts)}' if len(starts) > 1 else ''}: caches synced {second.synced_s:.2f} s, "
+        f"{drained['reconciles']} reconciles, "
+        f"{sum(writes.values())} writes{': ' + str(dict(writes)) if writes else ''}; the process's "
+        f"imports before that: {second.imports_s:.1f} s{each}){verdict}")
+    return health
+
+
+def _kaiwo_report(result: Result, sandbox: SandboxProcess, operator: OperatorProcess, floor_watch: str,
+                  reconciles_before: int) -> None:
+    """kaiwo-ray's figures once every latency slice ran: its health, the latency percentiles against
+    their targets, the slow spells, where the time went and its requests per KaiwoJob."""
+    assert result.lat20 is not None and result.lat100 is not None
+    health = operator.ask("health")
+    out(f"  (kaiwo-ray after the latency runs: {health['connections_opened']} API connections opened "
+        f"since the start, {health['cached'].get('kaiwojobs')} KaiwoJobs cached, RSS "
+        f"{health['rss_mb']:.0f} MB, {health['errors']} reconcile errors, relists "
+        f"{ {k: v for k, v in health['relists'].items() if v > 1} or 'none after the first'}, sandbox "
+        f"RSS {sandbox.rss_mb():.0f} MB; the operator's garbage-collector pauses during the latency "
+        f"runs: {gc_pauses_line(health['gc_pauses'])})")
+    out(f"  (the sandbox's garbage-collector pauses during the latency runs: "
+        f"{gc_pauses_line(sandbox.gc_pauses())})")
+    floor = f"; sandbox floor watch {floor_watch}" if floor_watch else ""
+    out(lat_line("create_to_child", result.lat20, 20, 50, TARGET_P50_20_MS, floor))
+    out(lat_line("create_to_child", result.lat20, 20, 99, TARGET_P99_20_MS, ""))
+    out(lat_line("create_to_child", result.lat100, 100, 50, None, ""))
+    out(lat_line("create_to_child", result.lat100, 100, 99, TARGET_P99_100_MS, ""))
+    out(spells_line(result.lat100, sandbox))
+    out(waits_line("kaiwo-ray", result.lat100, sandbox, operator.process.pid))
+    if os.environ.get("BENCH_SAMPLE"):
+        spells = result.lat100.slow_spells(TARGET_P99_100_MS)
+        if spells:
+            first = min(result.lat100.at)
+            worst = [(first + spells[0][0] - 0.1, first + spells[0][0] + spells[0][1])]
+            whole = result.lat100.spans()
+            out(stacks_line("its sandbox", sandbox.stacks(worst), sandbox.stacks(whole)))
+            out(stacks_line("the operator", operator.ask("stacks", worst), operator.ask("stacks", whole)))
+    if os.environ.get("BENCH_STALLS"):
+        first_100 = min(result.lat100.at, default=0.0)
+        out(stalls_line("the operator", health["stalls"], first_100))
+        out(stalls_line("its sandbox", sandbox.stalls(), first_100))
+    out(segments_line(sandbox, result.lat100, "kaiwo-ray", "create jobs"))
+    for lat, rate in ((result.lat20, 20), (result.lat100, 100)):
+        out(overlaps_line(sandbox, lat, rate, "kaiwo-ray", "create jobs"))
+    since = min(result.lat20.at, default=0.0) - 1.0
+    created = sandbox.ask("requests", "loader", since).get("create kaiwojobs", 0) or 1
+    asked = sandbox.ask("requests", "kaiwo-ray", since)
+    per_cr = ", ".join(f"{k}: {v / created:.2f}" for k, v in sorted(asked.items()) if v / created >= 0.005)
+    out(f"  (the operator's API requests per KaiwoJob created during the latency runs, its watches "
+        f"aside: {per_cr}; reconciles per KaiwoJob: "
+        f"{(health['reconciles'] - reconciles_before) / created:.2f})")
 
 
 @contextmanager
