@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from _common import deployed_loop
+from _runtime import deployed_loop
 from peers.same_work import PENDING_EVENT, children_of, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec

@@ -27,7 +27,7 @@ import threading
 from typing import Any
 
 import kopf
-from _common import deployed_loop
+from _runtime import deployed_loop
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.jsonobj import JsonObj
