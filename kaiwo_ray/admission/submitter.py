@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_ray.admission.review import JsonObj, pointer
+from kaiwo_ray.admission.review import pointer
+from kaiwo_ray.api.jsonobj import JsonObj
 
 SUBMITTED_BY = "kaiwo.silogen.ai/submitted-by"
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.telemetry import charging
@@ -35,7 +36,6 @@ from kaiwo_ray.telemetry.ledger_store import LedgerConflict, LedgerStore
 from kaiwo_ray.telemetry.sources import CompactSample
 
 log = logging.getLogger(__name__)
-JsonObj = dict[str, Any]
 TRUE = ("true", "1", "yes")
 INDEX_SECONDS = 5.0  # how stale a workload's owner, user or queue may be in the ledger
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.telemetry.ledger import Owner, Reclaim, reclaimed_seconds
 
-JsonObj = dict[str, Any]
 SUBMITTED_BY = "kaiwo.silogen.ai/submitted-by"
 LABEL_USER = "kaiwo.silogen.ai/user"
 LABEL_RUN_ID = "kaiwo.silogen.ai/run-id"
