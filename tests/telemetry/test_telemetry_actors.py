@@ -84,6 +84,13 @@ def test_one_sandbox_actor_reports_every_simulated_gpu_node(sandbox: RunningSand
     answer = asyncio.run(source.readings([("telemetry", "busy", ""), ("telemetry", "idle", "")]))
     assert {pod: [u.utilization for u in uses] for (_, pod), uses in answer.items()} == {"busy": [80.0],
                                                                                         "idle": [0.0]}
+    # the GPU ledger's way in (docs/accounting.md): AggregatorFeed reads every node's latest sample, compacted
+    from kaiwo_ray.telemetry.sources import AggregatorFeed
+
+    compact = asyncio.run(AggregatorFeed(ray_namespace=fleet.namespace).node_samples())
+    held = {(ns, pod): util for _, _, _, gpus in compact for _, _, util, refs in gpus for ns, pod, _ in refs}
+    assert held == {("telemetry", "busy"): 80.0, ("telemetry", "idle"): 0.0}
+    assert {node for node, _, _, _ in compact} == nodes
     (sample,) = [s for s in families["kaiwo_gpu_utilization_percent"] if s.labels["pod"] == "busy"]
 
     def recent() -> list[float]:
