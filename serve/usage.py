@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES
 from kaiwo_ray.telemetry.ledger import Ledger, Owner, Reclaim, RowKey
 from kaiwo_ray.telemetry.ledger_store import LABEL, split
@@ -160,7 +161,11 @@ async def get_usage(
         message = "must be after since"
         raise ApiError(422, f"query.until: {message}", causes=[StatusCause(field="query.until", message=message)])
     state = admin(request)
-    view = await reader(state).get()
+    try:
+        view = await reader(state).get()
+    except KubeError as err:  # the admin API's identity may not read the ledger's ConfigMaps, say
+        raise ApiError(503, f"the GPU ledger (ConfigMaps labelled {LABEL} in {state.settings.ledger_namespace}) "
+                            f"cannot be read: {err}") from None
     present = {o.namespace for o in view.owners.values()}
     namespaces = await visible_ledger_namespaces(request, state, present)
     width = view.bucket_seconds

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,9 @@ from kaiwo_ray.kube.errors import NotFound
 from kaiwo_ray.kube.resources import CONFIGMAPS
 from kaiwo_ray.telemetry.ledger import Ledger
 
+log = logging.getLogger(__name__)
 HEAD = "kaiwo-gpu-ledger"
+HEAD_WARN_BYTES = 900 * 1024
 LABEL = "kaiwo.silogen.ai/gpu-ledger"
 DATA_KEY = "ledger.json.gz"
 DAY = 86_400
@@ -109,9 +112,12 @@ class LedgerStore:
         body = _configmap(HEAD, self.namespace, state, "head", self.head_rv or None)
         from kaiwo_ray.kube.errors import Conflict
 
+        size = len(body["binaryData"][DATA_KEY])
+        if size > HEAD_WARN_BYTES:
+            log.warning("the GPU ledger's head is %d KiB, near the API server's 1 MiB object limit", size // 1024)
         try:
             if self.head_rv:
-                written = await self.client.replace(CONFIGMAPS, body)
+                written = await self._update(body)
             else:
                 written = await self.client.create(CONFIGMAPS, body, self.namespace)
         except Conflict as err:  # AlreadyExists included: a head we never read
@@ -121,6 +127,14 @@ class LedgerStore:
         if days:
             ledger.drop_before(open_from)
             ledger.prune_owners()
+
+    async def _update(self, body: dict[str, Any]) -> Any:
+        """A merge patch carrying the resourceVersion read: the API server refuses it (409) when the object
+        changed since, as it would a PUT; the operator's ClusterRole grants `patch` on ConfigMaps, not
+        `update`."""
+        meta = body["metadata"]
+        return await self.client.patch(CONFIGMAPS, meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"]},
+                                                                 "binaryData": body["binaryData"]}, self.namespace)
 
     async def _seal(self, day: int, state: dict[str, Any], generation: int) -> None:
         name = day_name(day)
@@ -138,7 +152,7 @@ class LedgerStore:
             state = slice_state(merged, day, day + DAY)
             state["generations"] = [*(old.get("generations") or []), generation]
             rv = str((existing.get("metadata") or {}).get("resourceVersion") or "")
-            await self.client.replace(CONFIGMAPS, _configmap(name, self.namespace, state, "day", rv))
+            await self._update(_configmap(name, self.namespace, state, "day", rv))
         else:
             state["generations"] = [generation]
             await self.client.create(CONFIGMAPS, _configmap(name, self.namespace, state, "day", None), self.namespace)

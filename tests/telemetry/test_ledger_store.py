@@ -123,6 +123,12 @@ def test_a_writer_with_a_stale_head_is_refused(sb: RunningSandbox) -> None:
             await first.save(a, time.time())
             with pytest.raises(LedgerConflict):
                 await second.save(b, time.time())  # it read the head before `first` wrote it
+            third, c = LedgerStore(client, NS), Ledger()
+            await third.load(c)  # reads the head `first` wrote ...
+            await first.save(a, time.time())  # ... which `first` writes again
+            with pytest.raises(LedgerConflict):
+                await third.save(c, time.time())  # a patch with the resourceVersion it read: refused
+            await first.save(a, time.time())  # the writer that read last keeps writing
         finally:
             await client.close()
 
