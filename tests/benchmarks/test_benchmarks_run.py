@@ -48,3 +48,14 @@ def test_the_timings_benchmark_runs() -> None:
     for line in ("runner_slice_overrun_worst:", "event_emit_six_worst:", "event_backlog_span_vs_one_sender_worst:",
                  "transport_malformed_exchange_worst:"):
         assert line in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_accounting_benchmark_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "accounting.py"), "--nodes", "20", "--ticks", "2",
+                           "--workloads", "200", "--users", "10", "--days", "3", "--repeats", "3"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in ("ledger CPU, 20 nodes x 8 GPUs at 1 Hz:", "usage query by user, p99:",
+                 "ledger on disk per day of history"):
+        assert line in done.stdout, done.stdout
