@@ -109,6 +109,8 @@ class AccountingController(Controller):
         self._pod_uids: dict[str, JsonObj] = {}
         self._queues: dict[tuple[str, str], str] = {}
         self._owners: dict[tuple[str, str, str], Owner] = {}
+        self._gpus_held: dict[str, tuple[int, str]] = {}  # owner key -> (GPUs, vendor) when last seen holding
+        self._booked_at = float("-inf")
 
     def watches(self) -> list[Watch]:
         return [Watch(R.PODS), Watch(R.KAIWOJOBS), Watch(R.KAIWOSERVICES), Watch(R.GPUWORKLOADS),
@@ -175,8 +177,11 @@ class AccountingController(Controller):
         if ledger is None:
             return
         samples = await self.feed.node_samples()
+        moment = time.monotonic()
+        if moment - self._booked_at >= INDEX_SECONDS:  # early ends are booked at their own time, not ours
+            self._booked_at = moment
+            self.book_reclaims(ledger)
         self.account(ledger, samples)
-        self.book_reclaims(ledger)
         ledger.advance(time.time() if now is None else now, self._pod_alive)
         self.ticks += 1
 
@@ -206,6 +211,12 @@ class AccountingController(Controller):
                     holders.append(Holder(owner.key, vendor_of(vendor), model, utilization, 1.0 / len(refs),
                                           f"{namespace}/{pod}" if pod else ""))
             ledger.observe(node, timestamp, holders, error=unreadable)
+            held: dict[str, list[Any]] = {}
+            for holder in holders:
+                entry = held.setdefault(holder.owner, [0.0, holder.vendor])
+                entry[0] += holder.share
+            for owner_key, (gpus, vendor) in held.items():  # what an early end releases, kept after it
+                self._gpus_held[owner_key] = (round(gpus), vendor)
 
     def _reindex(self, moment: float) -> None:
         """Lookups rebuilt every INDEX_SECONDS (and the owners resolved through them forgotten), so a
@@ -245,6 +256,8 @@ class AccountingController(Controller):
 
     def book_reclaims(self, ledger: Ledger) -> None:
         horizon = self.settings.reclaim_horizon
+        for owner_key in [k for k in self._gpus_held if k not in ledger.owners]:
+            del self._gpus_held[owner_key]  # sealed away
         kaiwo = {str((o.get("metadata") or {}).get("uid") or ""): o
                  for res in (R.KAIWOJOBS, R.KAIWOSERVICES) for o in self.caches[res]}
         for tracker in self.caches[R.GPUWORKLOADS]:
@@ -266,11 +279,13 @@ class AccountingController(Controller):
                                                     preemption=True)
                 ledger.book(reclaim)
         for uid, obj in kaiwo.items():
-            if (uid, charging.MONITORING) in ledger.reclaims:
+            conditions = (obj.get("status") or {}).get("conditions") or ()
+            if not any(c.get("type") == "WorkloadTerminatedEarly" for c in conditions) \
+                    or (uid, charging.MONITORING) in ledger.reclaims:
                 continue
-            held = [h for c in ledger.nodes.values() for h in c.holders if h.owner == uid]
-            gpus = round(sum(h.share for h in held)) or int((obj.get("spec") or {}).get("gpus") or 0)
-            vendor = held[0].vendor if held else vendor_of(str((obj.get("spec") or {}).get("gpuVendor") or "amd"))
+            spec = obj.get("spec") or {}
+            gpus, vendor = self._gpus_held.get(uid) or (int(spec.get("gpus") or 0),
+                                                        vendor_of(str(spec.get("gpuVendor") or "amd")))
             reclaim = charging.monitor_reclaim(obj, gpus, vendor, horizon)
             if reclaim is not None:
                 ledger.book(reclaim)
