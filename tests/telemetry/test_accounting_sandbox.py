@@ -160,8 +160,9 @@ class PodTimeline:
         from datetime import datetime
 
         while not self._stop.is_set() and not self.finished:
+            asked = time.time()
             code, _, body = self.sb.http("GET", self.path)
-            now = time.time()
+            now = (asked + time.time()) / 2  # when the API server answered, as near as the client can tell
             pods = json.loads(body).get("items") or [] if code == 200 else []
             status = (pods[0].get("status") or {}) if pods else {}
             if pods and pods[0]["spec"].get("nodeName") and not self.bound:
