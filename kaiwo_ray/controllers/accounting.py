@@ -111,6 +111,8 @@ class AccountingController(Controller):
         self._owners: dict[tuple[str, str, str], Owner] = {}
         self._gpus_held: dict[str, tuple[int, str]] = {}  # owner key -> (GPUs, vendor) when last seen holding
         self._booked_at = float("-inf")
+        self._provisional: dict[tuple[str, str, str], str] = {}  # pods charged to themselves until cached
+        self._rekeys: list[tuple[str, str]] = []
 
     def watches(self) -> list[Watch]:
         return [Watch(R.PODS), Watch(R.KAIWOJOBS), Watch(R.KAIWOSERVICES), Watch(R.GPUWORKLOADS),
@@ -210,6 +212,9 @@ class AccountingController(Controller):
                     ledger.owners[owner.key] = owner  # latest wins: a queue or annotation may change
                     holders.append(Holder(owner.key, vendor_of(vendor), model, utilization, 1.0 / len(refs),
                                           f"{namespace}/{pod}" if pod else ""))
+            for earlier, owner_key in self._rekeys:
+                ledger.rekey(earlier, owner_key)
+            self._rekeys.clear()
             ledger.observe(node, timestamp, holders, error=unreadable)
             held: dict[str, list[Any]] = {}
             for holder in holders:
@@ -241,8 +246,11 @@ class AccountingController(Controller):
         pod = self.caches[R.PODS].get(namespace, name) if name else None
         if pod is None and uid:
             pod = self._pod_uids.get(uid)
-        if pod is None:  # gone from the cache already (or not there yet): charged to the pod itself
-            return Owner(key=uid or f"pod:{namespace}/{name}", namespace=namespace, kind="Pod", name=name)
+        if pod is None:  # not in the cache yet (or gone already): charged to the pod, until it is known
+            provisional = Owner(key=uid or f"pod:{namespace}/{name}", namespace=namespace, kind="Pod", name=name)
+            if len(self._provisional) < 100_000:
+                self._provisional[key] = provisional.key
+            return provisional
 
         def get(kind: str, ns: str, obj_name: str) -> JsonObj | None:
             res = KINDS.get(kind)
@@ -252,6 +260,9 @@ class AccountingController(Controller):
                                  tracker_for_pod=lambda ns, pod_name: self._trackers.get((ns, pod_name)), get=get,
                                  local_queues=self._queues)
         self._owners[key] = owner
+        earlier = self._provisional.pop(key, None)
+        if earlier is not None and earlier != owner.key:
+            self._rekeys.append((earlier, owner.key))  # its first seconds move to its workload
         return owner
 
     def book_reclaims(self, ledger: Ledger) -> None:

@@ -27,7 +27,7 @@ Reclaimed time (GPU preemption, resource monitoring) is booked, not integrated: 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 FIELDS = ("allocated", "used", "idle", "unknown")
@@ -143,6 +143,20 @@ class Ledger:
                     continue
                 self._accrue(cursor.holders, cursor.until, now, False)
                 cursor.until = now
+
+    def rekey(self, old: str, new: str) -> None:
+        """What was charged to `old` (a pod seen before the cache knew it) belongs to `new` (its workload)."""
+        if old == new:
+            return
+        for key in [k for k in self.rows if k[1] == old]:
+            values = self.rows.pop(key)
+            row = self.rows.setdefault((key[0], new, key[2], key[3]), [0.0, 0.0, 0.0, 0.0])
+            for i in range(4):
+                row[i] += values[i]
+        for cursor in self.nodes.values():
+            if any(h.owner == old for h in cursor.holders):
+                cursor.holders = tuple(replace(h, owner=new) if h.owner == old else h for h in cursor.holders)
+        self.owners.pop(old, None)
 
     def prune_owners(self) -> None:
         """Forget owners no row, holder or reclaim names (sealed days keep their own)."""

@@ -225,3 +225,14 @@ def test_a_silent_node_stops_charging_a_pod_that_is_gone_and_is_forgotten() -> N
     ledger.owners["gone"] = Owner("gone")
     ledger.prune_owners()
     assert set(ledger.owners) == {"w"}
+
+
+def test_a_pod_charged_before_its_workload_was_known_moves_to_it() -> None:
+    ledger = Ledger()
+    ledger.owners["pod-uid"] = Owner("pod-uid", "ns", "Pod", "p")
+    for t in (0, 1, 2):
+        ledger.observe("n", T0 + t, [Holder("pod-uid", "amd", "m", 50.0)])
+    ledger.rekey("pod-uid", "job-uid")
+    ledger.observe("n", T0 + 3, [Holder("job-uid", "amd", "m", 50.0)])
+    assert {k[1] for k in ledger.rows} == {"job-uid"} and "pod-uid" not in ledger.owners
+    assert totals(ledger) == pytest.approx([3, 1.5, 0, 0])
