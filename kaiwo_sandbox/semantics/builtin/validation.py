@@ -33,6 +33,7 @@ from kaiwo_sandbox.semantics.builtin.pods import (
     validate_pod,
     validate_pod_spec,
 )
+from kaiwo_sandbox.semantics.builtin.apiservices import VALIDATORS as APISERVICE_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.rbac import VALIDATORS as RBAC_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.webhooks import VALIDATORS as WEBHOOK_VALIDATORS
 from kaiwo_sandbox.semantics.metadata import (
@@ -626,6 +627,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
 
 _VALIDATORS.update(RBAC_VALIDATORS)
 _VALIDATORS.update(WEBHOOK_VALIDATORS)
+_VALIDATORS.update(APISERVICE_VALIDATORS)
 
 
 def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -> list[JsonObj]:
