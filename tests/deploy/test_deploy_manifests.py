@@ -40,7 +40,8 @@ def test_everything_lands_in_kaiwo_system_or_kube_system(rendered: list[dict[str
     namespaces = {o["metadata"].get("namespace") for o in rendered}
     assert namespaces == {None, "kaiwo-system", "kube-system"}
     assert {o["metadata"]["name"] for o in rendered if o["metadata"].get("namespace") == "kube-system"} == {
-        "kaiwo-scheduler", "kaiwo-scheduler-config", "kaiwo-scheduler-extension-apiserver-authentication-reader"}
+        "kaiwo-scheduler", "kaiwo-scheduler-config", "kaiwo-scheduler-extension-apiserver-authentication-reader",
+        "kaiwo-ray-admin-api-auth-reader"}
 
 
 def _overlay(tmp_path: Path, components: list[str]) -> Path:
