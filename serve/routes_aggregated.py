@@ -21,9 +21,9 @@ from kaiwo_ray.views.explain import Explanation
 from kaiwo_ray.views.queues import PendingWorkload, cluster_queue_views
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS
 from serve import workload_summaries as ws
-from serve.errors import ApiError
+from serve.errors import READ, ApiError, error_responses
 from serve.listing import BadToken, Filters, RowKey
-from serve.models import EventList, WorkloadGpuList
+from serve.models import EventList, WorkloadGpuList, WorkloadPlural
 from serve.routes_workloads import (
     BY_KIND,
     _rows,
@@ -177,7 +177,8 @@ def _flag(value: str | None) -> bool:
 
 
 @router.get(f"{PREFIX}/{ws.RESOURCE}", summary="List WorkloadSummaries in every namespace the user may list",
-            responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"}})
+            responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"},
+                       **error_responses(400, 401, 403, 410, 422)})
 async def list_all(
     request: Request,
     labelSelector: str | None = None,
@@ -193,7 +194,8 @@ async def list_all(
 
 
 @router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}", summary="List WorkloadSummaries of a namespace",
-            responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"}})
+            responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"},
+                       **error_responses(400, 401, 403, 410, 422)})
 async def list_namespaced(
     request: Request,
     namespace: str,
@@ -217,7 +219,9 @@ def _workload_of(namespace: str, name: str) -> tuple[Resource, str]:
     return BY_KIND[kind], workload
 
 
-@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}", summary="Get one WorkloadSummary")
+@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}", summary="Get one WorkloadSummary",
+            responses={200: {"description": "a WorkloadSummary, or a meta.k8s.io/v1 Table"},
+                       **error_responses(400, 401, 403, 404, 422)})
 async def get_summary(request: Request, namespace: str, name: str, includeObject: str | None = None) -> Response:
     from serve.auth import Access
     from serve.routes_workloads import GROUP
@@ -235,23 +239,23 @@ async def get_summary(request: Request, namespace: str, name: str, includeObject
     return _answer(request, objects[0], objects, _include(includeObject))
 
 
-@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/explain", response_model=Explanation,
+@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/explain", response_model=Explanation, responses=READ,
             summary="Why the workload is (not) running: the same as /api/v1/.../explain")
 async def summary_explain(request: Request, namespace: str, name: str) -> Response:
     res, workload = _workload_of(namespace, name)
-    return await explain_workload(request, namespace, res.plural, workload)
+    return await explain_workload(request, namespace, WorkloadPlural(res.plural), workload)
 
 
-@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/events", response_model=EventList,
+@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/events", response_model=EventList, responses=READ,
             summary="The workload's events: the same as /api/v1/.../events")
 async def summary_events(request: Request, namespace: str, name: str) -> EventList:
     res, workload = _workload_of(namespace, name)
-    return await workload_events(request, namespace, res.plural, workload)
+    return await workload_events(request, namespace, WorkloadPlural(res.plural), workload)
 
 
-@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/gpus", response_model=WorkloadGpuList,
+@router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/gpus", response_model=WorkloadGpuList, responses=READ,
             summary="Per-GPU telemetry of the workload's pods: the same as /api/v1/.../gpus")
 async def summary_gpus(request: Request, namespace: str, name: str) -> WorkloadGpuList:
     res, workload = _workload_of(namespace, name)
-    return await workload_gpus(request, namespace, res.plural, workload)
+    return await workload_gpus(request, namespace, WorkloadPlural(res.plural), workload)
 
