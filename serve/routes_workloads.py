@@ -17,7 +17,7 @@ from kaiwo_ray.kube.resources import EVENTS, KAIWOJOBS, KAIWOSERVICES, PODS, Res
 from kaiwo_ray.views._objects import meta, status
 from kaiwo_ray.views.explain import Explanation, collect_world, explain
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS, summarize, workload_kind
-from serve.auth import Access
+from serve.auth import Access, User, impersonation
 from serve.errors import READ, ApiError, error_responses, invalid_manifest
 from serve.listing import BadToken, Filters, WorkloadRows
 from serve.models import (
@@ -263,6 +263,20 @@ async def workload_logs(
 
 
 # -- writes ------------------------------------------------------------------------------------------
+# Made as the user (serve/auth.py `impersonation`): the API server checks the user's RBAC and admission
+# sees, audits and records them (fieldManager names them: managedFields show who wrote).
+
+
+def as_user(state: AdminState, user: User) -> list[tuple[str, str]]:
+    """Impersonation headers for a write, where callers are authenticated (not with `--admin-auth none`,
+    whose anonymous admin is no identity the cluster knows: the admin API's own writes then)."""
+    return impersonation(user) if state.auth.enabled else []
+
+
+def field_manager(user: User) -> str:
+    """The fieldManager of a write made for `user` (at most 128 characters, as the API server allows)."""
+    return f"kaiwo-admin-api:{user.name}"[:128]
+
 
 
 def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
@@ -319,10 +333,11 @@ async def submit_workload(request: Request, namespace: str | None = None, dryRun
     if not name and not metadata.get("generateName"):
         raise ApiError(422, "metadata.name: required", kind=str(kind), causes=_cause("metadata.name", "required"))
     res = BY_KIND[str(kind)]
-    await require(request, Access("create", res.plural, GROUP, target))
+    user = await require(request, Access("create", res.plural, GROUP, target))
     state = admin(request)
-    path = res.path(target) + ("?dryRun=All" if dryRun else "")
-    created = await state.client.request("POST", path, body=doc)
+    query = {"fieldManager": field_manager(user), **({"dryRun": "All"} if dryRun else {})}
+    created = await state.client.request("POST", res.path(target), body=doc, query=query,
+                                         headers=as_user(state, user))
     return SubmitResult(kind=str(kind), namespace=target, name=str(meta(created).get("name") or name),
                         uid=str(meta(created).get("uid") or ""), created=not dryRun)
 
@@ -331,7 +346,11 @@ async def submit_workload(request: Request, namespace: str | None = None, dryRun
                responses=error_responses(401, 403, 404, 409, 422, 502, 503))
 async def delete_workload(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> DeleteResult:
     res = _resource(plural)
-    await require(request, Access("delete", res.plural, GROUP, namespace, name=name))
-    obj = admin(request).cache.get(res, namespace, name)
-    await admin(request).client.delete(res, name, namespace, uid=str(meta(obj).get("uid")) if obj else None)
+    user = await require(request, Access("delete", res.plural, GROUP, namespace, name=name))
+    state = admin(request)
+    obj = state.cache.get(res, namespace, name)
+    options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    if obj:  # never delete a same-named successor
+        options["preconditions"] = {"uid": str(meta(obj).get("uid"))}
+    await state.client.request("DELETE", res.path(namespace, name), body=options, headers=as_user(state, user))
     return DeleteResult(kind=res.kind, namespace=namespace, name=name)

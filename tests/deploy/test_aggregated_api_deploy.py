@@ -54,3 +54,13 @@ def test_viewers_may_read_the_group_and_nothing_more(rendered: list[dict[str, An
     labels = role["metadata"]["labels"]
     assert all(labels[f"rbac.authorization.k8s.io/aggregate-to-{r}"] == "true" for r in ("view", "edit", "admin"))
     assert [(r["apiGroups"], sorted(r["verbs"])) for r in role["rules"]] == [([GROUP], ["get", "list", "watch"])]
+
+
+def test_the_admin_apis_role_reads_workloads_and_impersonates_instead_of_writing(
+        rendered: list[dict[str, Any]]) -> None:
+    role = find(rendered, "ClusterRole", "kaiwo-ray-admin-api")
+    kaiwo = [r for r in role["rules"] if "kaiwo.silogen.ai" in r["apiGroups"]]
+    assert kaiwo and all(set(r["verbs"]) <= {"get", "list", "watch"} for r in kaiwo)
+    impersonate = [r for r in role["rules"] if "impersonate" in r["verbs"]]
+    assert impersonate == [{"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"],
+                            "verbs": ["impersonate"]}]

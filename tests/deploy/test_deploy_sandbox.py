@@ -99,6 +99,12 @@ def test_reapplying_changes_nothing(kubectl: Kubectl) -> None:
     ("get", "secrets", "team", False),
     ("delete", "nodes", "", False),
     ("create", "clusterroles.rbac.authorization.k8s.io", "", False),
+    # the admin API writes workloads as the caller (impersonation), never as itself (GPU preemption's
+    # role, on the same account, deletes workloads it preempts: test_gpu_preemption_rbac.py)
+    ("create", "kaiwojobs.kaiwo.silogen.ai", "team", False),
+    ("create", "kaiwoservices.kaiwo.silogen.ai", "team", False),
+    ("impersonate", "users", "", True),
+    ("create", "subjectaccessreviews.authorization.k8s.io", "", True),
 ])
 def test_the_service_account_may_do_what_the_operator_needs(kubectl: Kubectl, verb: str, resource: str,
                                                             namespace: str, allowed: bool) -> None:
