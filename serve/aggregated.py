@@ -37,7 +37,8 @@ def tls_extension(ssl_object: ssl.SSLObject | None) -> dict[str, Any] | None:
     peer = ssl_object.getpeercert()
     if not peer:  # None: no certificate; {}: not verified (cannot happen with CERT_OPTIONAL)
         return None
-    common_name = next((value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"), "")
+    subject: Any = peer.get("subject", ())  # ((("commonName", "front-proxy-client"),), ...)
+    common_name = next((str(pair[1]) for rdn in subject for pair in rdn if pair[0] == "commonName"), "")
     return {"client_cert_common_name": common_name, "client_cert_name": f"CN={common_name}"}
 
 
@@ -51,7 +52,7 @@ class _PeerCertProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         if self._tls is not None:
-            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[typeddict-unknown-key]
+            self.scope["extensions"] = {"tls": self._tls}  # type: ignore[dict-item]  # ASGI's TLS extension
 
 
 class _Listener(uvicorn.Server):

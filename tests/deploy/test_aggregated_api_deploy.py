@@ -16,7 +16,8 @@ SERVICE_ACCOUNT = {"kind": "ServiceAccount", "name": "kaiwo-ray", "namespace": "
 
 def _head(rendered: list[dict[str, Any]]) -> dict[str, Any]:
     head: dict[str, Any] = find(rendered, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]
-    return head["template"]["spec"]["containers"][0]
+    container: dict[str, Any] = head["template"]["spec"]["containers"][0]
+    return container
 
 
 def test_the_apiservice_leads_to_the_heads_listener(rendered: list[dict[str, Any]]) -> None:

@@ -18,7 +18,16 @@ import httpx
 import kubernetes
 import pytest
 from admin_support import RunningApp, free_port, kaiwojob, serve_app
-from aggregation_support import APISERVICE, APISERVICES, GROUP, VERSION, apiservice, available, expose, register
+from aggregation_support import (
+    APISERVICE,
+    APISERVICES,
+    GROUP,
+    VERSION,
+    apiservice,
+    available,
+    expose,
+    register,
+)
 
 from kaiwo_sandbox.apiserver.aggregation import certs
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
@@ -50,7 +59,7 @@ WORKLOADS_RULE = {"apiGroups": [KAIWO], "resources": ["kaiwojobs", "kaiwoservice
 def world() -> Iterator[tuple[RunningSandbox, RunningApp, int]]:
     """team-a and team-b with two KaiwoJobs each; alice may see team-a's workloads and summaries, bob
     team-a's summaries but not its workloads; the admin API registered as the group's backend."""
-    with start_sandbox(nodes=[], authorization="rbac") as sb:
+    with start_sandbox(nodes=[], authorization="RBAC") as sb:
         for ns in ("team-a", "team-b"):
             assert sb.http("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                           "metadata": {"name": ns}})[0] == 201
@@ -145,9 +154,10 @@ def test_the_kubernetes_client_reaches_the_group_with_a_users_token(world: tuple
     try:
         api = kubernetes.client.CustomObjectsApi(client)
         listed = api.list_namespaced_custom_object(GROUP, VERSION, "team-a", "workloadsummaries")
+        assert isinstance(listed, dict)
         assert [i["metadata"]["name"] for i in listed["items"]] == ["job.one", "job.two"]
         one = api.get_namespaced_custom_object(GROUP, VERSION, "team-a", "workloadsummaries", "job.one")
-        assert one["workload"] == {"apiVersion": f"{KAIWO}/v1alpha1", "kind": "KaiwoJob", "name": "one"}
+        assert isinstance(one, dict) and one["workload"] == {"apiVersion": f"{KAIWO}/v1alpha1", "kind": "KaiwoJob", "name": "one"}
         with pytest.raises(kubernetes.client.ApiException) as refused:
             api.list_namespaced_custom_object(GROUP, VERSION, "team-b", "workloadsummaries")
         assert refused.value.status == 403
@@ -190,7 +200,7 @@ def test_kubectl_watch_shows_a_new_workload(world: tuple[RunningSandbox, Running
 
 def test_forged_identity_headers_sent_straight_to_the_backend_are_refused(
         world: tuple[RunningSandbox, RunningApp, int], tmp_path: Path) -> None:
-    sb, app, port = world
+    _, app, port = world
     forged = {"X-Remote-User": "kaiwo-admin", "X-Remote-Group": "system:masters"}
     path = f"{PREFIX}/namespaces/team-b/workloadsummaries"
     with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=False, timeout=30) as no_certificate:
@@ -206,11 +216,11 @@ def test_forged_identity_headers_sent_straight_to_the_backend_are_refused(
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     context.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
-    with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=context, timeout=30) as intruder:
-        # the server refuses the certificate in the handshake (under TLS 1.3 the client learns it on its
-        # first read: the server closes without an answer)
-        with pytest.raises((httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError)):
-            intruder.get(path, headers=forged)
+    # the server refuses the certificate in the handshake (under TLS 1.3 the client learns it on its first
+    # read: the server closes without an answer)
+    with (httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=context, timeout=30) as intruder,
+          pytest.raises((httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError))):
+        intruder.get(path, headers=forged)
 
 
 def test_an_unavailable_backend_is_503_with_its_condition_saying_why(world: tuple[RunningSandbox, RunningApp, int],
@@ -232,8 +242,11 @@ def test_an_unavailable_backend_is_503_with_its_condition_saying_why(world: tupl
         assert GROUP in groups and "broken.example.com" in groups
         # a Service whose endpoint does not listen: the discovery check fails with the dial error
         expose(sb, "kaiwo-system", "missing", free_port())
-        condition = eventually(lambda: (c := available(sb, name)).get("reason") == "FailedDiscoveryCheck" and c,
-                               30, "FailedDiscoveryCheck")
+        def failed_check() -> dict[str, Any] | None:
+            found = available(sb, name)
+            return found if found.get("reason") == "FailedDiscoveryCheck" else None
+
+        condition = eventually(failed_check, 30, "FailedDiscoveryCheck")
         assert "connect: connection refused" in condition["message"], condition
     finally:
         sb.http("DELETE", f"{APISERVICES}/{name}")

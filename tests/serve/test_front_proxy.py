@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from serve.auth import User
-from serve.front_proxy import NotAllowed, RequestHeaderConfig, authenticate, client_common_name, from_configmap
+from serve.front_proxy import (
+    NotAllowed,
+    RequestHeaderConfig,
+    authenticate,
+    client_common_name,
+    from_configmap,
+)
 
 CONFIG = RequestHeaderConfig(ca_pem="PEM", allowed_names=("front-proxy-client",))
 

@@ -24,7 +24,7 @@ TOKENS: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[tuple[RunningSandbox, RunningApp]]:
-    with start_sandbox(nodes=[], authorization="rbac") as sb:
+    with start_sandbox(nodes=[], authorization="RBAC") as sb:
         code, _, body = sb.http("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                                "metadata": {"name": "team-a"}})
         assert code == 201, body
@@ -65,7 +65,7 @@ def test_the_served_document_is_this_one(secured: tuple[RunningSandbox, RunningA
 @schema.exclude(path_regex=r"/stream$|/logs$").parametrize()  # endless streams: no answer ever completes
 @settings(max_examples=int(os.environ.get("KAIWO_SCHEMATHESIS_EXAMPLES", "10")), deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
-def test_every_answer_is_one_the_document_lists(case: schemathesis.Case,
+def test_every_answer_is_one_the_document_lists(case: schemathesis.Case,  # type: ignore[type-arg]
                                                 secured: tuple[RunningSandbox, RunningApp]) -> None:
     _, app = secured
     # Every check but positive_data_acceptance: label selectors, continue tokens and manifests have

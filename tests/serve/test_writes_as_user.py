@@ -34,7 +34,7 @@ def _create(sb: RunningSandbox, obj: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSandbox, RunningApp]]:
-    with start_sandbox(nodes=[], authorization="rbac") as sb:
+    with start_sandbox(nodes=[], authorization="RBAC") as sb:
         for ns in ("team-a", "kaiwo-system"):
             assert sb.http("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})[0] == 201
         assert sb.http("POST", "/api/v1/namespaces/kaiwo-system/serviceaccounts",

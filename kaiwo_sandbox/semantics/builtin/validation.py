@@ -20,6 +20,7 @@ from typing import Any
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
 from kaiwo_sandbox.semantics import field_errors as fe
+from kaiwo_sandbox.semantics.builtin.apiservices import VALIDATORS as APISERVICE_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.pods import (
     PROTOCOLS,
     TAINT_EFFECTS,
@@ -33,7 +34,6 @@ from kaiwo_sandbox.semantics.builtin.pods import (
     validate_pod,
     validate_pod_spec,
 )
-from kaiwo_sandbox.semantics.builtin.apiservices import VALIDATORS as APISERVICE_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.rbac import VALIDATORS as RBAC_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.webhooks import VALIDATORS as WEBHOOK_VALIDATORS
 from kaiwo_sandbox.semantics.metadata import (
