@@ -109,9 +109,11 @@ def _include(value: str | None) -> str:
     return include
 
 
-def _answer(request: Request, body: dict[str, Any], objects: list[dict[str, Any]], include: str) -> Response:
+def _answer(request: Request, body: dict[str, Any], objects: list[dict[str, Any]], include: str,
+            list_meta: dict[str, Any]) -> Response:
+    """`body`, or the Table of `objects` (with `list_meta`) when the client asked for one."""
     if ws.wants_table(request.headers.get("accept", "")):
-        return _json(ws.to_table(objects, body.get("metadata") or {}, include, datetime.now(UTC)))
+        return _json(ws.to_table(objects, list_meta, include, datetime.now(UTC)))
     return _json(body)
 
 
@@ -134,7 +136,7 @@ async def _list(request: Request, namespace: str | None, label_selector: str | N
         raise ApiError(410, f"the provided continue parameter is invalid: {err}", reason="Expired") from None
     objects = _objects(state, keys)
     body = ws.to_list(objects, str(state.cache.version), next_token)
-    return _answer(request, body, objects, include)
+    return _answer(request, body, objects, include, body["metadata"])
 
 
 def _watch(request: Request, state: AdminState, filters: Filters, include: str, resource_version: str | None,
@@ -236,7 +238,8 @@ async def get_summary(request: Request, namespace: str, name: str, includeObject
         objects = _objects(admin(request), [key])
     except KeyError:
         raise ApiError(404, f'{ws.RESOURCE}.{ws.GROUP} "{name}" not found', kind=ws.RESOURCE, name=name) from None
-    return _answer(request, objects[0], objects, _include(includeObject))
+    rv = objects[0]["metadata"]["resourceVersion"]
+    return _answer(request, objects[0], objects, _include(includeObject), {"resourceVersion": rv})
 
 
 @router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}/{{name}}/explain", response_model=Explanation, responses=READ,
