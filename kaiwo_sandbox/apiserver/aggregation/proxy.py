@@ -25,6 +25,7 @@ from aiohttp import web
 from kaiwo_sandbox.apiserver.aggregation import registrations
 from kaiwo_sandbox.apiserver.aggregation.certs import FrontProxy
 from kaiwo_sandbox.apiserver.aggregation.registrations import KUBE_AGGREGATOR_USER, MASTERS, Backend
+from kaiwo_sandbox.apiserver.aggregation.upstream import Upstream
 from kaiwo_sandbox.apiserver.auth.authn import UserInfo
 from kaiwo_sandbox.contracts import GVR, SERVICES, ApiError, JsonObj, rfc3339
 from kaiwo_sandbox.storage.store import ObjectStore, clone
@@ -78,6 +79,19 @@ def _dial_error(exc: BaseException, host: str, port: int) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _lean_error(exc: BaseException, host: str, port: int) -> str:
+    """Go's error text for what the lean client raised."""
+    if isinstance(exc, TimeoutError):
+        return "context deadline exceeded"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "tls: failed to verify certificate: x509: certificate signed by unknown authority"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"dial tcp {host}:{port}: connect: connection refused"
+    if isinstance(exc, ConnectionResetError):
+        return str(exc) or "EOF"
+    return str(exc) or type(exc).__name__
+
+
 class Aggregator:
     """Routes, proxies and checks. `interval`: seconds between availability passes (the real
     controller re-checks every 30 s and on every change; the sandbox checks often instead)."""
@@ -89,6 +103,7 @@ class Aggregator:
         self._session: aiohttp.ClientSession | None = None
         self._contexts: dict[tuple[str | None, bool], ssl.SSLContext] = {}
         self._task: asyncio.Task[None] | None = None
+        self._upstream = Upstream()
 
     # ------------------------------------------------------------------ routing
     def apiservices(self) -> list[JsonObj]:
@@ -135,12 +150,15 @@ class Aggregator:
             return unavailable()
         host, port = address
         query = urlencode(sorted(request.query.items()))
-        url = f"https://{host}:{port}{request.path}" + (f"?{query}" if query else "")
+        raw_path = getattr(request, "raw_path", None)  # aiohttp's, still %-escaped (the lean front's has none)
+        path = (raw_path.split("?", 1)[0] if raw_path else request.path) + (f"?{query}" if query else "")
         body = await request.read() if request.body_exists else None
         headers = forwarded_headers(request.headers.items(), user)
-        if not target.insecure:
-            headers.append(("Host", f"{target.server_name}:{port}"))
-        timeout = aiohttp.ClientTimeout(total=None if stream else PROXY_TIMEOUT, connect=CHECK_TIMEOUT)
+        headers.append(("Host", f"{host}:{port}" if target.insecure else f"{target.server_name}:{port}"))
+        if not stream:
+            return await self._forward_plain(request, target, host, port, path, body, headers)
+        url = f"https://{host}:{port}{path}"
+        timeout = aiohttp.ClientTimeout(total=None, connect=CHECK_TIMEOUT)
         try:
             upstream = await self._client().request(
                 request.method, url, data=body, headers=headers, ssl=self._context(target), timeout=timeout,
@@ -149,15 +167,6 @@ class Aggregator:
             return unavailable(f"Error trying to reach service: '{_dial_error(exc, host, port)}'")
         async with upstream:
             passed = [(k, v) for k, v in upstream.headers.items() if k.lower() not in _DROPPED_RESPONSE]
-            if not stream:
-                try:
-                    raw = await upstream.read()
-                except (TimeoutError, aiohttp.ClientError) as exc:
-                    return unavailable(f"Error trying to reach service: '{_dial_error(exc, host, port)}'")
-                response = web.Response(body=raw, status=upstream.status)
-                for key, value in passed:
-                    response.headers.add(key, value)
-                return response
             streamed = web.StreamResponse(status=upstream.status)
             for key, value in passed:
                 streamed.headers.add(key, value)
@@ -168,6 +177,21 @@ class Aggregator:
             with contextlib.suppress(ConnectionResetError, RuntimeError):
                 await streamed.write_eof()
             return streamed
+
+    async def _forward_plain(self, request: web.Request, target: Backend, host: str, port: int, path: str,
+                             body: bytes | None, headers: list[tuple[str, str]]) -> web.Response:
+        """A request that is not a watch, on the lean client (upstream.py)."""
+        try:
+            status, received, raw = await self._upstream.request(
+                host, port, self._context(target), None if target.insecure else target.server_name,
+                request.method, path, headers, body, PROXY_TIMEOUT)
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
+            return unavailable(f"Error trying to reach service: '{_lean_error(exc, host, port)}'")
+        response = web.Response(body=raw, status=status)
+        for key, value in received:
+            if key.lower() not in _DROPPED_RESPONSE:
+                response.headers.add(key, value)
+        return response
 
     # ------------------------------------------------------------------ availability
     async def check(self, target: Backend) -> tuple[str, str, str]:
@@ -246,6 +270,7 @@ class Aggregator:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        self._upstream.close()
 
 
 def extension_apiserver_authentication(front: FrontProxy, client_ca_pem: bytes | None) -> JsonObj:

@@ -1,4 +1,5 @@
-"""kube-aggregator's orderings and the Service half of its availability check (pure)."""
+"""kube-aggregator's orderings and the Service half of its availability check (pure), and the proxy's lean
+HTTP client against a bare TLS server."""
 
 from __future__ import annotations
 
@@ -62,3 +63,49 @@ def test_the_caller_is_named_in_headers_and_what_the_client_sent_as_identity_is_
     incoming = [("Authorization", "Bearer t"), ("X-Remote-User", "admin"), ("x-remote-group", "system:masters"),
                 ("Impersonate-User", "root"), ("Accept", "application/json"), ("Host", "h")]
     assert forwarded_headers(incoming, UserInfo("bob")) == [("Accept", "application/json"), ("X-Remote-User", "bob")]
+
+
+def test_the_lean_upstream_reads_lengths_and_chunks_and_reuses_connections() -> None:
+    """upstream.py against a plain asyncio TLS server answering by Content-Length, then chunked."""
+    import asyncio
+    import ssl
+    import tempfile
+    from pathlib import Path
+
+    from kaiwo_sandbox.apiserver.aggregation.upstream import Upstream
+    from kaiwo_sandbox.apiserver.tls import generate
+
+    cert = generate()
+    accepted: list[int] = []
+    answers = [b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nWarning: 299 - \"a\"\r\nWarning: 299 - \"b\"\r\n\r\nhello",
+               b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n"]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        for answer in answers:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    async def run() -> list[tuple[int, list[tuple[str, str]], bytes]]:
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "c").write_bytes(cert.cert_pem)
+            (Path(tmp) / "k").write_bytes(cert.key_pem)
+            server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            server_context.load_cert_chain(Path(tmp) / "c", Path(tmp) / "k")
+        server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_context)
+        port = server.sockets[0].getsockname()[1]
+        client_context = ssl.create_default_context(cadata=cert.cert_pem.decode())
+        upstream = Upstream()
+        try:
+            return [await upstream.request("127.0.0.1", port, client_context, "localhost", "GET", f"/{i}",
+                                           [("Host", "localhost")], None, 10) for i in range(2)]
+        finally:
+            upstream.close()
+            server.close()
+
+    first, second = asyncio.run(run())
+    assert first == (200, [("Content-Length", "5"), ("Warning", '299 - "a"'), ("Warning", '299 - "b"')], b"hello")
+    assert (second[0], second[2]) == (404, b"abcde")
+    assert len(accepted) == 1  # the second request reused the first's connection
