@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import percentile
+from benchmarks._stats import percentile
 from kaiwo_ray.admission.registration import configurations
 from kaiwo_sandbox.apiserver import tls
 from kaiwo_sandbox.testing import eventually, start_sandbox

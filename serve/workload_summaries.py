@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.table import age
 from kaiwo_ray.views.queues import ClusterQueueView, PendingWorkload
 from kaiwo_ray.views.workloads import WorkloadSummary
@@ -25,7 +25,6 @@ KIND = "WorkloadSummary"
 SUBRESOURCES = ("explain", "events", "gpus")
 PREFIXES = {"KaiwoJob": "job", "KaiwoService": "service"}
 KIND_OF_PREFIX = {prefix: kind for kind, prefix in PREFIXES.items()}
-JsonObj = dict[str, Any]
 QueueIndex = Mapping[tuple[str, str], PendingWorkload]
 
 COLUMNS: list[JsonObj] = [

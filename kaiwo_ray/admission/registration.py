@@ -7,9 +7,9 @@ the two equal."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 NAME = "kaiwo-ray"
 EXEMPT_NAMESPACES = ("kube-system", "kaiwo-system")
 TIMEOUT_SECONDS = 5  # upstream's; well under the API server's 10 s default, and a refusal is cheap

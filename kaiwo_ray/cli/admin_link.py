@@ -16,26 +16,25 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import orjson
 import urllib3
 import yaml
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.kubeconfig import ADMIN_EXTENSION as EXTENSION
 from kaiwo_ray.cli.kubeconfig import ClusterAccess
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 AGGREGATED_GROUP = "admin.kaiwo.silogen.ai"
 AGGREGATED_VERSION = "v1alpha1"
 AGGREGATED_PREFIX = f"/apis/{AGGREGATED_GROUP}/{AGGREGATED_VERSION}"
 _SUMMARY_PREFIX = {"kaiwojobs": "job", "kaiwoservices": "service"}
 _WORKLOAD_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/(kaiwojobs|kaiwoservices)/([^/]+)/(explain|events|gpus)")
-
 
 def with_admin_url(config: JsonObj, cluster_name: str, url: str) -> JsonObj:
     """`config` (a kubeconfig) with `cluster_name` advertising the admin API at `url` (pure)."""

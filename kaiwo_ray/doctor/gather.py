@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 from kaiwo_ray.doctor import checks
 from kaiwo_ray.doctor.checks import Result
@@ -16,7 +16,6 @@ from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import Forbidden, KubeError, NotFound
 from kaiwo_ray.permissions import LEASE_RULES, OPERATOR_RULES, Rule
 
-JsonObj = dict[str, Any]
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
