@@ -48,3 +48,15 @@ def test_the_timings_benchmark_runs() -> None:
     for line in ("runner_slice_overrun_worst:", "event_emit_six_worst:", "event_backlog_span_vs_one_sender_worst:",
                  "transport_malformed_exchange_worst:"):
         assert line in done.stdout, done.stdout
+
+
+@pytest.mark.slow
+def test_the_admin_api_aggregator_comparison_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "admin_api.py"), "--scale", "30",
+                           "--aggregated-only", "--no-serve", "--no-browser", "--rate", "10", "--seconds", "3"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in ("aggregator added latency p50 (vs direct TLS):", "aggregator / direct (TLS) p99:",
+                 "every WorkloadSummary (50 items, pages of 1000), through the aggregator median:",
+                 "failed requests: 0"):
+        assert line in done.stdout, done.stdout
