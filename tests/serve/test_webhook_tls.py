@@ -1,0 +1,193 @@
+"""The webhooks in their installed form against the sandbox: the configurations of
+deploy/components/webhooks (a Service reference, no caBundle), the webhook server of serve/webhook_server.py
+with its certificate in a Secret it creates, the caBundle it injects, and a rotation under load that
+refuses no admission."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from kaiwo_ray.admission import certs
+from kaiwo_ray.admission.registration import configurations
+from kaiwo_ray.admission.workloads import Settings
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_sandbox.contracts import GVR
+from kaiwo_sandbox.testing import RunningSandbox, eventually
+from serve.webhook_certs import CertSettings
+from serve.webhook_server import WebhookServer, WebhookServerOptions
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPONENT = ROOT / "deploy" / "components" / "webhooks"
+NAMESPACE, SERVICE, SECRET = "kaiwo-system", "kaiwo-ray-webhooks", "kaiwo-ray-webhook-cert"
+JOBS = GVR("batch", "v1", "jobs")
+SECRETS = GVR("", "v1", "secrets")
+MUTATING = GVR("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
+VALIDATING = GVR("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+
+
+def component_documents() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(COMPONENT.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict) and "kind" in d]
+    return docs
+
+
+def test_the_component_registers_exactly_what_the_code_declares() -> None:
+    shipped = {d["kind"]: d for d in component_documents() if d["kind"].endswith("WebhookConfiguration")}
+    for config in configurations(service=(NAMESPACE, SERVICE, 443)):
+        got = dict(shipped[config["kind"]])
+        got["metadata"] = {"name": got["metadata"]["name"]}
+        assert got == config, config["kind"]
+    service = next(d for d in component_documents() if d["kind"] == "Service")
+    assert service["metadata"] == {**service["metadata"], "name": SERVICE, "namespace": NAMESPACE}
+    assert service["spec"]["ports"][0]["port"] == 443
+
+
+def _job(name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"kaiwo.silogen.ai/managed": "true"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "main", "image": "busybox"}]}}}}
+
+
+def _served_serial(port: int) -> int:
+    """The serial of the certificate the server presents to a new connection."""
+    from cryptography import x509
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            context.wrap_socket(raw, server_hostname=f"{SERVICE}.{NAMESPACE}.svc") as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+def _ca_bundles(sandbox: RunningSandbox) -> set[str]:
+    found: set[str] = set()
+    for gvr in (MUTATING, VALIDATING):
+        config = sandbox.store.find_ref(gvr, None, "kaiwo-ray")
+        found |= {str(w["clientConfig"].get("caBundle", "")) for w in config["webhooks"]}
+    return found
+
+
+@pytest.fixture
+def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
+    """The component's configurations, Service and (the sandbox has no pods here) an Endpoints object
+    naming the server on 127.0.0.1; the server started with a client of the sandbox."""
+    core = kubernetes.client.CoreV1Api(sandbox.api_client())
+    custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
+    if sandbox.store.find_ref(GVR("", "v1", "namespaces"), None, NAMESPACE) is None:
+        core.create_namespace({"metadata": {"name": NAMESPACE}})
+    server = WebhookServer(
+        WebhookServerOptions(bind_address="127.0.0.1:0", certs=CertSettings(namespace=NAMESPACE, service=SERVICE,
+                                                                            secret=SECRET),
+                             check_seconds=3600, admission=Settings()),
+        lambda: KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path)))
+    for doc in component_documents():
+        if doc["kind"].endswith("WebhookConfiguration"):
+            custom.create_cluster_custom_object("admissionregistration.k8s.io", "v1", doc["kind"].lower() + "s", doc)
+        elif doc["kind"] == "Service":
+            service = {**doc, "spec": {k: v for k, v in doc["spec"].items() if k != "selector"}}
+            service["spec"]["ports"] = [{**p, "targetPort": "webhooks"} for p in service["spec"]["ports"]]
+            core.create_namespaced_service(NAMESPACE, service)
+    server.start()
+    core.create_namespaced_endpoints(NAMESPACE, {
+        "metadata": {"name": SERVICE},
+        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": server.port}]}]})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox: RunningSandbox,
+                                                                        installed: WebhookServer) -> None:
+    secret = sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)
+    assert secret is not None and secret["type"] == "kubernetes.io/tls"
+    bundle = certs.from_secret_data(secret["data"])
+    assert bundle is not None
+    assert _ca_bundles(sandbox) == {base64.b64encode(bundle.ca_pem).decode()}
+    assert f"{SERVICE}.{NAMESPACE}.svc" in certs.facts(bundle).names
+    assert _served_serial(installed.port) == certs.facts(bundle).serial
+
+    batch = kubernetes.client.BatchV1Api(sandbox.api_client())
+    batch.create_namespaced_job("default", _job("through-the-service"))
+    labels = sandbox.store.find_ref(JOBS, "default", "through-the-service")["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"  # the mutating webhook ran over TLS
+
+    # A restart (a new replica) serves the Secret's certificate instead of minting another.
+    assert installed.check().cert_pem == bundle.cert_pem
+
+
+def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: RunningSandbox,
+                                                                 installed: WebhookServer) -> None:
+    before = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    assert before is not None
+    failures: list[str] = []
+    created: list[str] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        batch = kubernetes.client.BatchV1Api(sandbox.api_client())
+        i = 0
+        while not stop.is_set():
+            name = f"load-{i}"
+            try:
+                batch.create_namespaced_job("default", _job(name))
+                created.append(name)
+            except kubernetes.client.ApiException as err:
+                failures.append(f"{name}: {err.status} {err.body}")
+            i += 1
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: len(created) >= 5, 30, "creates before the rotation")
+        rotated = installed.rotate()
+        served = len(created)
+        eventually(lambda: len(created) >= served + 10, 30, "creates after the rotation")
+    finally:
+        stop.set()
+        thread.join(30)
+
+    assert failures == []
+    assert rotated.cert_pem != before.cert_pem
+    stored = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    assert stored == rotated
+    # The bundle trusts the new CA and the previous one, so a server still on the old certificate verifies.
+    assert certs.split_pem(rotated.ca_pem) == [certs.split_pem(rotated.ca_pem)[0], certs.split_pem(before.ca_pem)[0]]
+    assert _ca_bundles(sandbox) == {rotated.ca_bundle()}
+    assert _served_serial(installed.port) == certs.facts(rotated).serial
+    for name in created[-5:]:
+        assert sandbox.store.find_ref(JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+
+
+def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: RunningSandbox,
+                                                                    installed: WebhookServer) -> None:
+    import datetime
+
+    from serve.webhook_certs import CertKeeper
+
+    first = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    assert first is not None
+    keeper = installed._keeper
+    assert isinstance(keeper, CertKeeper)
+    expiry = certs.facts(first).not_after
+    keeper.clock = lambda: expiry - datetime.timedelta(days=29)  # inside the 30-day lookahead
+    renewed = installed.check()
+    assert renewed.cert_pem != first.cert_pem
+    assert _served_serial(installed.port) == certs.facts(renewed).serial
+    keeper.clock = lambda: expiry - datetime.timedelta(days=31)
+    assert installed.check().cert_pem == renewed.cert_pem  # valid for long enough: kept
