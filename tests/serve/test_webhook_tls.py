@@ -6,6 +6,7 @@ refuses no admission."""
 from __future__ import annotations
 
 import base64
+import datetime
 import socket
 import ssl
 import threading
@@ -176,8 +177,6 @@ def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: Runnin
 
 def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: RunningSandbox,
                                                                     installed: WebhookServer) -> None:
-    import datetime
-
     from serve.webhook_certs import CertKeeper
 
     first = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
@@ -191,3 +190,69 @@ def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: Run
     assert _served_serial(installed.port) == certs.facts(renewed).serial
     keeper.clock = lambda: expiry - datetime.timedelta(days=31)
     assert installed.check().cert_pem == renewed.cert_pem  # valid for long enough: kept
+
+
+def test_kaiwo_ray_devs_registration_reaches_the_server_as_the_installed_one(sandbox: RunningSandbox) -> None:
+    """serve/webhook_local.py (what `kaiwo-ray dev` runs): the Service reference and caBundle of the
+    component, an Endpoints naming 127.0.0.1; a second start (a restarted dev) reuses the Secret."""
+    from serve.webhook_local import start_local
+
+    server = start_local(str(sandbox.kubeconfig_path))
+    try:
+        mutating = sandbox.store.find_ref(MUTATING, None, "kaiwo-ray")
+        assert mutating["webhooks"][0]["clientConfig"]["service"] == {
+            "namespace": NAMESPACE, "name": SERVICE, "port": 443, "path": "/mutate-batch-v1-job"}
+        assert server.serving is not None
+        assert _ca_bundles(sandbox) == {server.serving.ca_bundle()}
+        kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("dev-job"))
+        labels = sandbox.store.find_ref(JOBS, "default", "dev-job")["metadata"]["labels"]
+        assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"
+        first = server.serving
+    finally:
+        server.stop()
+    again = start_local(str(sandbox.kubeconfig_path))
+    try:
+        assert again.serving == first
+        kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("dev-job-2"))
+    finally:
+        again.stop()
+
+
+def _doctor(sandbox: RunningSandbox) -> list[str]:
+    import asyncio
+
+    from kaiwo_ray.doctor.gather import webhooks
+
+    async def run() -> list[str]:
+        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
+        try:
+            return [r.line() for r in await webhooks(client, NAMESPACE, datetime.datetime.now(datetime.UTC))]
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def test_doctor_checks_the_certificate_the_bundle_and_that_the_api_server_reaches_the_server(
+        sandbox: RunningSandbox, installed: WebhookServer) -> None:
+    lines = _doctor(sandbox)
+    assert lines[0].startswith("OK    webhooks: certificate valid until ")
+    assert lines[1] == ("OK    webhooks: the API server reached them: a dry-run labelled Job in default was mutated")
+    assert not sandbox.store.refs(JOBS)  # the probe was a dry run
+
+    custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
+    config = custom.get_cluster_custom_object("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                                              "kaiwo-ray")
+    stranger = certs.issue(["other.svc"], datetime.datetime.now(datetime.UTC)).ca_bundle()
+    for hook in config["webhooks"]:
+        hook["clientConfig"]["caBundle"] = stranger
+    custom.replace_cluster_custom_object("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                                         "kaiwo-ray", config)
+    assert _doctor(sandbox)[0].startswith("FAIL  webhooks: the webhooks carry different caBundles")
+
+    installed.check()  # the periodic check puts it right
+    assert _doctor(sandbox)[0].startswith("OK    webhooks: certificate valid until ")
+    installed.stop()
+    lines = _doctor(sandbox)
+    assert lines[1].startswith("FAIL  webhooks: a dry-run Job create in default failed: ")
+    assert 'failed calling webhook "mjob.kaiwo.silogen.ai"' in lines[1] and "connection refused" in lines[1]
