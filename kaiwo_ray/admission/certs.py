@@ -86,10 +86,15 @@ def issue(names: list[str], now: datetime.datetime, *, validity: datetime.timede
 
     start, end = now - datetime.timedelta(minutes=5), now + validity
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"kaiwo-ray-webhook-ca@{int(now.timestamp())}")])
+    # A name of its own and key identifiers: the bundle holds two CAs, and OpenSSL picks an issuer by
+    # name (then key id), so two CAs minted in the same second under one name would hide each other.
+    serial = x509.random_serial_number()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"kaiwo-ray-webhook-ca-{serial:x}"[:64])])
+    ca_key_id = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+          .serial_number(serial).not_valid_before(start).not_valid_after(end)
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(ca_key_id, critical=False)
           .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                        content_commitment=False, key_encipherment=False, data_encipherment=False,
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
@@ -99,6 +104,7 @@ def issue(names: list[str], now: datetime.datetime, *, validity: datetime.timede
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(start).not_valid_after(end)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .sign(ca_key, hashes.SHA256()))

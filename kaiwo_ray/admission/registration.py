@@ -59,9 +59,21 @@ def _webhook(hook: Hook, client: JsonObj, *, mutating: bool) -> JsonObj:
         "rules": [{"operations": list(hook.operations), "apiGroups": [hook.group], "apiVersions": [hook.version],
                    "resources": [hook.resource]}],
     }
+    selector = _OBJECT_SELECTORS.get((mutating, hook.group.endswith("kaiwo.silogen.ai")))
+    if selector is not None:
+        webhook["objectSelector"] = selector
     if mutating:
         webhook["reinvocationPolicy"] = "Never"
     return webhook
+
+
+# The API server skips a call whose objectSelector does not match (cluster-mechanics 2.3), so no create
+# waits for a webhook that would answer "allowed, unchanged": the mutating ones act only on objects
+# labelled managed "true", the plain kinds' validating ones refuse only objects without the label.
+_OBJECT_SELECTORS: dict[tuple[bool, bool], JsonObj] = {
+    (True, False): {"matchLabels": {"kaiwo.silogen.ai/managed": "true"}},
+    (False, False): {"matchExpressions": [{"key": "kaiwo.silogen.ai/managed", "operator": "DoesNotExist"}]},
+}
 
 
 def configurations(*, ca_bundle: str = "", service: tuple[str, str, int] | None = None,

@@ -29,6 +29,13 @@ def test_a_rotation_keeps_the_previous_ca_only() -> None:
     assert certs.split_pem(second.ca_pem)[1] == certs.split_pem(first.ca_pem)[0]
     assert certs.split_pem(third.ca_pem) == [certs.split_pem(third.ca_pem)[0], certs.split_pem(second.ca_pem)[0]]
     assert certs.facts(third).signed_by_bundle
+    # Minted in the same second, the CAs still differ by name: OpenSSL finds an issuer by name, and a
+    # server still presenting the previous certificate must verify against the new bundle.
+    from cryptography import x509
+
+    subjects = {x509.load_pem_x509_certificate(pem).subject for pem in certs.split_pem(third.ca_pem)}
+    assert len(subjects) == 2
+    assert certs.facts(certs.Bundle(second.cert_pem, second.key_pem, third.ca_pem)).signed_by_bundle
 
 
 def test_when_a_stored_certificate_is_replaced() -> None:

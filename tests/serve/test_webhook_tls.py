@@ -94,7 +94,7 @@ def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
     server = WebhookServer(
         WebhookServerOptions(bind_address="127.0.0.1:0", certs=CertSettings(namespace=NAMESPACE, service=SERVICE,
                                                                             secret=SECRET),
-                             check_seconds=3600, admission=Settings()),
+                             check_seconds=3600, switch_seconds=1.0, admission=Settings()),
         lambda: KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path)))
     for doc in component_documents():
         if doc["kind"].endswith("WebhookConfiguration"):
@@ -157,8 +157,11 @@ def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: Runnin
     try:
         eventually(lambda: len(created) >= 5, 30, "creates before the rotation")
         rotated = installed.rotate()
+        # The server switches once the new bundle has had time to spread (switch_seconds), under load.
+        eventually(lambda: _served_serial(installed.port) == certs.facts(rotated).serial, 10,
+                   "the new certificate served")
         served = len(created)
-        eventually(lambda: len(created) >= served + 10, 30, "creates after the rotation")
+        eventually(lambda: len(created) >= served + 10, 30, "creates after the switch")
     finally:
         stop.set()
         thread.join(30)
@@ -170,7 +173,6 @@ def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: Runnin
     # The bundle trusts the new CA and the previous one, so a server still on the old certificate verifies.
     assert certs.split_pem(rotated.ca_pem) == [certs.split_pem(rotated.ca_pem)[0], certs.split_pem(before.ca_pem)[0]]
     assert _ca_bundles(sandbox) == {rotated.ca_bundle()}
-    assert _served_serial(installed.port) == certs.facts(rotated).serial
     for name in created[-5:]:
         assert sandbox.store.find_ref(JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
 
@@ -187,7 +189,8 @@ def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: Run
     keeper.clock = lambda: expiry - datetime.timedelta(days=29)  # inside the 30-day lookahead
     renewed = installed.check()
     assert renewed.cert_pem != first.cert_pem
-    assert _served_serial(installed.port) == certs.facts(renewed).serial
+    assert _served_serial(installed.port) == certs.facts(first).serial  # until the new bundle has spread
+    eventually(lambda: _served_serial(installed.port) == certs.facts(renewed).serial, 10, "the renewed one served")
     keeper.clock = lambda: expiry - datetime.timedelta(days=31)
     assert installed.check().cert_pem == renewed.cert_pem  # valid for long enough: kept
 
