@@ -92,16 +92,18 @@ class CertKeeper:
             return False
         return True
 
-    async def ensure(self, *, force: bool = False) -> certs.Bundle:
+    async def ensure(self, *, force: bool = False, serving: certs.Bundle | None = None) -> certs.Bundle:
         """The certificate to serve: the Secret's, replaced first when it must be (or `force`), with the
-        caBundle of our configurations brought up to date before it is returned."""
+        caBundle of our configurations brought up to date before it is returned. `serving`: what the
+        caller presents now, whose CA a new bundle keeps when the Secret has none (deleted by hand)."""
         for _ in range(3):
             secret, bundle = await self._read()
             reason = "rotation asked for" if force else certs.rotation_reason(
                 bundle, self.settings.names, self.clock(), lookahead=self.settings.lookahead)
             if reason is None and bundle is not None:
                 break
-            fresh = certs.issue(self.settings.names, self.clock(), validity=self.settings.validity, previous=bundle)
+            fresh = certs.issue(self.settings.names, self.clock(), validity=self.settings.validity,
+                                previous=bundle or serving)
             if await self._write(secret, fresh):
                 log.info("webhook certificate in Secret %s/%s replaced: %s", self.settings.namespace,
                          self.settings.secret, reason)

@@ -102,7 +102,7 @@ class WebhookServer:
         """The Secret's certificate (rotated first when due): loaded at once on start, else after
         `switch_seconds`, while the previous one, which both bundles trust, keeps serving."""
         assert self._keeper is not None
-        bundle = await self._keeper.ensure(force=force)
+        bundle = await self._keeper.ensure(force=force, serving=self.serving)
         if self.serving is None:
             self._load(bundle)
         elif bundle.cert_pem != self.serving.cert_pem and bundle != self._next:

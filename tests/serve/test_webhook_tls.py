@@ -259,3 +259,15 @@ def test_doctor_checks_the_certificate_the_bundle_and_that_the_api_server_reache
     lines = _doctor(sandbox)
     assert lines[1].startswith("FAIL  webhooks: a dry-run Job create in default failed: ")
     assert 'failed calling webhook "mjob.kaiwo.silogen.ai"' in lines[1] and "connection refused" in lines[1]
+
+
+def test_a_secret_deleted_by_hand_is_recreated_trusting_what_is_served_meanwhile(
+        sandbox: RunningSandbox, installed: WebhookServer) -> None:
+    serving = installed.serving
+    assert serving is not None
+    kubernetes.client.CoreV1Api(sandbox.api_client()).delete_namespaced_secret(SECRET, NAMESPACE)
+    fresh = installed.check()
+    assert fresh.cert_pem != serving.cert_pem
+    assert certs.split_pem(fresh.ca_pem)[1] == certs.split_pem(serving.ca_pem)[0]
+    assert _served_serial(installed.port) == certs.facts(serving).serial  # the old one, still trusted
+    kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("meanwhile"))
