@@ -36,6 +36,15 @@ MUTATING = GVR("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurati
 VALIDATING = GVR("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 
 
+def _api(sandbox: RunningSandbox, kind: str) -> Any:
+    """A typed-loosely client of the sandbox (the kubernetes package takes dict bodies at run time)."""
+    return getattr(kubernetes.client, kind)(sandbox.api_client())
+
+
+def _stored(sandbox: RunningSandbox, gvr: GVR, namespace: str | None, name: str) -> Any:
+    return sandbox.store.find_ref(gvr, namespace, name)
+
+
 def component_documents() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in sorted(COMPONENT.glob("*.yaml")):
@@ -78,7 +87,7 @@ def _served_serial(port: int) -> int:
 def _ca_bundles(sandbox: RunningSandbox) -> set[str]:
     found: set[str] = set()
     for gvr in (MUTATING, VALIDATING):
-        config = sandbox.store.find_ref(gvr, None, "kaiwo-ray")
+        config = _stored(sandbox, gvr, None, "kaiwo-ray")
         found |= {str(w["clientConfig"].get("caBundle", "")) for w in config["webhooks"]}
     return found
 
@@ -87,9 +96,9 @@ def _ca_bundles(sandbox: RunningSandbox) -> set[str]:
 def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
     """The component's configurations, Service and (the sandbox has no pods here) an Endpoints object
     naming the server on 127.0.0.1; the server started with a client of the sandbox."""
-    core = kubernetes.client.CoreV1Api(sandbox.api_client())
-    custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
-    if sandbox.store.find_ref(GVR("", "v1", "namespaces"), None, NAMESPACE) is None:
+    core = _api(sandbox, "CoreV1Api")
+    custom = _api(sandbox, "CustomObjectsApi")
+    if _stored(sandbox, GVR("", "v1", "namespaces"), None, NAMESPACE) is None:
         core.create_namespace({"metadata": {"name": NAMESPACE}})
     server = WebhookServer(
         WebhookServerOptions(bind_address="127.0.0.1:0", certs=CertSettings(namespace=NAMESPACE, service=SERVICE,
@@ -115,7 +124,7 @@ def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
 
 def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox: RunningSandbox,
                                                                         installed: WebhookServer) -> None:
-    secret = sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)
+    secret = _stored(sandbox, SECRETS, NAMESPACE, SECRET)
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
     bundle = certs.from_secret_data(secret["data"])
     assert bundle is not None
@@ -123,9 +132,9 @@ def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox:
     assert f"{SERVICE}.{NAMESPACE}.svc" in certs.facts(bundle).names
     assert _served_serial(installed.port) == certs.facts(bundle).serial
 
-    batch = kubernetes.client.BatchV1Api(sandbox.api_client())
+    batch = _api(sandbox, "BatchV1Api")
     batch.create_namespaced_job("default", _job("through-the-service"))
-    labels = sandbox.store.find_ref(JOBS, "default", "through-the-service")["metadata"]["labels"]
+    labels = _stored(sandbox, JOBS, "default", "through-the-service")["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"  # the mutating webhook ran over TLS
 
     # A restart (a new replica) serves the Secret's certificate instead of minting another.
@@ -134,14 +143,14 @@ def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox:
 
 def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: RunningSandbox,
                                                                  installed: WebhookServer) -> None:
-    before = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    before = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
     assert before is not None
     failures: list[str] = []
     created: list[str] = []
     stop = threading.Event()
 
     def load() -> None:
-        batch = kubernetes.client.BatchV1Api(sandbox.api_client())
+        batch = _api(sandbox, "BatchV1Api")
         i = 0
         while not stop.is_set():
             name = f"load-{i}"
@@ -168,20 +177,20 @@ def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: Runnin
 
     assert failures == []
     assert rotated.cert_pem != before.cert_pem
-    stored = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    stored = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
     assert stored == rotated
     # The bundle trusts the new CA and the previous one, so a server still on the old certificate verifies.
     assert certs.split_pem(rotated.ca_pem) == [certs.split_pem(rotated.ca_pem)[0], certs.split_pem(before.ca_pem)[0]]
     assert _ca_bundles(sandbox) == {rotated.ca_bundle()}
     for name in created[-5:]:
-        assert sandbox.store.find_ref(JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+        assert _stored(sandbox, JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
 
 
 def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: RunningSandbox,
                                                                     installed: WebhookServer) -> None:
     from serve.webhook_certs import CertKeeper
 
-    first = certs.from_secret_data(sandbox.store.find_ref(SECRETS, NAMESPACE, SECRET)["data"])
+    first = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
     assert first is not None
     keeper = installed._keeper
     assert isinstance(keeper, CertKeeper)
@@ -202,13 +211,13 @@ def test_kaiwo_ray_devs_registration_reaches_the_server_as_the_installed_one(san
 
     server = start_local(str(sandbox.kubeconfig_path))
     try:
-        mutating = sandbox.store.find_ref(MUTATING, None, "kaiwo-ray")
+        mutating = _stored(sandbox, MUTATING, None, "kaiwo-ray")
         assert mutating["webhooks"][0]["clientConfig"]["service"] == {
             "namespace": NAMESPACE, "name": SERVICE, "port": 443, "path": "/mutate-batch-v1-job"}
         assert server.serving is not None
         assert _ca_bundles(sandbox) == {server.serving.ca_bundle()}
-        kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("dev-job"))
-        labels = sandbox.store.find_ref(JOBS, "default", "dev-job")["metadata"]["labels"]
+        _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("dev-job"))
+        labels = _stored(sandbox, JOBS, "default", "dev-job")["metadata"]["labels"]
         assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"
         first = server.serving
     finally:
@@ -216,7 +225,7 @@ def test_kaiwo_ray_devs_registration_reaches_the_server_as_the_installed_one(san
     again = start_local(str(sandbox.kubeconfig_path))
     try:
         assert again.serving == first
-        kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("dev-job-2"))
+        _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("dev-job-2"))
     finally:
         again.stop()
 
@@ -243,7 +252,7 @@ def test_doctor_checks_the_certificate_the_bundle_and_that_the_api_server_reache
     assert lines[1] == ("OK    webhooks: the API server reached them: a dry-run labelled Job in default was mutated")
     assert not sandbox.store.refs(JOBS)  # the probe was a dry run
 
-    custom = kubernetes.client.CustomObjectsApi(sandbox.api_client())
+    custom = _api(sandbox, "CustomObjectsApi")
     config = custom.get_cluster_custom_object("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                               "kaiwo-ray")
     stranger = certs.issue(["other.svc"], datetime.datetime.now(datetime.UTC)).ca_bundle()
@@ -265,9 +274,65 @@ def test_a_secret_deleted_by_hand_is_recreated_trusting_what_is_served_meanwhile
         sandbox: RunningSandbox, installed: WebhookServer) -> None:
     serving = installed.serving
     assert serving is not None
-    kubernetes.client.CoreV1Api(sandbox.api_client()).delete_namespaced_secret(SECRET, NAMESPACE)
+    _api(sandbox, "CoreV1Api").delete_namespaced_secret(SECRET, NAMESPACE)
     fresh = installed.check()
     assert fresh.cert_pem != serving.cert_pem
     assert certs.split_pem(fresh.ca_pem)[1] == certs.split_pem(serving.ca_pem)[0]
     assert _served_serial(installed.port) == certs.facts(serving).serial  # the old one, still trusted
-    kubernetes.client.BatchV1Api(sandbox.api_client()).create_namespaced_job("default", _job("meanwhile"))
+    _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("meanwhile"))
+
+
+def test_the_components_rbac_is_all_the_certificate_keeping_needs(tmp_path: Path) -> None:
+    """RBAC enforced, the server running as the operator's service account with only the component's
+    Role and ClusterRole: it creates its Secret, injects the caBundle and rotates."""
+    from kaiwo_sandbox.testing import start_sandbox
+
+    with start_sandbox(nodes=[], authorization="RBAC") as sb:
+        api = sb.api_client()
+        _api(sb, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
+        _api(sb, "CoreV1Api").create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kaiwo-ray"}})
+        custom = _api(sb, "CustomObjectsApi")
+        for doc in component_documents():
+            if doc["kind"].endswith("WebhookConfiguration"):
+                custom.create_cluster_custom_object("admissionregistration.k8s.io", "v1",
+                                                    doc["kind"].lower() + "s", doc)
+            elif doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
+                create: Any = kubernetes.utils.create_from_dict
+                create(api, doc)
+        kubeconfig = sb.kubeconfig_for(sb.service_account_token(NAMESPACE, "kaiwo-ray"), tmp_path / "sa.kubeconfig")
+        server = WebhookServer(
+            WebhookServerOptions(bind_address="127.0.0.1:0", check_seconds=3600, switch_seconds=0.1,
+                                 certs=CertSettings(namespace=NAMESPACE, service=SERVICE, secret=SECRET)),
+            lambda: KubeClient.from_kubeconfig(str(kubeconfig)))
+        server.start()
+        try:
+            assert server.serving is not None
+            assert _ca_bundles(sb) == {server.serving.ca_bundle()}
+            rotated = server.rotate()
+            assert _ca_bundles(sb) == {rotated.ca_bundle()}
+        finally:
+            server.stop()
+
+
+def test_the_deployed_switches_start_the_server_from_the_environment(sandbox: RunningSandbox) -> None:
+    """What the admin API's replica runs (serve/deployment.py): off unless KAIWO_WEBHOOKS_BIND_ADDRESS is
+    set, a wrong value named, and on, the server with the component's names and the admission settings."""
+    from serve.webhook_server import options_from_env, start_from_env
+
+    assert options_from_env({}) is None and options_from_env({"KAIWO_WEBHOOKS_BIND_ADDRESS": "0"}) is None
+    with pytest.raises(ValueError, match="KAIWO_WEBHOOKS_BIND_ADDRESS"):
+        options_from_env({"KAIWO_WEBHOOKS_BIND_ADDRESS": "9443"})
+    options = options_from_env({"KAIWO_WEBHOOKS_BIND_ADDRESS": ":9443", "KAIWO_LEASE_NAMESPACE": "ops",
+                                "ENFORCE_KAIWO_ON_GPU_WORKLOADS": "TRUE"})
+    assert options is not None and options.certs.namespace == "ops" and options.certs.service == SERVICE
+    assert options.admission is not None and options.admission.enforce_on_gpu_workloads
+
+    _api(sandbox, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
+    server = start_from_env({"KAIWO_WEBHOOKS_BIND_ADDRESS": "127.0.0.1:0"}, kubeconfig=str(sandbox.kubeconfig_path),
+                            in_cluster=False)
+    assert server is not None
+    try:
+        assert _stored(sandbox, SECRETS, NAMESPACE, SECRET) is not None
+        assert _served_serial(server.port) == certs.facts(server.serving).serial  # type: ignore[arg-type]
+    finally:
+        server.stop()
