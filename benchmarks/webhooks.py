@@ -6,7 +6,9 @@ client, three times: with no webhook configured; with kaiwo-ray's configurations
 deploy/components/webhooks registers them (Service reference, caBundle from the operator's Secret),
 served by serve/webhook_server.py in a process of its own (`kaiwo-ray dev`'s serve/webhook_local.py);
 and with the same configurations pointed at the same ASGI app (serve/webhooks.py) behind Ray Serve's
-HTTPS proxy. Then the webhook call alone: sequential AdmissionReviews POSTed to each server.
+HTTPS proxy. The three take turns in blocks of `--block` seconds (both servers run throughout), so a
+machine whose load drifts (a shared 2-core box) loads each alike. Then the webhook call alone:
+sequential AdmissionReviews POSTed to each server.
 
 Figures, each on its own line with its target: p50/p99 create latency of each run and what each
 server adds over the run without webhooks (targets: <= 5 ms p50, <= 15 ms p99); the direct call's
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import http.client
 import json
 import os
@@ -154,25 +157,41 @@ ray.shutdown()
 """
 
 
-def _point_at(sandbox: Any, port: int, ca_bundle: str) -> None:
-    """The Service's Endpoints at `port`, every webhook's caBundle `ca_bundle` (the Serve run)."""
+def _configure(sandbox: Any, mode: str, port: int, ca_bundle: str) -> None:
+    """`none`: no configuration; else both configurations as the component registers them, with this
+    server's caBundle, and the Service's Endpoints at its port."""
     import kubernetes
 
+    from kaiwo_ray.admission.registration import configurations
+
     api = sandbox.api_client()
-    kubernetes.client.CoreV1Api(api).patch_namespaced_endpoints(SERVICE, NAMESPACE, {
-        "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]})
     custom: Any = kubernetes.client.CustomObjectsApi(api)
-    for plural in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-        config: dict[str, Any] = custom.get_cluster_custom_object("admissionregistration.k8s.io", "v1", plural,
-                                                                  "kaiwo-ray")
-        for hook in config["webhooks"]:
-            hook["clientConfig"]["caBundle"] = ca_bundle
-        custom.replace_cluster_custom_object("admissionregistration.k8s.io", "v1", plural, "kaiwo-ray", config)
+    group = "admissionregistration.k8s.io"
+    for config in configurations(service=(NAMESPACE, SERVICE, 443), ca_bundle=ca_bundle):
+        plural = config["kind"].lower() + "s"
+        try:
+            current: dict[str, Any] = custom.get_cluster_custom_object(group, "v1", plural, "kaiwo-ray")
+        except kubernetes.client.ApiException:
+            current = {}
+        if mode == "none":
+            if current:
+                custom.delete_cluster_custom_object(group, "v1", plural, "kaiwo-ray")
+            continue
+        if current:
+            config["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            custom.replace_cluster_custom_object(group, "v1", plural, "kaiwo-ray", config)
+        else:
+            custom.create_cluster_custom_object(group, "v1", plural, config)
+    if mode != "none":
+        core: Any = kubernetes.client.CoreV1Api(api)
+        core.patch_namespaced_endpoints(SERVICE, NAMESPACE, {
+            "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]})
 
 
-def _answers(sandbox: Any) -> bool:
+def _answers(sandbox: Any, hooked: bool = True) -> bool:
+    """A create passes and shows whether the mutating webhook ran, as `hooked` wants."""
     status, _, raw = sandbox.http("POST", "/apis/batch/v1/namespaces/default/jobs", JOB)
-    return status == 201 and b"kueue.x-k8s.io/queue-name" in raw  # the mutating webhook ran
+    return status == 201 and (b"kueue.x-k8s.io/queue-name" in raw) == hooked
 
 
 def _stop(process: subprocess.Popen[str]) -> None:
@@ -204,54 +223,58 @@ def added(name: str, base: tuple[float, float], hooked: tuple[float, float]) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=50.0)
-    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=15.0, help="load per mode, in blocks of --block s")
+    parser.add_argument("--block", type=float, default=3.0,
+                        help="the modes take turns in blocks this long, so drifting machine load hits each alike")
     parser.add_argument("--calls", type=int, default=1000, help="direct webhook calls per server")
-    parser.add_argument("--no-serve", action="store_true", help="skip the Ray Serve run (no Ray start)")
+    parser.add_argument("--no-serve", action="store_true", help="skip the Ray Serve server (no Ray start)")
     args = parser.parse_args()
     sandbox = start_sandbox(nodes=[])
     print(f"machine: {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at start")
+    children: list[subprocess.Popen[str]] = []
+    tmp = tempfile.TemporaryDirectory()
     try:
-        creates(sandbox, args.rate, 2.0)  # warm-up: connections, caches
-        base = summary("creates without webhooks", creates(sandbox, args.rate, args.seconds))
-
         uvicorn, port = _child(UVICORN_CHILD, str(sandbox.kubeconfig_path))
-        try:
-            eventually(lambda: _answers(sandbox), 20, "the webhook server to answer", interval=0.2)
-            creates(sandbox, args.rate, 2.0)
-            on_uvicorn = summary("creates with webhooks on uvicorn", creates(sandbox, args.rate, args.seconds))
-            secret = sandbox.store.find_ref(GVR("", "v1", "secrets"), NAMESPACE, "kaiwo-ray-webhook-cert")
-            bundle = certs.from_secret_data((secret or {}).get("data"))
-            assert bundle is not None
-            direct_uvicorn = direct_calls(int(port), bundle.ca_pem, args.calls)
-        finally:
-            _stop(uvicorn)
-        added("uvicorn", base, on_uvicorn)
-        d_uvicorn = summary("webhook call alone on uvicorn", direct_uvicorn)
-
+        children.append(uvicorn)
+        eventually(lambda: _answers(sandbox), 20, "the webhook server to answer", interval=0.2)
+        secret = sandbox.store.find_ref(GVR("", "v1", "secrets"), NAMESPACE, "kaiwo-ray-webhook-cert")
+        uvicorn_bundle = certs.from_secret_data((secret or {}).get("data"))
+        assert uvicorn_bundle is not None
+        servers = {"none": (0, ""), "uvicorn": (int(port), uvicorn_bundle.ca_bundle())}
+        pems = {"uvicorn": uvicorn_bundle.ca_pem}
         if not args.no_serve:
-            with tempfile.TemporaryDirectory() as tmp:
-                serve_bundle = certs.issue(certs.service_names(SERVICE, NAMESPACE),
-                                           datetime.datetime.now(datetime.UTC))
-                (Path(tmp) / "tls.crt").write_bytes(serve_bundle.cert_pem)
-                (Path(tmp) / "tls.key").write_bytes(serve_bundle.key_pem)
-                serve_port = _free_port()
-                began = time.monotonic()
-                served, _ = _child(SERVE_CHILD, str(serve_port), str(Path(tmp) / "tls.crt"),
-                                   str(Path(tmp) / "tls.key"))
-                try:
-                    _point_at(sandbox, serve_port, serve_bundle.ca_bundle())
-                    eventually(lambda: _answers(sandbox), 60, "Serve to answer", interval=0.5)
-                    print(f"ray serve started in {time.monotonic() - began:.1f} s")
-                    creates(sandbox, args.rate, 2.0)
-                    on_serve = summary("creates with webhooks on Ray Serve", creates(sandbox, args.rate, args.seconds))
-                    direct_serve = direct_calls(serve_port, serve_bundle.ca_pem, args.calls)
-                finally:
-                    _stop(served)
-            added("Ray Serve", base, on_serve)
-            d_serve = summary("webhook call alone on Ray Serve", direct_serve)
-            print(f"Ray Serve's cost per webhook call over uvicorn: p50 {d_serve[0] - d_uvicorn[0]:+.2f} ms, "
-                  f"p99 {d_serve[1] - d_uvicorn[1]:+.2f} ms (no target)")
+            serve_bundle = certs.issue(certs.service_names(SERVICE, NAMESPACE), datetime.datetime.now(datetime.UTC))
+            (Path(tmp.name) / "tls.crt").write_bytes(serve_bundle.cert_pem)
+            (Path(tmp.name) / "tls.key").write_bytes(serve_bundle.key_pem)
+            began = time.monotonic()
+            served, serve_port = _child(SERVE_CHILD, str(_free_port()), str(Path(tmp.name) / "tls.crt"),
+                                        str(Path(tmp.name) / "tls.key"))
+            children.append(served)
+            print(f"ray serve started in {time.monotonic() - began:.1f} s")
+            servers["serve"] = (int(serve_port), serve_bundle.ca_bundle())
+            pems["serve"] = serve_bundle.ca_pem
+        latencies: dict[str, list[float]] = {mode: [] for mode in servers}
+        modes = list(servers)
+        for turn in range(max(1, round(args.seconds / args.block))):
+            for mode in modes[turn % len(modes):] + modes[:turn % len(modes)]:
+                _configure(sandbox, mode, *servers[mode])
+                eventually(functools.partial(_answers, sandbox, mode != "none"), 60, f"{mode} to take the creates",
+                           interval=0.2)
+                creates(sandbox, args.rate, 0.5)  # warm-up: connections of this mode
+                latencies[mode] += creates(sandbox, args.rate, args.block)
+        base = summary("creates without webhooks", latencies["none"])
+        for mode, label in (("uvicorn", "uvicorn"), ("serve", "Ray Serve")):
+            if mode in latencies:
+                added(label, base, summary(f"creates with webhooks on {label}", latencies[mode]))
+        alone = {mode: summary(f"webhook call alone on {'Ray Serve' if mode == 'serve' else mode}",
+                               direct_calls(servers[mode][0], pems[mode], args.calls)) for mode in pems}
+        if "serve" in alone:
+            print(f"Ray Serve's cost per webhook call over uvicorn: p50 {alone['serve'][0] - alone['uvicorn'][0]:+.2f} "
+                  f"ms, p99 {alone['serve'][1] - alone['uvicorn'][1]:+.2f} ms (no target)")
     finally:
+        for child in children:
+            _stop(child)
+        tmp.cleanup()
         sandbox.stop()
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
