@@ -35,6 +35,7 @@ import uvicorn
 from kaiwo_ray.admission import certs
 from kaiwo_ray.admission.workloads import Settings
 from kaiwo_ray.kube.client import KubeClient
+from serve import webhook_metrics
 from serve.metrics_server import parse_bind_address
 from serve.webhook_certs import DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, CertKeeper, CertSettings
 from serve.webhooks import build_webhook_app, settings_from_env
@@ -167,6 +168,7 @@ class WebhookServer:
         self._thread = threading.Thread(target=self._run, args=(sock,), name=f"kaiwo-webhooks-{self.port}",
                                         daemon=True)
         self._thread.start()
+        webhook_metrics.mark_serving()
         deadline = time.monotonic() + timeout
         while self._server is None or not self._server.started:
             if not self._thread.is_alive():

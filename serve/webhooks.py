@@ -8,6 +8,7 @@ decodes the AdmissionReview and encodes the verdict.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -16,6 +17,7 @@ import orjson
 from kaiwo_ray.admission import kaiwo, workloads
 from kaiwo_ray.admission.registration import MUTATING, VALIDATING
 from kaiwo_ray.admission.review import Verdict, respond
+from serve import webhook_metrics
 
 Check = Callable[[Mapping[str, Any]], Verdict]
 
@@ -93,12 +95,26 @@ def build_webhook_app(settings: workloads.Settings | None = None) -> App:
         try:
             review = orjson.loads(b"".join(chunks))
         except orjson.JSONDecodeError as exc:
+            webhook_metrics.REQUESTS.labels(path, "400").inc()
             await _answer(send, 400, _error(f"the body is not JSON: {exc}"))
             return
         body = review.get("request") if isinstance(review, dict) else None
         if not isinstance(review, dict) or review.get("kind") != "AdmissionReview" or not isinstance(body, dict):
+            webhook_metrics.REQUESTS.labels(path, "400").inc()
             await _answer(send, 400, _error("expected an AdmissionReview (admission.k8s.io/v1) with a request"))
             return
-        await _answer(send, 200, orjson.dumps(respond(body, check(body))))
+        in_flight = webhook_metrics.IN_FLIGHT.labels(path)
+        in_flight.inc()
+        began = time.perf_counter()
+        try:
+            answer = orjson.dumps(respond(body, check(body)))
+        except Exception:
+            webhook_metrics.REQUESTS.labels(path, "500").inc()
+            raise
+        finally:
+            in_flight.dec()
+        webhook_metrics.LATENCY.labels(path).observe(time.perf_counter() - began)
+        webhook_metrics.REQUESTS.labels(path, "200").inc()
+        await _answer(send, 200, answer)
 
     return app

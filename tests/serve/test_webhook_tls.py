@@ -136,6 +136,13 @@ def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox:
     batch.create_namespaced_job("default", _job("through-the-service"))
     labels = _stored(sandbox, JOBS, "default", "through-the-service")["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"  # the mutating webhook ran over TLS
+    # controller-runtime's webhook series, written by this process's /metrics once a server runs here
+    from serve import webhook_metrics
+
+    text = webhook_metrics.exposition().decode()
+    assert 'controller_runtime_webhook_requests_total{code="200",webhook="/mutate-batch-v1-job"}' in text
+    assert 'controller_runtime_webhook_latency_seconds_bucket{le="0.005",webhook="/mutate-batch-v1-job"}' in text
+    assert 'controller_runtime_webhook_requests_in_flight{webhook="/mutate-batch-v1-job"} 0.0' in text
 
     # A restart (a new replica) serves the Secret's certificate instead of minting another.
     assert installed.check().cert_pem == bundle.cert_pem
