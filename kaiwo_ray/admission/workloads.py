@@ -90,6 +90,8 @@ def mutate(request: Mapping[str, Any], settings: Settings) -> Verdict:
         return ALLOW
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return ALLOW
+    if request.get("operation") == "CREATE" and LABEL_RUN_ID in _labels(obj):
+        return ALLOW  # rendered by the operator for a KaiwoJob/KaiwoService labelled managed: its labels are Kaiwo's
     kind = str((request.get("kind") or {}).get("kind") or obj.get("kind") or "")
     labels = _labels(obj)
     ops: list[JsonObj] = []
