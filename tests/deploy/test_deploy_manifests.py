@@ -167,7 +167,7 @@ def test_the_webhooks_component_serves_tls_from_the_head_and_grants_only_its_cer
     assert env["KAIWO_WEBHOOKS_BIND_ADDRESS"] == ":9443" and env["MANAGED_WORKLOADS_ENABLED"] == "true"
     assert {"name": "webhooks", "containerPort": 9443} in container["ports"]
     service = find(objects, "Service", "kaiwo-ray-webhooks")
-    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "webhooks", "protocol": "TCP"}]
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": 9443, "protocol": "TCP"}]
     assert service["spec"]["selector"] == find(objects, "Service", "kaiwo-ray-admin")["spec"]["selector"]
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in find(objects, kind, "kaiwo-ray")["webhooks"]:
