@@ -156,40 +156,6 @@ def test_a_kaiwojob_runs_under_the_installed_operator(installed: dict[str, Any],
     assert len(children) == 1
 
 
-def test_the_installed_webhooks_queue_and_track_a_labelled_plain_gpu_job(installed: dict[str, Any],
-                                                                          kubectl: Kubectl) -> None:
-    """deploy/components/webhooks as installed: the webhook server in the admin API's replica on the real
-    head pod, its certificate in the Secret it made, the caBundle it injected; the API server reaches it
-    through Service kaiwo-ray-webhooks (TLS verified): a dry run changes nothing, a labelled GPU Job is
-    queued, tracked by a KaiwoJob naming its user, and runs."""
-    secret = _json(kubectl, "secret", "-n", "kaiwo-system", "kaiwo-ray-webhook-cert")
-    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        hooks = _json(kubectl, kind, "kaiwo-ray")["webhooks"]
-        assert {h["clientConfig"].get("caBundle") for h in hooks} == {secret["data"]["ca.crt"]}
-    job = {"apiVersion": "batch/v1", "kind": "Job",
-           "metadata": {"name": "plain-gpu", "namespace": "default", "labels": {"kaiwo.silogen.ai/managed": "true"}},
-           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-               {"name": "main", "image": "busybox", "command": ["sleep", "5"],
-                "resources": {"limits": {"amd.com/gpu": 1}}}]}}}}
-    dry = kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(job))
-    assert json.loads(dry.stdout)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
-    assert kubectl("get", "job", "-n", "default", "plain-gpu", check=False).returncode != 0  # nothing stored
-    kubectl("apply", "-f", "-", stdin=json.dumps(job))
-    labels = _json(kubectl, "job", "-n", "default", "plain-gpu")["metadata"]["labels"]
-    assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo" and labels["kaiwo.silogen.ai/user"]
-
-    def tracked() -> dict[str, Any] | None:
-        found = kubectl("get", "kaiwojob", "-n", "default", "plain-gpu", "-o", "json", check=False)
-        return json.loads(found.stdout) if found.returncode == 0 else None
-    tracker = eventually(tracked, timeout=60, interval=1.0, message="the KaiwoJob tracking the plain Job")
-    assert tracker["spec"]["user"] == labels["kaiwo.silogen.ai/user"]
-
-    def ran() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", "default", "plain-gpu").get("status") or {}).get("status")
-        return status if status in ("RUNNING", "COMPLETE") else None
-    eventually(ran, timeout=120, interval=1.0, message="the tracked plain Job runs")
-
-
 def test_a_serve_application_that_fails_to_import_leaves_the_rayservice_not_ready_with_its_error(
         installed: dict[str, Any], kubectl: Kubectl) -> None:
     """Bad input: KubeRay submits the config, Ray reports DEPLOY_FAILED with the import error, and the
