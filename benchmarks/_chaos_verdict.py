@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 OWNER_KINDS = frozenset({"KaiwoJob", "KaiwoService"})
 # (API path prefix, plural, kind) of every kind a workload controller may make a child of
 CHILD_KINDS: tuple[tuple[str, str, str], ...] = (

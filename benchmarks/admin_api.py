@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import CONTEXT, api_client, machine_load, percentile, sandbox_process
+from _machine import machine_load
+from _runtime import CONTEXT, api_client
+from _sandbox import sandbox_process
+from _stats import percentile
 
 GROUP, VERSION = "kaiwo.silogen.ai", "v1alpha1"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")

@@ -60,7 +60,6 @@ from typing import Any
 
 from _chaos_verdict import (
     CHILD_KINDS,
-    JsonObj,
     Snapshot,
     Verdict,
     Wanted,
@@ -71,17 +70,12 @@ from _chaos_verdict import (
     judge,
     unfinished,
 )
-from _common import (
-    GROUP,
-    VERSION,
-    SandboxProcess,
-    api_client,
-    k8s,
-    kaiwojob,
-    machine_load,
-    sandbox_process,
-    setup_cluster_objects,
-)
+from _machine import machine_load
+from _objects import GROUP, VERSION, kaiwojob, setup_cluster_objects
+from _runtime import api_client, k8s
+from _sandbox import SandboxProcess, sandbox_process
+
+from kaiwo_ray.api.jsonobj import JsonObj
 
 TIME_FACTOR = 0.05
 RUN = "sleep 20"  # a KaiwoJob's entrypoint: its pod runs 1 s at that time factor

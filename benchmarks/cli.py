@@ -1,6 +1,10 @@
 """The `kaiwo` CLI's speed beside kubectl, measured in one run on the same machine.
 
     start-up: `kaiwo --help` and `kaiwo version` (target <= 150 ms) beside `kubectl version --client`
+    stack:    importing the CLI's HTTP stack (`kaiwo_ray.cli.api`, urllib3) beside the operator's
+              (`kaiwo_ray.kube.client`, kubernetes.aio + aiohttp): what one CLI command would pay at
+              start-up for sharing the operator's client, the reason the CLI keeps its own transport
+              (both address resources through the same `kube.resources.Resource` table)
     listing:  `kaiwo list jobs -A` vs `kubectl get kaiwojobs -A` over N KaiwoJobs in the sandbox
               (target: kaiwo <= 1.5x kubectl); default N=2000, `--scale 10000` for the issue's figure.
 
@@ -86,6 +90,15 @@ def main() -> int:
         target = f" (target <= {START_TARGET_MS:.0f} ms)" if name.startswith("kaiwo") else " (baseline)"
         print(f"start_time[{name}]: median {statistics.median(values) * 1000:.0f} ms, "
               f"best {min(values) * 1000:.0f} ms{target}")
+
+    stacks = {"cli stack (kaiwo_ray.cli.api)": [sys.executable, "-c", "import kaiwo_ray.cli.api"],
+              "operator stack (kaiwo_ray.kube.client)": [sys.executable, "-c", "import kaiwo_ray.kube.client"]}
+    imports = medians(stacks, max(args.repeats, 9))
+    for name, seconds in imports.items():
+        print(f"import_time[{name}]: median {seconds * 1000:.0f} ms")
+    cli_s, operator_s = imports.values()
+    print(f"import_cost_of_sharing: +{(operator_s - cli_s) * 1000:.0f} ms per CLI command "
+          f"({operator_s / cli_s:.1f}x the CLI's own stack; a figure, no target)")
 
     if not kubectl:
         print("list_ratio: skipped (kubectl not installed: make tools)")

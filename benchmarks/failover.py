@@ -20,7 +20,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from _common import CONTEXT, run_deployed, sandbox_process
+from _runtime import CONTEXT, run_deployed
+from _sandbox import sandbox_process
 
 
 def _instance_main(conn: Connection, kubeconfig: str, identity: str, lease_seconds: float, retry: float) -> None:

@@ -32,7 +32,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, cast
 
-from _common import CONTEXT, machine_load, process_cpu_s, run_deployed, sandbox_process, setup_cluster_objects
+from _machine import machine_load, process_cpu_s
+from _objects import setup_cluster_objects
+from _runtime import CONTEXT, run_deployed
+from _sandbox import sandbox_process
 
 BODY = b'{"major":"1","minor":"31"}'
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(BODY), BODY)

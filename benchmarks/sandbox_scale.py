@@ -1,7 +1,7 @@
 """Benchmark: how the sandbox's own costs grow with the objects it holds (issue 13: it must hold 100,000).
 
 One sandbox (API server only, in its own process) is filled step by step with unrelated objects
-(ConfigMaps, Secrets, Pods and suspended Jobs round robin, in 10 namespaces; `_common.unrelated_objects`),
+(ConfigMaps, Secrets, Pods and suspended Jobs round robin, in 10 namespaces; `_objects.unrelated_objects`),
 created straight in its store (the seeding rate is printed too), and at each level - 1,000 and 10,000
 objects, and 100,000 with --scale - this process measures with the real `kubernetes` client:
 - list latency: all ConfigMaps of the cluster (a quarter of the objects, the body read in full), one
@@ -27,7 +27,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import UNRELATED_KINDS, api_client, k8s, machine_load, sandbox_process, setup_cluster_objects
+from _machine import machine_load
+from _objects import UNRELATED_KINDS, setup_cluster_objects
+from _runtime import api_client, k8s
+from _sandbox import sandbox_process
 
 TARGET_LIST_100K_MS = 1000.0  # the 25,000 ConfigMaps of a 100,000-object sandbox, in one list
 TARGET_SELECTED_LIST_MS = 100.0  # a label-selected list that matches none, at any level

@@ -36,14 +36,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._stats import percentile
+from kaiwo_ray.admission import certs
+from kaiwo_sandbox.contracts import GVR
+from kaiwo_sandbox.testing import eventually, start_sandbox
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks._common import percentile  # noqa: E402
-from kaiwo_ray.admission import certs  # noqa: E402
-from kaiwo_sandbox.contracts import GVR  # noqa: E402
-from kaiwo_sandbox.testing import eventually, start_sandbox  # noqa: E402
-
 NAMESPACE, SERVICE = "kaiwo-system", "kaiwo-ray-webhooks"
 TARGET_P50, TARGET_P99 = 5.0, 15.0
 JOB: dict[str, Any] = {"apiVersion": "batch/v1", "kind": "Job",

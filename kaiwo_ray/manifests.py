@@ -21,9 +21,8 @@ from typing import Any
 
 import yaml
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.yaml_input import BoundedLoader, safe_load_all
-
-JsonObj = dict[str, Any]
 
 STDIN = "-"
 

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.manifests import ManifestReadError, parse_located, read_source
 from kaiwo_ray.render.nodepools import desired_node_labels_and_taints, flavor_name_for_node
-
-JsonObj = dict[str, Any]
 
 _KUBELET_VERSION = "v1.32.5"
 _CONTAINER_RUNTIME = "containerd://1.7.27"
@@ -159,7 +158,7 @@ def _nvidia_h100_node(name: str, ip: str, *, uid_suffix: str) -> JsonObj:
 
 def cpu_node(name: str, ip: str, *, uid_suffix: str) -> JsonObj:
     """One more CPU node shaped as the default cluster's (`uid_suffix`: two hex digits of its machine
-    id), for a cluster sized to a load (benchmarks/_common.sized_nodes)."""
+    id), for a cluster sized to a load (benchmarks/_objects.sized_nodes)."""
     # A general-purpose node for CPU jobs and services: 1x EPYC 9354 (32 cores / 64 threads), 256 GiB.
     labels = {
         **_base_labels(name, "amd64", "epyc-9354-256g"),

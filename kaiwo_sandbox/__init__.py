@@ -7,7 +7,8 @@ Layers, lowest first (`make lint` checks that imports point down only; docs/sand
     registry    -- what is served: the built-in table and CRDs -> ResourceInfo
     storage/    -- ObjectStore (verbs, write pipeline), history, owners, garbage collection,
                    persistence, Event expiry; no HTTP
-    runtime/    -- real pods on this machine (`--local-image`): network namespaces, processes, probes
+    runtime/    -- real pods on this machine (`--local-image`, `--local-commands`): network namespaces,
+                   processes, probes
     apiserver/  -- the HTTPS/JSON front end over the store: fastpath, routes, auth/, streams/, audit,
                    faults | cluster/ -- simulated controllers (scheduler, kubelet, Job, Kueue, KubeRay, ...)
     instance    -- one running sandbox (store + server + cluster + persistence)

@@ -77,6 +77,9 @@ class SandboxConfig:
     manual_clock: bool = False  # time moves only by ManualClock.advance (tests of TTLs, back-off, grace periods)
     # Images whose pods run as real processes on this machine (any tag): `--local-image` (runtime/, root only).
     local_images: list[str] = field(default_factory=list)
+    # Pods whose every command can run on this machine (sh, python3, echo, ...: podspec.LOCAL_PROGRAMS) run
+    # as real processes too, whatever their image: `--local-commands` (root only).
+    local_commands: bool = False
 
 
 # The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
@@ -191,7 +194,7 @@ class Sandbox:
                                shutdown_timeout=2.0)
         await runner.setup()
         ssl_context = None
-        if cfg.local_images:
+        if cfg.local_images or cfg.local_commands:
             self._start_local_runtime()
         if cfg.tls:
             if self.local_runtime is not None:  # pods reach the API server at the pod network's gateway
@@ -248,7 +251,7 @@ class Sandbox:
         else:
             self._pods_root = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-pods-")
             root = Path(self._pods_root.name)
-        runtime = LocalRuntime(self.config.local_images, root)
+        runtime = LocalRuntime(self.config.local_images, root, commands=self.config.local_commands)
         runtime.start()
         self.local_runtime = runtime
         self.server.local_runtime = runtime

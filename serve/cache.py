@@ -12,8 +12,8 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.informer import Informer
@@ -43,7 +43,6 @@ from kaiwo_ray.views._objects import meta, status
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 WORKLOAD_KINDS: dict[str, Resource] = {"KaiwoJob": KAIWOJOBS, "KaiwoService": KAIWOSERVICES}
 # The children a workload owns that the admin API shows (kinds a cluster may lack, KubeRay's and
 # AppWrapper's, are optional). ConfigMaps and HTTPRoutes are left out: no view reads them, and a watch

@@ -20,18 +20,16 @@ import asyncio
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from _common import run_deployed
+from _runtime import run_deployed
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.workloads import CHILD_SELECTOR
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.reconcile.workload import parse_workload
 from kaiwo_ray.render import render_all
-
-JsonObj = dict[str, Any]
 
 
 async def apply_children(client: KubeClient, obj: JsonObj, config: KaiwoConfigSpec,
@@ -102,7 +100,7 @@ async def _serve(namespace: str, stop_flag: threading.Event, ready_flag: threadi
 
 def serve(namespace: str, stop_flag: threading.Event, ready_flag: threading.Event | None, admit: Admit) -> None:
     """Watch and `admit` on this thread until `stop_flag` is set, on the loop our operator gets in its
-    Ray actor (`_common.deployed_loop`), so the floor is measured on the same one."""
+    Ray actor (`_runtime.deployed_loop`), so the floor is measured on the same one."""
     run_deployed(_serve(namespace, stop_flag, ready_flag, admit))
 
 

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
-from typing import Any
 
 from peers.floor_operator import apply_children, serve
 from peers.same_work import PENDING_EVENT, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.events import EventRecorder
 
-JsonObj = dict[str, Any]
 COMPONENT = "floor-same-work"
 
 

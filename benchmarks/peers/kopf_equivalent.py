@@ -35,14 +35,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from _common import deployed_loop
+from _runtime import deployed_loop
 from peers.same_work import PENDING_EVENT, children_of, created_message, pending_status
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 
-JsonObj = dict[str, Any]
 KAIWOJOBS = ("kaiwo.silogen.ai", "v1alpha1", "kaiwojobs")
 
 

@@ -27,15 +27,14 @@ import threading
 from typing import Any
 
 import kopf
-from _common import deployed_loop
+from _runtime import deployed_loop
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.reconcile.workload import parse_workload
 from kaiwo_ray.render import render_all
-
-JsonObj = dict[str, Any]
 
 
 @kopf.on.startup()

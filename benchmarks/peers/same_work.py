@@ -4,13 +4,12 @@ kopf same-work peer, the same-work floor): its children, its ResourceCreated mes
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.reconcile.workload import parse_workload
 from kaiwo_ray.render import effective_queue, render_all, workload_gpu_check
 
-JsonObj = dict[str, Any]
 PENDING_EVENT = ("WorkloadPending", "Workload is pending admission")
 
 

@@ -72,11 +72,14 @@ def _die_with_parent() -> None:
 
 
 def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
-                  log_path: Path, local_images: list[str] | None = None) -> subprocess.Popen[bytes]:
+                  log_path: Path, local_images: list[str] | None = None,
+                  local_commands: bool = False) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
     for image in local_images or []:
         command += ["--local-image", image]
+    if local_commands:
+        command.append("--local-commands")
     if nodes is not None:
         command += ["--nodes", str(nodes)]
     with log_path.open("wb") as log_file:
@@ -154,7 +157,8 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
-    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path, args.local_images)
+    sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path, args.local_images,
+                            bool(getattr(args, "local_commands", False)))
     started_ray = False
     supervisor = None
     fleet = None

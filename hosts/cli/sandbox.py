@@ -38,6 +38,9 @@ def add_local_image_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--local-image", action="append", default=[], metavar="NAME", dest="local_images",
                         help="run the pods of image NAME (any tag) as real processes on this machine, each in "
                              "its own network namespace (repeatable; needs root; docs/sandbox.md)")
+    parser.add_argument("--local-commands", action="store_true",
+                        help="also run, as real processes, the pods whose every container's command can run on "
+                             "this machine (sh, python3, echo, ...; needs root; docs/sandbox.md)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
     config = SandboxConfig(port=args.port, nodes=list(nodes), cluster=_cluster(args), time_factor=args.time_factor,
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
                            extra_crds=list(all_crds()), authorization=parse_mode(args.authorization),
-                           local_images=list(args.local_images))
+                           local_images=list(args.local_images),
+                           local_commands=bool(getattr(args, "local_commands", False)))
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 NAME = "kaiwo-ray"
 EXEMPT_NAMESPACES = ("kube-system", "kaiwo-system")
 TIMEOUT_SECONDS = 5  # upstream's; well under the API server's 10 s default, and a refusal is cheap

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
 
 
 @dataclass(frozen=True, slots=True)

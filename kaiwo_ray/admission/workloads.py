@@ -22,7 +22,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kaiwo_ray.admission.review import ALLOW, JsonObj, Verdict, forbidden, pointer
+from kaiwo_ray.admission.review import ALLOW, Verdict, forbidden, pointer
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE, LABEL_RUN_ID, LABEL_USER
 from kaiwo_ray.render.names import sanitize_rfc1123
 

@@ -47,11 +47,13 @@ class Condition(WireModel):
 
 
 def parse_time(value: Any) -> datetime.datetime | None:
-    """A metav1.Time/MicroTime string (`2026-11-21T12:00:00Z`) as an aware datetime; None when
-    absent or unreadable, so callers treat a malformed stamp like a missing one."""
+    """A metav1.Time/MicroTime string (`2026-11-21T12:00:00Z`) as an aware datetime (a stamp without an
+    offset is UTC, as metav1.Time always is); None when absent or unreadable, so callers treat a
+    malformed stamp like a missing one."""
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.UTC)

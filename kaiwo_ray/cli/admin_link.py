@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import orjson
 import urllib3
 import yaml
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.kubeconfig import ADMIN_EXTENSION as EXTENSION
 from kaiwo_ray.cli.kubeconfig import ClusterAccess
-
-JsonObj = dict[str, Any]
 
 
 def with_admin_url(config: JsonObj, cluster_name: str, url: str) -> JsonObj:

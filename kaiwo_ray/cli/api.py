@@ -15,12 +15,12 @@ from urllib.parse import quote, urlencode
 import orjson
 import urllib3
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.errors import ClusterError
 from kaiwo_ray.cli.kubeconfig import ClusterAccess
 from kaiwo_ray.kube.discovery import ClusterApis, parse_group_list
 from kaiwo_ray.kube.resources import Resource
 
-JsonObj = dict[str, Any]
 FIELD_MANAGER = "kaiwo-cli"
 USER_AGENT = "kaiwo-cli"
 

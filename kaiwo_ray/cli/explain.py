@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.resources import Resource
@@ -14,7 +15,6 @@ from kaiwo_ray.kube.resources import Resource
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo explain job/my-training
   kaiwo explain service/my-llm -o json       # the reasons as structured data

@@ -7,15 +7,15 @@ import queue
 import sys
 import threading
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
     from kaiwo_ray.cli.workloads import WorkloadType
 
-JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo list                         # jobs and services in the current namespace
   kaiwo list jobs -A                 # every namespace

@@ -7,16 +7,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.errors import UsageError
 
 DEFAULT_CONFIG = Path("~/.config/kaiwo/kaiwoconfig.yaml")
 EMAIL = re.compile(r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$")
-JsonObj = dict[str, Any]
 
 
 class CliConfig(BaseModel):

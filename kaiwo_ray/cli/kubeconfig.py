@@ -18,13 +18,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 
-JsonObj = dict[str, Any]
 ADMIN_EXTENSION = "kaiwo.silogen.ai/admin-api"  # kubeconfig cluster extension: {url: <kaiwo-ray admin API>}
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -17,13 +17,13 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Label, RichLog
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.api import Api, ApiStatusError, resource_path
 from kaiwo_ray.cli.errors import CliError, ClusterError
 from kaiwo_ray.cli.portforward import Forwarder, parse_ports
 from kaiwo_ray.cli.table import age, render_table
 from kaiwo_ray.cli.workloads import TYPES, container_rows, default_container, phase, pods_of, type_of
 
-JsonObj = dict[str, Any]
 REFRESH_SECONDS = 2.0
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo monitor job/my-training
   kaiwo monitor service/my-llm -w 2            # refresh every 2 s until Ctrl-C

@@ -4,13 +4,11 @@ else the first running pod (Ray head first) and its default container, said on s
 from __future__ import annotations
 
 import sys
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 from kaiwo_ray.cli.table import render_table
 from kaiwo_ray.cli.workloads import container_rows, default_container
-
-JsonObj = dict[str, Any]
 
 
 def choose(pods: list[JsonObj], what: str, *, pod: str | None = None, container: str | None = None,

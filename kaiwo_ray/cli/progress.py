@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.workloads import phase, pods_of
 from kaiwo_ray.kube import resources as R
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 OWNER_KINDS = frozenset({"Job", "RayJob", "RayCluster", "RayService", "AppWrapper", "Pod"})
 
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kaiwo_ray.api.jsonobj import JsonObj
 
 if TYPE_CHECKING:
     from kaiwo_ray.api.config import KaiwoConfig, KaiwoConfigSpec
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
     from kaiwo_ray.api.queueconfig import KaiwoQueueConfig
     from kaiwo_ray.render.queue import KueueVersion
 
-JsonObj = dict[str, Any]
 
 EXIT_OK = 0
 EXIT_INTERNAL_ERROR = 1

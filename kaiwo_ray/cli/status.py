@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 from kaiwo_ray.render.context import LABEL_NAME
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from kaiwo_ray.views.nodes import NodeView
     from kaiwo_ray.views.queues import ClusterQueueView
 
-JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo status queues          # per ClusterQueue: a [TOTAL] row, then one row per LocalQueue
   kaiwo status amd             # AMD GPU nodes: GPUs, CPU, memory and pods used vs allocatable

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 EXAMPLES = """examples:
   kaiwo submit -f examples/cpu-job.yaml
   kaiwo submit -f job.yaml --user jane@example.com --queue team-a -n research

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
+
+from kaiwo_ray.api.meta import parse_time
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, no_headers: bool = False) -> str:
@@ -45,16 +47,6 @@ def human_duration(seconds: float) -> str:
         days = (hours // 24) % 365
         return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
     return f"{hours // 24 // 365}y"
-
-
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def age(timestamp: object, now: datetime) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 from kaiwo_ray.cli.table import age
 from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE
@@ -17,7 +18,6 @@ from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-JsonObj = dict[str, Any]
 GROUP, VERSION = "kaiwo.silogen.ai", "v1alpha1"
 GPU_KEYS = ("amd.com/gpu", "nvidia.com/gpu")
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
@@ -23,7 +24,6 @@ from kaiwo_ray.reconcile.aimnamespace import NamespaceConfigWorld, counted_confi
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 
 
 def secret_key_names(obj: JsonObj) -> JsonObj:

@@ -19,8 +19,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.cache import ObjectCache, Transform
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.discovery import ClusterApis, detect
@@ -33,7 +33,6 @@ from kaiwo_ray.kube.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
 
 

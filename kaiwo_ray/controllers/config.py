@@ -9,13 +9,13 @@ from functools import cache
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.kaiwoconfig import default_spec_from_env
 from kaiwo_ray.kube.cache import ObjectCache
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 
 # Parsed singletons by (uid, resourceVersion): every reconcile reads KaiwoConfig and the queue config,
 # but they change rarely, and validating them each time was a measurable share of a reconcile.

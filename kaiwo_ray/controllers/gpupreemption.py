@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
@@ -38,7 +39,6 @@ from kaiwo_ray.reconcile import gpupreemption as gp
 from kaiwo_ray.reconcile.workload import controller_ref
 
 log = logging.getLogger(__name__)
-JsonObj = dict[str, Any]
 MAX_HOPS = 10
 EVAL_LEASE = "gpu-preemption-eval"
 
@@ -310,18 +310,24 @@ class GpuPreemptionController(Controller):
     async def _execute(self, cr: JsonObj, plan: gp.TrackerPlan) -> None:
         meta = cr["metadata"]
         namespace, name = meta.get("namespace"), meta["name"]
+        # Every write names the resourceVersion the plan was decided from: a tracker that changed meanwhile
+        # (an evaluation marked it Preempting) is not overwritten with a phase decided from the older copy;
+        # the Conflict ends this pass and the watch brings the newer one to the next.
+        version = {"resourceVersion": meta.get("resourceVersion")}
         try:
             if plan.delete_cr:
                 await self.client.delete(R.GPUWORKLOADS, name, namespace, uid=meta.get("uid"))
                 self.writes += 1
                 return
             if plan.gpu_resources is not None:
-                cr = await self.client.patch(R.GPUWORKLOADS, name, {"spec": {"gpuResources": plan.gpu_resources}},
+                cr = await self.client.patch(R.GPUWORKLOADS, name, {"metadata": version,
+                                                                    "spec": {"gpuResources": plan.gpu_resources}},
                                              namespace)
+                version = {"resourceVersion": cr["metadata"].get("resourceVersion")}
                 self.writes += 1
             if plan.status is not None:
-                result = await self.client.patch(R.GPUWORKLOADS, name, {"status": plan.status}, namespace,
-                                                 subresource="status")
+                result = await self.client.patch(R.GPUWORKLOADS, name, {"metadata": version, "status": plan.status},
+                                                 namespace, subresource="status")
                 result.setdefault("kind", "GpuWorkload")
                 self.caches[R.GPUWORKLOADS].upsert_if_newer(result)
                 self.writes += 1

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
@@ -32,7 +33,6 @@ from kaiwo_ray.reconcile.monitoring import EVENT_COMPONENT, GpuUse, evaluate
 from kaiwo_ray.render.context import LABEL_NAME, LABEL_TYPE
 
 log = logging.getLogger(__name__)
-JsonObj = dict[str, Any]
 GPU_PREFIXES = ("amd.com/", "nvidia.com/gpu")
 TRUE = frozenset({"true", "1", "yes"})
 

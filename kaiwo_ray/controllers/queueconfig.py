@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.controllers.config import load_config
@@ -31,7 +32,6 @@ from kaiwo_ray.render.queue import KueueVersion
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 SINGLETON: Key = ("", qc.QUEUE_CONFIG_NAME)
 COMPONENT = "kaiwoqueueconfig-controller"
 FAILED_REQUEUE_SECONDS = 30.0

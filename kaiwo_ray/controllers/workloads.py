@@ -19,6 +19,7 @@ from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.controllers.aimnamespace import namespace_facts
 from kaiwo_ray.controllers.base import Controller, Key, Requeue, Watch, controller_owner_key, own_key
@@ -48,7 +49,6 @@ from kaiwo_ray.render.context import LABEL_NAME, LABEL_RUN_ID, LABEL_TYPE, Prior
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 
 # Every child we render carries the CR's uid in this label: the child watches select on it, so the
 # caches hold our children, not every Job, PVC, ConfigMap and Deployment of the cluster.

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.discovery import KUEUE, ClusterApis, missing_line
 
-JsonObj = dict[str, Any]
 # TODO: a step the admin has yet to take (kaiwo-ray not installed yet): not a failure, the install is the fix.
 Status = Literal["OK", "WARN", "FAIL", "SKIP", "TODO"]
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")

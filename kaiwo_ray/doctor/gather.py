@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 from kaiwo_ray.doctor import checks
 from kaiwo_ray.doctor.checks import Result
@@ -17,7 +18,6 @@ from kaiwo_ray.kube.discovery import ClusterApis, detect
 from kaiwo_ray.kube.errors import Forbidden, KubeError, NotFound
 from kaiwo_ray.permissions import LEASE_RULES, OPERATOR_RULES, Rule
 
-JsonObj = dict[str, Any]
 SAR_PATH = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 SSAR_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 ObjectKey = tuple[str, str]  # (namespace or "", name)
 Transform = Callable[[JsonObj], JsonObj]
 """What of each object a cache keeps (client-go's SetTransform): a controller that reads a few fields

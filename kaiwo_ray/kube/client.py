@@ -21,6 +21,7 @@ import aiohttp
 import orjson
 from yarl import URL
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.errors import KubeError, NotLeader, TransportError, WatchIdle, error_from_response
 from kaiwo_ray.kube.incluster import InClusterConfig
 from kaiwo_ray.kube.lean_http import (
@@ -40,7 +41,6 @@ from kaiwo_ray.kube.projection import DecodeError, PageDecoder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.kube.stats import RequestStats
 
-JsonObj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "kaiwo-ray"

@@ -15,13 +15,11 @@ import logging
 import secrets
 from collections import deque
 from datetime import UTC, datetime
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import EVENTS
-
-JsonObj = dict[str, Any]
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.cache import ObjectCache
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Gone, KubeError, WatchIdle
@@ -28,7 +28,6 @@ from kaiwo_ray.kube.resources import Resource
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 EventHandler = Callable[[str, JsonObj, JsonObj | None], None]
 """(type ADDED|MODIFIED|DELETED, object, previous version or None)."""
 

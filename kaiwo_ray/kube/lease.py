@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import Conflict, KubeError, NotFound
 from kaiwo_ray.kube.resources import LEASES
 
 log = logging.getLogger(__name__)
 
-JsonObj = dict[str, Any]
 
 
 def _micro(moment: datetime) -> str:

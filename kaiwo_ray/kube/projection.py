@@ -20,7 +20,8 @@ from typing import Any
 
 import msgspec
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 PageDecoder = Callable[[bytes], JsonObj]
 """A list answer's bytes -> the list as a dict (`items` projected, `metadata` whole)."""
 

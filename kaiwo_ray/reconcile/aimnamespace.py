@@ -17,12 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec, SecretValueReference
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
-
-JsonObj = dict[str, Any]
 
 OWNED = ("Accepted", "SecretsFound", "GatewayFound")
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
 
 
 @dataclass(frozen=True, slots=True)

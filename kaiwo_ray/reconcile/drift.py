@@ -18,7 +18,9 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.quantity import parse_quantity
+
 Path = tuple[str, ...]
 
 # Paths that an update must not change, per (apiVersion group, kind).
@@ -65,17 +67,17 @@ def _set(obj: JsonObj, path: Path, value: Any) -> None:
         cur[path[-1]] = value
 
 
-def _quantity(value: Any) -> Decimal | None:
+def _amount(value: Any) -> Decimal | None:
+    """A field's value as a quantity's amount (`1Gi`, 2, 0.5), for comparing children's resources; None
+    for anything else."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         return Decimal(str(value))
     if isinstance(value, str):
         try:
-            from kaiwo_ray.api.quantity import parse_quantity
-
             return parse_quantity(value)
-        except (ValueError, InvalidOperation, ImportError):
+        except (ValueError, InvalidOperation):
             return None
     return None
 
@@ -107,7 +109,7 @@ def is_subset(desired: Any, live: Any, *, quantities: bool = False) -> bool:
     if desired == live and type(desired) is type(live):
         return True
     if quantities:
-        a, b = _quantity(desired), _quantity(live)
+        a, b = _amount(desired), _amount(live)
         return a is not None and a == b
     return False
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from kaiwo_ray.api.config import GpuPreemptionConfig
 from kaiwo_ray.api.durations import canonical_go_duration, format_go_duration, parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.meta import parse_time
 
-JsonObj = dict[str, Any]
 PREFIX = "kaiwo.silogen.ai/gpu-preemption."
 GPU_PREFIXES = ("amd.com/", "nvidia.com/gpu")
 

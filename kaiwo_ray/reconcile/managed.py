@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.context import (
     LABEL_MANAGED,
     LABEL_NAME,
@@ -32,7 +33,6 @@ from kaiwo_ray.render.context import (
     LABEL_USER,
 )
 
-JsonObj = dict[str, Any]
 TRACKS = "kaiwo.silogen.ai/tracks"
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
 

@@ -17,15 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from kaiwo_ray.api.config import ResourceMonitoringConfig
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 
-JsonObj = dict[str, Any]
 CONDITION = "ResourceUnderutilization"
 LOW = "GpuUtilizationLow"
 NORMAL = "GpuUtilizationNormal"

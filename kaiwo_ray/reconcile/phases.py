@@ -6,12 +6,9 @@ the phase that makes the reconciler wait (STARTING/PENDING), never raises.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import WorkloadPhase
 from kaiwo_ray.reconcile.conditions import Cond, is_true
-
-JsonObj = dict[str, Any]
 
 # Short names for the phases (StrEnum members compare equal to the stored strings).
 NEW, DOWNLOADING, PENDING = WorkloadPhase.NEW, WorkloadPhase.DOWNLOADING, WorkloadPhase.PENDING

@@ -29,10 +29,12 @@ from typing import Any, Literal
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.errors import ManifestError
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import ObjectMeta
 from kaiwo_ray.api.quantity import parse_quantity
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfig, KaiwoQueueConfigSpec
+from kaiwo_ray.reconcile.events import PlannedEvent
 from kaiwo_ray.render.nodepools import (
     TOPOLOGY_BLOCK_LABEL,
     TOPOLOGY_RACK_LABEL,
@@ -52,8 +54,6 @@ from kaiwo_ray.render.queue import (
     render_topology,
     render_workload_priority_class,
 )
-
-JsonObj = dict[str, Any]
 
 QUEUE_CONFIG_NAME = "kaiwo"
 MANAGED_BY_LABEL = "kaiwo.silogen.ai/managed-by"
@@ -497,20 +497,13 @@ def without_finalizer(live: Mapping[str, Any], finalizer: str = RESOURCE_IN_USE_
 # --- events ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
-
-
-def success_event(target: str, action: str, name: str, namespace: str = "") -> Event:
+def success_event(target: str, action: str, name: str, namespace: str = "") -> PlannedEvent:
     """§4.5: reason `KaiwoQueueConfig<Target><Action>d`, message `<Action>d <Target> <ns>/<name>`."""
-    return Event("Normal", f"KaiwoQueueConfig{target}{action}d", f"{action}d {target} {namespace}/{name}")
+    return PlannedEvent("Normal", f"KaiwoQueueConfig{target}{action}d", f"{action}d {target} {namespace}/{name}")
 
 
-def failure_event(target: str, action: str, name: str, namespace: str, error: str) -> Event:
-    return Event("Warning", f"KaiwoQueueConfig{target}{action}Failed",
+def failure_event(target: str, action: str, name: str, namespace: str, error: str) -> PlannedEvent:
+    return PlannedEvent("Warning", f"KaiwoQueueConfig{target}{action}Failed",
                  f"Failed to {action.lower()} {target} {namespace}/{name}: {error}")
 
 
@@ -563,7 +556,7 @@ def _terminating(obj: Mapping[str, Any]) -> bool:
 
 __all__ = [
     "FAILED", "MANAGED_BY", "MANAGED_BY_LABEL", "QUEUE_CONFIG_NAME", "READY", "RESOURCE_IN_USE_FINALIZER",
-    "SYNC_ORDER", "WRONG_NAME_MESSAGE", "Action", "Event", "FailureMemory", "NodePatch", "QueueConfigDecision",
+    "SYNC_ORDER", "WRONG_NAME_MESSAGE", "Action", "FailureMemory", "NodePatch", "QueueConfigDecision",
     "decide_queue_config", "desired_cluster_objects", "failure_event", "node_patches", "normalise_cluster_queue_spec",
     "ownership", "parse_spec", "plan_cluster_objects", "plan_local_queues", "recreation", "replacement",
     "same_object", "spec_fingerprint", "status_patch", "success_event", "with_identity", "without_finalizer",

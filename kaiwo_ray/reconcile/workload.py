@@ -25,6 +25,7 @@ from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import format_go_duration, parse_go_duration
 from kaiwo_ray.api.errors import ManifestError
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.load import parse_as
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
@@ -32,6 +33,7 @@ from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.conditions import Cond, find, same_conditions, set_conditions
 from kaiwo_ray.reconcile.drift import drifted, needs_write, update_body
+from kaiwo_ray.reconcile.events import PlannedEvent
 from kaiwo_ray.reconcile.managed import tracked_kind
 from kaiwo_ray.render import (
     RenderError,
@@ -48,7 +50,6 @@ from kaiwo_ray.render.context import PriorityClasses, RenderContext
 from kaiwo_ray.render.httproute import render_httproute
 from kaiwo_ray.render.storage import borrowed_credentials
 
-JsonObj = dict[str, Any]
 Workload = KaiwoJob | KaiwoService
 
 FINALIZER = "kaiwo.silogen.ai/finalizer"
@@ -72,13 +73,6 @@ _PHASE_EVENTS: dict[str, tuple[str, str, str]] = {
     ph.TERMINATING: ("Normal", "WorkloadTermination", "Workload flagged for termination"),
     ph.TERMINATED: ("Normal", "WorkloadTerminated", "Workload terminated"),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
 
 
 def _no_object(kind: str, name: str) -> JsonObj | None:
@@ -172,7 +166,7 @@ class Plan:
     apply: list[JsonObj] = field(default_factory=list)
     delete: list[JsonObj] = field(default_factory=list)
     status: JsonObj | None = None
-    events: list[Event] = field(default_factory=list)
+    events: list[PlannedEvent] = field(default_factory=list)
     requeue_after: float | None = None
     phase: str = ""
     created_main: bool = False  # this plan creates the main child (the settle window starts)
@@ -299,8 +293,8 @@ def _terminate(world: World, plan: Plan, status: JsonObj) -> Plan:
                                 owned_types=["WorkloadTerminatedEarly"])
     plan.status = _status_body(world, status, ph.TERMINATED, conditions)
     plan.phase = ph.TERMINATED
-    plan.events.append(Event("Warning", reason, message))
-    plan.events.append(Event(*_PHASE_EVENTS[ph.TERMINATED][:2], _PHASE_EVENTS[ph.TERMINATED][2]))
+    plan.events.append(PlannedEvent("Warning", reason, message))
+    plan.events.append(PlannedEvent(*_PHASE_EVENTS[ph.TERMINATED][:2], _PHASE_EVENTS[ph.TERMINATED][2]))
     plan.delete.extend(c for c in world.children.values() if c.get("kind") in TERMINATED_KINDS)
     return plan
 
@@ -690,14 +684,14 @@ def _ensure(world: World, plan: Plan, desired: Sequence[JsonObj]) -> None:
             plan.apply.append(body)
             if live is None:
                 plan.creates.add((obj["kind"], obj["metadata"]["name"]))
-                plan.events.append(Event("Normal", "ResourceCreated",
+                plan.events.append(PlannedEvent("Normal", "ResourceCreated",
                                           f"Created {obj['apiVersion']}, Kind={obj['kind']}: "
                                           f"{obj['metadata']['name']}"))
             else:
-                plan.events.append(Event("Normal", "ResourceUpdated",
+                plan.events.append(PlannedEvent("Normal", "ResourceUpdated",
                                           f"Updated {obj['kind']} {obj['metadata']['name']}"))
         if not_propagated and needs_write(body, live):
-            plan.events.append(Event("Warning", "SpecChangeNotPropagated",
+            plan.events.append(PlannedEvent("Warning", "SpecChangeNotPropagated",
                                       f"{obj['kind']} {obj['metadata']['name']}: "
                                       f"{', '.join(not_propagated)} cannot change after creation"))
 
@@ -745,10 +739,10 @@ def _write_status(world: World, plan: Plan, status: JsonObj, stored: str, phase:
     plan.status = _status_body(world, status, phase, conditions)
     if phase == ph.ERROR and error is not None:
         # Also within ERROR when the cause changed (a name conflict after a GPU shortage, say).
-        plan.events.append(Event("Warning", error.reason, error.message))
+        plan.events.append(PlannedEvent("Warning", error.reason, error.message))
     elif phase != stored and phase in _PHASE_EVENTS:
         event_type, reason, message = _PHASE_EVENTS[phase]
-        plan.events.append(Event(event_type, reason, message))
+        plan.events.append(PlannedEvent(event_type, reason, message))
     return plan
 
 

@@ -8,8 +8,9 @@ reserves quota for all of them.
 
 from __future__ import annotations
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoServiceSpec
-from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.context import RenderContext, object_meta
 from kaiwo_ray.render.job import embedded_spec
 from kaiwo_ray.render.raycluster import (
     HEAD_TEMPLATE_PATH,

@@ -12,6 +12,7 @@ from typing import Any
 
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.gpus import (
     GpuCheck,
@@ -23,7 +24,6 @@ from kaiwo_ray.render.gpus import (
 from kaiwo_ray.render.names import name_with_postfix, sanitize_rfc1123
 
 Workload = KaiwoJob | KaiwoService
-JsonObj = dict[str, Any]
 
 LABEL_USER = "kaiwo.silogen.ai/user"
 LABEL_NAME = "kaiwo.silogen.ai/name"

@@ -4,8 +4,9 @@ queue and priority labels go on the pod template (and, being the same map upstre
 
 from __future__ import annotations
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoServiceSpec
-from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.context import RenderContext, object_meta
 from kaiwo_ray.render.entrypoint import apply_entrypoint
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.job import embedded_spec

@@ -12,8 +12,9 @@ object as stored equals the object as rendered.
 
 from __future__ import annotations
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoService
-from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.context import RenderContext, object_meta
 
 GATEWAY_API_VERSION = "gateway.networking.k8s.io/v1"
 SERVE_PORT = 8000

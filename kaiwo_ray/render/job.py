@@ -8,8 +8,9 @@ letting it run short of GPUs; multi-node training belongs in a RayJob.
 
 from __future__ import annotations
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoJobSpec
-from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.context import RenderContext, object_meta
 from kaiwo_ray.render.entrypoint import apply_entrypoint
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.podspec import (

@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.meta import NameOnlyMeta
 from kaiwo_ray.api.quantity import parse_quantity
 from kaiwo_ray.api.queueconfig import (
@@ -39,7 +40,6 @@ from kaiwo_ray.api.queueconfig import (
     TopologySpec,
 )
 
-JsonObj = dict[str, Any]
 _Entry = TypeVar("_Entry")
 
 # Labels written on nodes (cluster.md §1).

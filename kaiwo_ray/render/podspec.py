@@ -12,8 +12,9 @@ from typing import Any
 
 import orjson
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.quantity import parse_quantity
-from kaiwo_ray.render.context import JsonObj, RenderContext
+from kaiwo_ray.render.context import RenderContext
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_label, is_dns1123_subdomain
 from kaiwo_ray.render.resources import ResourceDefaults, fill_container_resources, requests_any

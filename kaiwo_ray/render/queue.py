@@ -15,8 +15,9 @@ Pure functions over the API models; the reconciler adds the UIDs it learns from 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import (
     ClusterQueueEntry,
     KaiwoQueueConfig,
@@ -25,7 +26,6 @@ from kaiwo_ray.api.queueconfig import (
     WorkloadPriorityClassEntry,
 )
 
-JsonObj = dict[str, Any]
 KueueVersion = Literal["v1beta2", "v1beta1"]
 
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kaiwo_ray.render.context import JsonObj, RenderContext
+from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.render.context import RenderContext
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.podspec import default_template, require_template, set_missing_images, update_pod_spec
 from kaiwo_ray.render.resources import resource_defaults

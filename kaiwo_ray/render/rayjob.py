@@ -7,8 +7,9 @@ Kueue-managed RayCluster), and pods selected by `kueue.x-k8s.io/queue-name` stay
 
 from __future__ import annotations
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoJobSpec
-from kaiwo_ray.render.context import JsonObj, RenderContext, object_meta
+from kaiwo_ray.render.context import RenderContext, object_meta
 from kaiwo_ray.render.entrypoint import ray_entrypoint
 from kaiwo_ray.render.job import embedded_spec
 from kaiwo_ray.render.podspec import SECURITY_CONTEXT_UID, add_namespace_pull_secrets, copy_json, pod_spec_of

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kaiwo_ray.render.context import JsonObj
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.errors import RenderError
 
 # What kube-apiserver refuses next to allowPrivilegeEscalation=false (ValidateSecurityContext).

@@ -14,9 +14,10 @@ from typing import Any
 
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.appwrapper import render_appwrapper
-from kaiwo_ray.render.context import JsonObj, PriorityClasses, RenderContext, Workload, render_context
+from kaiwo_ray.render.context import PriorityClasses, RenderContext, Workload, render_context
 from kaiwo_ray.render.deployment import render_deployment
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.gpus import ResourceConfig

@@ -26,9 +26,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.context import LABEL_NAME
 from kaiwo_ray.views._objects import (
-    JsonObj,
     ObjectRef,
     condition,
     is_true,
@@ -570,6 +570,98 @@ def _pods(world: WorkloadWorld, found: _Found) -> None:
             status(pod).get("containerStatuses") or ())
         for cs in statuses:
             _container(pod, cs, found)
+        _failed_mounts(world, pod, statuses, found)
+
+
+_MISSING_OBJECT = re.compile(r'^(secret|configmap) "([^"]*)" not found$')
+_MISSING_KEY = re.compile(r"^couldn't find key (.+) in (Secret|ConfigMap) [^/]*/(.+)$")
+_MOUNT_FAILED = re.compile(r'^MountVolume\.SetUp failed for volume "([^"]*)" : (.*)$')
+_MISSING_VOLUME_KEY = re.compile(r"^(secret|configmap) references non-existent (?:secret|config) key: (.+)$")
+
+
+def _kind_word(word: str) -> str:
+    return "Secret" if word.lower() == "secret" else "ConfigMap"
+
+
+def _env_users(pod: Mapping[str, Any], container: str, kind: str, name: str) -> list[str]:
+    """How `container` uses the Secret/ConfigMap `name`: "env VAR needs its key KEY" per reference,
+    "envFrom takes all its keys" for a whole-object reference."""
+    spec = pod.get("spec") or {}
+    ref_key, from_key = ("secretKeyRef", "secretRef") if kind == "Secret" else ("configMapKeyRef", "configMapRef")
+    uses: list[str] = []
+    for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
+        if c.get("name") != container:
+            continue
+        for item in c.get("env") or ():
+            key_ref = (item.get("valueFrom") or {}).get(ref_key) or {}
+            if key_ref.get("name") == name and not key_ref.get("optional"):
+                uses.append(f"env {item.get('name')} needs its key {key_ref.get('key')}")
+        for source in c.get("envFrom") or ():
+            if ((source.get(from_key) or {}).get("name")) == name:
+                uses.append("envFrom takes all its keys")
+    return uses
+
+
+def missing_config_words(pod: Mapping[str, Any], container: str, detail: str) -> str:
+    """The kubelet's config error, said with the object and the keys the container needs from it
+    ("" when the error is not about a missing Secret or ConfigMap)."""
+    found = _MISSING_OBJECT.match(detail)
+    if found:
+        kind, name = _kind_word(found.group(1)), found.group(2)
+        uses = _env_users(pod, container, kind, name)
+        return f"{kind} {name} does not exist" + (f" ({'; '.join(uses)})" if uses else "")
+    key = _MISSING_KEY.match(detail)
+    if key:
+        return f"{key.group(2)} {key.group(3)} has no key {key.group(1)}"
+    return ""
+
+
+def _volume_keys(pod: Mapping[str, Any], volume: str) -> tuple[str, str, list[str]]:
+    """(kind, name, listed keys) of the first Secret/ConfigMap a volume projects."""
+    for v in (pod.get("spec") or {}).get("volumes") or ():
+        if v.get("name") != volume:
+            continue
+        sources = [v, *((v.get("projected") or {}).get("sources") or ())]
+        for source in sources:
+            if isinstance(source.get("secret"), dict):
+                ref = source["secret"]
+                return "Secret", str(ref.get("secretName") or ref.get("name") or ""), [
+                    str(i.get("key")) for i in ref.get("items") or ()]
+            if isinstance(source.get("configMap"), dict):
+                ref = source["configMap"]
+                return "ConfigMap", str(ref.get("name") or ""), [str(i.get("key")) for i in ref.get("items") or ()]
+    return "", "", []
+
+
+def _failed_mounts(world: WorkloadWorld, pod: Mapping[str, Any], statuses: Sequence[Mapping[str, Any]],
+                   found: _Found) -> None:
+    """A pod held in ContainerCreating by a volume that cannot be mounted: the kubelet says why only in
+    FailedMount events."""
+    creating = statuses and all(((cs.get("state") or {}).get("waiting") or {}).get("reason") in (
+        "ContainerCreating", "PodInitializing") for cs in statuses)
+    if not creating or status(pod).get("phase") not in ("Pending", None):
+        return
+    events = _events_for(world, pod, ("FailedMount",))
+    if not events:
+        return
+    detail = str(events[-1].get("message") or "")
+    mount = _MOUNT_FAILED.match(detail)
+    words = detail
+    if mount:
+        volume, cause = mount.group(1), mount.group(2)
+        kind, name, keys = _volume_keys(pod, volume)
+        missing_object, missing_key = _MISSING_OBJECT.match(cause), _MISSING_VOLUME_KEY.match(cause)
+        if missing_object:
+            kind, name = _kind_word(missing_object.group(1)), missing_object.group(2)
+            words = f"volume {volume} needs {kind} {name}, which does not exist" + (
+                f" (keys {', '.join(keys)})" if keys else "")
+        elif missing_key and name:
+            words = f"volume {volume} needs key {missing_key.group(2)} of {kind} {name}, which it does not have"
+        else:
+            words = f"volume {volume} cannot be mounted: {cause}"
+    found.add(Reason(code=ReasonCode.CONTAINER_CONFIG, source=ref(pod), detail=detail,
+                     since=events[-1].get("lastTimestamp"),
+                     message=f"pod {meta(pod).get('name')} cannot start: {words}"))
 
 
 def _verdict_words(verdict: NodeVerdict) -> str:
@@ -597,9 +689,11 @@ def _container(pod: Mapping[str, Any], cs: Mapping[str, Any], found: _Found) -> 
                                  + (f": {detail}" if detail else "") + ")"))
         return
     if reason in _CONFIG_REASONS:
+        missing = missing_config_words(pod, str(cs.get("name") or ""), detail)
         found.add(Reason(code=ReasonCode.CONTAINER_CONFIG, source=ref(pod), detail=detail,
                          message=f"{where} cannot start ({reason}" + (f": {detail}" if detail else "")
-                                 + "): check its command, env and mounted secrets/config maps"))
+                                 + (f"): {missing}" if missing else
+                                    "): check its command, env and mounted secrets/config maps")))
         return
     last = (cs.get("lastState") or {}).get("terminated") or {}
     if reason == "CrashLoopBackOff":

@@ -10,17 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.render.context import LABEL_NAME
-from kaiwo_ray.views._objects import (
-    JsonObj,
-    ObjectRef,
-    condition,
-    is_true,
-    meta,
-    quantity,
-    show,
-    status,
-)
+from kaiwo_ray.views._objects import ObjectRef, condition, is_true, meta, quantity, show, status
 
 
 class ResourceUsage(BaseModel):

@@ -255,8 +255,23 @@ class LeanHttp(asyncio.Protocol):
         transport.set_protocol(protocol)
         protocol.connection_made(transport)
         if self._buffer:
-            protocol.data_received(bytes(self._buffer))
+            protocol.data_received(_spdy_as_tcp(bytes(self._buffer)))
             self._buffer.clear()
+
+
+_SPDY_UPGRADE = re.compile(rb"\r\nupgrade:[ \t]*spdy/3\.1[ \t]*\r\n", re.IGNORECASE)
+
+
+def _spdy_as_tcp(data: bytes) -> bytes:
+    """aiohttp takes a connection over only for a websocket or `tcp` upgrade: a pod stream's SPDY/3.1
+    upgrade (kubectl's exec, attach and port-forward before websockets) is handed to it as `tcp`, the
+    original kept in a header of its own (`streams/upgrade.py`)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return data
+    head, rest = data[:end + 2], data[end + 2:]
+    rewritten = _SPDY_UPGRADE.sub(b"\r\nUpgrade: tcp\r\nX-Sandbox-Upgrade: SPDY/3.1\r\n", head, count=1)
+    return rewritten + rest
 
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")

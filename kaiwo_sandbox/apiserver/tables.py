@@ -119,6 +119,8 @@ def _selector_string(selector: Any) -> str:
     """metav1.LabelSelectorAsSelector(...).String()."""
     if not isinstance(selector, dict):
         return ""
+    if selector and not {"matchLabels", "matchExpressions"} & selector.keys():
+        return _format_labels(selector)  # a ReplicationController's plain label map
     parts: list[tuple[str, str]] = []
     for key, value in _d(selector.get("matchLabels")).items():
         parts.append((key, f"{key}={value}"))
@@ -664,6 +666,7 @@ _PRINTERS: dict[tuple[str, str], tuple[list[JsonObj], Printer]] = {
     ("batch", "Job"): (JOB_COLUMNS, _print_job),
     ("apps", "Deployment"): (DEPLOYMENT_COLUMNS, _print_deployment),
     ("apps", "ReplicaSet"): (REPLICASET_COLUMNS, _print_replicaset),
+    ("", "ReplicationController"): (REPLICASET_COLUMNS, _print_replicaset),
     ("apps", "DaemonSet"): (DAEMONSET_COLUMNS, _print_daemonset),
     ("coordination.k8s.io", "Lease"): (LEASE_COLUMNS, _print_lease),
     ("scheduling.k8s.io", "PriorityClass"): (PRIORITYCLASS_COLUMNS, _print_priorityclass),

@@ -23,6 +23,7 @@ from kaiwo_sandbox.cluster.tokens import TokenController
 from kaiwo_sandbox.cluster.workloads.daemonsets import DaemonSetController
 from kaiwo_sandbox.cluster.workloads.deployments import DeploymentController
 from kaiwo_sandbox.cluster.workloads.jobs import JobController
+from kaiwo_sandbox.cluster.workloads.replicationcontrollers import ReplicationManager
 from kaiwo_sandbox.contracts import Clock, Store
 
 # name -> controller class. Order is start order.
@@ -33,6 +34,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "local-dns": LocalDns,
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
+    "replication-controller": ReplicationManager,
     "kueue": KueueController,
     "kuberay": KubeRayController,
     "appwrapper": AppWrapperController,

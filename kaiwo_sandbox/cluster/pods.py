@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from kaiwo_sandbox.cluster.resources import pod_requests as spec_requests
+from kaiwo_sandbox.cluster.resources import spec_requests_milli
 from kaiwo_sandbox.contracts import JsonObj
 
 # One quantity parser for the whole simulated cluster, so the scheduler's fit and Kueue's quota
@@ -39,38 +39,19 @@ def as_int(value: Any, default: int) -> int:
         return default
 
 
-def pod_requests(pod: JsonObj) -> dict[str, Decimal]:
+def pod_requests_units(pod: JsonObj) -> dict[str, Decimal]:
     """What the scheduler charges a node for, in units: the same total Kueue charges quota for
-    (`cluster.resources.pod_requests`: containers, init containers by the max rule, native sidecars,
+    (`cluster.resources.spec_requests_milli`: containers, init containers by the max rule, native sidecars,
     overhead), since both real components use the same Kubernetes helper. A pod with a quantity
     that does not parse (the store refuses those; this is only a guard) is charged nothing rather
     than stalling the scheduler."""
     try:
-        milli = spec_requests(pod.get("spec") or {})
+        milli = spec_requests_milli(pod.get("spec") or {})
     except QuantityError:
         return {}
     return {name: Decimal(amount) / _MILLI for name, amount in milli.items()}
 
 
-def qos_class(pod: JsonObj) -> str:
-    """Guaranteed when every container limits cpu and memory with requests equal to limits,
-    BestEffort when nothing is requested or limited, Burstable otherwise."""
-    spec = pod.get("spec") or {}
-    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
-    any_set = False
-    guaranteed = bool(containers)
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = {k: quantity(v) for k, v in (resources.get("limits") or {}).items()}
-        requests = {k: quantity(v) for k, v in (resources.get("requests") or {}).items()}
-        if limits or requests:
-            any_set = True
-        for name in ("cpu", "memory"):
-            if name not in limits or requests.get(name, limits[name]) != limits[name]:
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def is_terminal(pod: JsonObj) -> bool:
@@ -110,7 +91,7 @@ def namespaced_name(obj: JsonObj) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-class OwnerIndex:
+class PodsByController:
     """Pods by their controller, kept current from watch events so reconciles never scan every pod.
 
     Holds the store's read-only snapshots: readers must copy before mutating. Events arrive

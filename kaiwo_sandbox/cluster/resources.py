@@ -21,7 +21,7 @@ def _container_requests(container: JsonObj) -> dict[str, int]:
     return {name: parse_milli(value) for name, value in merged.items()}
 
 
-def pod_requests(pod_spec: JsonObj) -> dict[str, int]:
+def spec_requests_milli(pod_spec: JsonObj) -> dict[str, int]:
     """What one pod of this spec requests, as Kueue totals it: the sum of the main containers,
     at least each non-sidecar init container, plus the pod overhead. Zero amounts are dropped."""
     total: dict[str, int] = {}

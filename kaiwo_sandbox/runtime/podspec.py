@@ -50,11 +50,41 @@ def is_local_image(image: str, local_images: frozenset[str]) -> bool:
     return repository in local_images or repository.rsplit("/", 1)[-1] in local_images
 
 
-def runs_locally(pod: JsonObj, local_images: frozenset[str]) -> bool:
-    """A pod runs as real processes when every container's image is a local image."""
+# The programs a container's command may start with for `--local-commands` to run it on this machine
+# (the image is then irrelevant: `busybox` echoing, `python:3.12` serving). A shell script may call
+# anything this machine has.
+LOCAL_PROGRAMS = frozenset({
+    "sh", "bash", "dash", "python3", "python", "echo", "printf", "sleep", "cat", "env", "true", "false", "ls",
+    "date", "hostname", "seq", "yes", "head", "tail", "wc", "grep", "sort", "uname", "id", "pwd", "printenv",
+})
+BUSYBOX = "busybox"  # `busybox APPLET ARGS` runs APPLET: the image's multi-call binary, not on this machine
+
+
+def local_command(container: JsonObj, available: Callable[[str], bool]) -> list[str] | None:
+    """The argv that runs `container`'s command on this machine (`busybox APPLET ...` as APPLET ...), or
+    None when it cannot: no command (the image's entrypoint), or a program outside LOCAL_PROGRAMS or
+    missing here (`available(program)`)."""
+    argv = container_argv(container)
+    if argv and argv[0].rsplit("/", 1)[-1] == BUSYBOX:
+        argv = argv[1:]
+    if not argv:
+        return None
+    program = argv[0].rsplit("/", 1)[-1]
+    if program not in LOCAL_PROGRAMS or not available(program):
+        return None
+    return [program, *argv[1:]]  # found on the container's PATH (the sandbox's environment first)
+
+
+def runs_locally(pod: JsonObj, local_images: frozenset[str], local_commands: bool = False,
+                 available: Callable[[str], bool] = lambda _: False) -> bool:
+    """A pod runs as real processes when every container's image is a local image, or (with
+    `--local-commands`) every container's command can run on this machine (`local_command`)."""
     containers = _all_containers(pod)
-    return bool(local_images) and bool(containers) and all(
-        is_local_image(str(c.get("image", "")), local_images) for c in containers)
+    if not containers:
+        return False
+    if local_images and all(is_local_image(str(c.get("image", "")), local_images) for c in containers):
+        return True
+    return local_commands and all(local_command(c, available) is not None for c in containers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,6 +224,68 @@ def container_env(pod: JsonObj, container: JsonObj, sources: EnvSources) -> dict
         if value is not None:
             env[name] = value
     return env
+
+
+def config_errors(pod: JsonObj, sources: EnvSources) -> dict[str, str]:
+    """container name -> the kubelet's CreateContainerConfigError message, for each container (init or
+    main) whose env names a Secret, ConfigMap or key that does not exist (and is not optional)."""
+    errors: dict[str, str] = {}
+    for container in _all_containers(pod):
+        if not _names_config(container):
+            continue  # the common case, checked on every sync of every pod: nothing to look up
+        try:
+            container_env(pod, container, sources)
+        except ContainerConfigError as err:
+            errors[str(container.get("name", ""))] = str(err)
+    return errors
+
+
+def _names_config(container: JsonObj) -> bool:
+    """Whether `container`'s env reads a Secret or ConfigMap."""
+    if container.get("envFrom"):
+        return True
+    return any(isinstance(item, dict) and isinstance(item.get("valueFrom"), dict) and (
+        "secretKeyRef" in item["valueFrom"] or "configMapKeyRef" in item["valueFrom"])
+        for item in container.get("env") or [])
+
+
+def _volume_object_error(kind: str, ref: JsonObj, name: str, lookup: Lookup, namespace: str) -> str | None:
+    if not name or ref.get("optional"):
+        return None
+    obj = lookup(namespace, name)
+    if obj is None:
+        return f'{kind.lower()} "{name}" not found'
+    data = _object_data(obj, secret=kind == "Secret")
+    for item in ref.get("items") or []:
+        key = str((item or {}).get("key", ""))
+        if key not in data:
+            noun = "secret" if kind == "Secret" else "config"
+            return f"{kind.lower()} references non-existent {noun} key: {key}"
+    return None
+
+
+def volume_errors(pod: JsonObj, secret: Lookup, config_map: Lookup) -> list[tuple[str, str]]:
+    """(volume, the kubelet's FailedMount message) for each secret, configMap or projected volume whose
+    object or listed key does not exist (and is not optional): the pod cannot leave ContainerCreating."""
+    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    failures: list[tuple[str, str]] = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        refs: list[tuple[str, JsonObj, str]] = []
+        if isinstance(volume.get("secret"), dict):
+            refs.append(("Secret", volume["secret"], str(volume["secret"].get("secretName") or "")))
+        if isinstance(volume.get("configMap"), dict):
+            refs.append(("ConfigMap", volume["configMap"], str(volume["configMap"].get("name") or "")))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            for kind, key in (("Secret", "secret"), ("ConfigMap", "configMap")):
+                if isinstance((source or {}).get(key), dict):
+                    refs.append((kind, source[key], str(source[key].get("name") or "")))
+        for kind, ref, name in refs:
+            error = _volume_object_error(kind, ref, name, secret if kind == "Secret" else config_map, namespace)
+            if error is not None:
+                failures.append((str(volume.get("name", "")),
+                                 f'MountVolume.SetUp failed for volume "{volume.get("name", "")}" : {error}'))
+                break
+    return failures
 
 
 def container_argv(container: JsonObj) -> list[str]:

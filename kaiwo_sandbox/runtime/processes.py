@@ -4,7 +4,12 @@ kubelet's files are where a container finds them:
 
     /etc/hosts                                     the pod's hosts file (cluster DNS, `podspec.hosts_file`)
     /run/secrets/kubernetes.io/serviceaccount/     token, ca.crt, namespace (a tmpfs hides the host's /run)
-    /tmp                                           private to the pod
+    /tmp                                           private to the pod; where the sandbox's Python environment
+                                                   lives under /tmp (a checkout there), its directories are
+                                                   shown again at their own paths, as an image carries its files
+    /run                                           a tmpfs of the pod's own
+    /run/kaiwo-ray/work                            the container's own working directory (`--local-commands`
+                                                   pods without a workingDir)
 
 Everything else of the file system is this machine's, with the sandbox's Python environment first on
 PATH: that is what a "local image" is. stdout and stderr go to one log file per container start.
@@ -27,9 +32,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.runtime.network import PodInterface, PodNetwork, kill_namespace
+from kaiwo_sandbox.runtime.podspec import container_argv, is_local_image, local_command, runs_locally
 
 SA_MOUNT = "/run/secrets/kubernetes.io/serviceaccount"
+WORK_MOUNT = "/run/kaiwo-ray/work"  # under the container's own /run: visible to it and to exec alike
 TokenMinter = Callable[[str, str], str]  # (namespace, service account) -> bearer token
 
 
@@ -45,9 +53,16 @@ def _die_with_sandbox() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def environment_under_tmp() -> bool:
-    """Whether the sandbox's Python environment (what a local image runs) lives under /tmp."""
-    return str(Path(sys.executable).parent).startswith("/tmp/")
+def environment_dirs_under_tmp() -> list[str]:
+    """The top-level directories under /tmp that hold the sandbox's Python environment (what a local image
+    runs): the virtual environment, its interpreter and every import path (an editable checkout's too)."""
+    candidates = [sys.prefix, sys.base_prefix, sys.executable, os.path.realpath(sys.executable), *sys.path]
+    found: set[str] = set()
+    for candidate in candidates:
+        parts = Path(os.path.abspath(candidate or "/")).parts
+        if len(parts) > 2 and parts[1] == "tmp":
+            found.add(f"/tmp/{parts[2]}")
+    return sorted(found)
 
 
 def image_path() -> str:
@@ -65,6 +80,7 @@ class ContainerProcess:
     cwd: str
     started_monotonic: float = field(default_factory=time.monotonic)
     stop_requested: bool = False
+    stdin_once: bool = False  # `stdinOnce`: the first attach that closes stdin closes it for good
 
     def poll(self) -> int | None:
         code = self.popen.poll()
@@ -98,12 +114,17 @@ class LocalPod:
         return self.root / "hosts"
 
 
+def _available(program: str) -> bool:
+    return shutil.which(program, path=image_path()) is not None
+
+
 class LocalRuntime:
     """Starts and stops the real pods of one sandbox. Thread-safe where the API server's streams and
     the kubelet meet (logs, exec)."""
 
-    def __init__(self, images: Iterable[str], root: Path) -> None:
+    def __init__(self, images: Iterable[str], root: Path, *, commands: bool = False) -> None:
         self.images = frozenset(images)
+        self.commands = commands  # `--local-commands`: pods whose commands run on this machine run for real
         self.root = root
         self.network: PodNetwork | None = None
         self.api_host = ""
@@ -114,7 +135,7 @@ class LocalRuntime:
         self._lock = threading.Lock()
         self._stoppers: list[threading.Thread] = []
         self._tools = {name: shutil.which(name) or f"/usr/bin/{name}" for name in
-                       ("unshare", "nsenter", "sh", "mount", "mkdir", "hostname")}
+                       ("unshare", "nsenter", "sh", "mount", "mkdir", "rmdir", "hostname")}
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -140,6 +161,17 @@ class LocalRuntime:
             self.network = None
 
     # -- queries ----------------------------------------------------------------------------------
+    def runs(self, pod: JsonObj) -> bool:
+        """Whether `pod` runs as real processes here (`podspec.runs_locally`)."""
+        return runs_locally(pod, self.images, self.commands, _available)
+
+    def argv(self, container: JsonObj) -> list[str]:
+        """What starts `container`: its command as written for a local image, else the command
+        `--local-commands` runs it with (`podspec.local_command`)."""
+        if is_local_image(str(container.get("image", "")), self.images) or not self.commands:
+            return container_argv(container)
+        return local_command(container, _available) or container_argv(container)
+
     def pod(self, uid: str) -> LocalPod | None:
         with self._lock:
             return self._pods.get(uid)
@@ -167,8 +199,12 @@ class LocalRuntime:
         process = pod.processes.get(container) if pod else None
         if pod is None or process is None or process.poll() is not None:
             return None
+        # nsenter opens a --wd path before it enters the mount namespace: a directory only the container
+        # sees (its own WORK_MOUNT) is taken from the container's process instead (`--wd` bare), where
+        # the start script's `cd` left it.
+        wd = "--wd" if process.cwd == WORK_MOUNT else "--wd=" + process.cwd
         command = [self._tools["nsenter"], "--target", str(process.popen.pid), "--net", "--mount", "--uts",
-                   "--wd=" + process.cwd, "--", *argv]
+                   wd, "--", *argv]
         return command, dict(process.env), process.cwd
 
     # -- pods -------------------------------------------------------------------------------------
@@ -211,22 +247,39 @@ class LocalRuntime:
         pod.hosts_text = text
 
     def start_container(self, pod: LocalPod, container: str, argv: list[str], env: dict[str, str],
-                        working_dir: str | None) -> ContainerProcess:
+                        working_dir: str | None, *, own_workdir: bool = False, stdin: bool = False,
+                        stdin_once: bool = False) -> ContainerProcess:
+        """Start one container. `own_workdir`: without a workingDir it starts in a directory of its own
+        (WORK_MOUNT, kept across its restarts) instead of `/`. `stdin`: its stdin is a pipe an attach
+        writes to (`stdin: true` in its spec), else it is closed."""
         assert self.network is not None
         restart = len(pod.logs.get(container) or [])
         log_path = pod.root / "logs" / f"{container}.{restart}.log"
-        cwd = working_dir or "/"
+        own = own_workdir and not working_dir
+        cwd = working_dir or (WORK_MOUNT if own else "/")
+        mount, mkdir = self._tools["mount"], self._tools["mkdir"]
         setup = [f"{self._tools['hostname']} {shlex.quote(pod.name[:63])}",
-                 f"{self._tools['mount']} --bind {shlex.quote(str(pod.hosts_path))} /etc/hosts"]
+                 f"{mount} --bind {shlex.quote(str(pod.hosts_path))} /etc/hosts",
+                 f"{mount} -t tmpfs -o mode=755 tmpfs /run"]
         if pod.service_account is not None:
-            setup += [f"{self._tools['mount']} -t tmpfs -o mode=755 tmpfs /run",
-                      f"{self._tools['mkdir']} -p {SA_MOUNT}",
-                      f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
-        # A private /tmp, unless the sandbox's own Python environment lives under /tmp (a checkout there):
-        # hiding it would hide `ray` and `python` too; the pod then gets its own TMPDIR instead.
-        private_tmp = not environment_under_tmp()
-        if private_tmp:
-            setup.append(f"{self._tools['mount']} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
+            setup += [f"{mkdir} -p {SA_MOUNT}",
+                      f"{mount} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
+        if own:
+            work = pod.root / "work" / container
+            work.mkdir(parents=True, exist_ok=True)
+            setup += [f"{mkdir} -p {WORK_MOUNT}", f"{mount} --bind {shlex.quote(str(work))} {WORK_MOUNT}"]
+        # A private /tmp. The environment's own directories under /tmp (a checkout there) are held on /run
+        # while the pod's /tmp is mounted, then shown again at their paths: hiding them would hide `ray`
+        # and `python` too, and a TMPDIR elsewhere would make Ray's socket paths longer than AF_UNIX allows.
+        kept = environment_dirs_under_tmp()
+        for index, path in enumerate(kept):
+            setup += [f"{mkdir} -p /run/.image/{index}", f"{mount} --bind {shlex.quote(path)} /run/.image/{index}"]
+        setup.append(f"{mount} --bind {shlex.quote(str(pod.root / 'tmp'))} /tmp")
+        for index, path in enumerate(kept):
+            setup += [f"{mkdir} -p {shlex.quote(path)}", f"{mount} --move /run/.image/{index} {shlex.quote(path)}"]
+        if kept:
+            setup.append(f"{self._tools['rmdir']} " + " ".join(f"/run/.image/{i}" for i in range(len(kept)))
+                         + " /run/.image")
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'
         command = [self.network.ip_binary, "netns", "exec", pod.iface.netns, self._tools["unshare"], "--uts",
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]
@@ -234,14 +287,14 @@ class LocalRuntime:
         # (~/.ray/auth_token, caches) must not leak into it.
         # GRPC_DNS_RESOLVER: the sandbox's cluster DNS is the hosts file, which gRPC's default c-ares
         # resolver never reads (it asks DNS servers only); Ray's GCS client resolves with gRPC.
-        tmp = "/tmp" if private_tmp else str(pod.root / "tmp")
-        full_env = {"PATH": image_path(), "HOME": tmp, "TMPDIR": tmp, "LANG": "C.UTF-8", "GRPC_DNS_RESOLVER": "native",
-                    **env}
+        full_env = {"PATH": image_path(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                    "GRPC_DNS_RESOLVER": "native", **env}
         with open(log_path, "ab") as log:
-            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            popen = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                                      env=full_env, start_new_session=True, preexec_fn=_die_with_sandbox)
         pod.logs.setdefault(container, []).append(log_path)
-        process = ContainerProcess(container, popen, log_path, full_env, cwd)
+        process = ContainerProcess(container, popen, log_path, full_env, cwd, stdin_once=stdin_once)
         pod.processes[container] = process
         return process
 

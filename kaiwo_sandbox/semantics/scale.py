@@ -40,6 +40,9 @@ def selector_string(selector: Any) -> str:
         return selector
     if not isinstance(selector, dict):
         return ""
+    if selector and not {"matchLabels", "matchExpressions"} & selector.keys():
+        # a ReplicationController's selector: a plain map of labels
+        return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
     for expr in selector.get("matchExpressions") or []:
         op = expr.get("operator")

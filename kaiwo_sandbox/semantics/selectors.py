@@ -426,11 +426,13 @@ _KIND_FIELDS: dict[str, dict[str, Callable[[JsonObj], str]]] = {
     "node": {"spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"},
     "job": {"status.successful": _successful},
     "replicaset": {"status.replicas": lambda o: str((o.get("status") or {}).get("replicas") or 0)},
+    "replicationcontroller": {"status.replicas": lambda o: str((o.get("status") or {}).get("replicas") or 0)},
     "service": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
 }
 
 _KIND_ALIASES = {"pods": "pod", "events": "event", "secrets": "secret", "namespaces": "namespace",
-                 "nodes": "node", "jobs": "job", "replicasets": "replicaset", "services": "service"}
+                 "nodes": "node", "jobs": "job", "replicasets": "replicaset", "services": "service",
+                 "replicationcontrollers": "replicationcontroller"}
 
 
 def _fields_for(kind: str) -> dict[str, Callable[[JsonObj], str]]:

@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_sandbox.contracts import CRDS, JsonObj, ResourceInfo
+from kaiwo_sandbox.semantics.qos import qos_class
 
 # Built-in kinds whose strategy keeps metadata.generation (every custom resource does too).
 GENERATION_RESOURCES = frozenset({
-    ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
+    ("", "replicationcontrollers"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"), ("scheduling.k8s.io", "priorityclasses"),
 })
 # Built-in kinds whose PrepareForCreate resets .status (Nodes keep theirs: the kubelet registers with it).
 STATUS_RESET_ON_CREATE = frozenset({
-    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"),
+    ("", "pods"), ("", "services"), ("", "persistentvolumeclaims"), ("", "namespaces"), ("", "replicationcontrollers"),
     ("apps", "deployments"), ("apps", "replicasets"), ("apps", "daemonsets"), ("batch", "jobs"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
 })
@@ -51,6 +52,8 @@ def prepare_create(info: ResourceInfo, obj: JsonObj) -> None:
         # clients (the `kubernetes` package's V1DaemonSetStatus) require them.
         obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
                          "numberReady": 0}
+    elif gr in (("", "replicationcontrollers"), ("apps", "replicasets")):
+        obj["status"] = {"replicas": 0}  # not omitempty either: typed clients require it
     elif gr == ("", "services"):
         obj["status"] = {"loadBalancer": {}}
     elif gr == (CRDS.group, CRDS.resource):
@@ -72,27 +75,6 @@ def finalizers_left(info: ResourceInfo, obj: JsonObj) -> bool:
     return info.resource == "namespaces" and bool((obj.get("spec") or {}).get("finalizers"))
 
 
-def qos_class(spec: JsonObj) -> str:
-    """v1.PodQOSClass as the apiserver computes it on create. Malformed parts count as unset:
-    validation, which runs later, reports them."""
-    containers = [c for key in ("containers", "initContainers") for c in _list(spec.get(key))
-                  if isinstance(c, dict)]
-    any_set = False
-    guaranteed = True
-    for container in containers:
-        resources = _dict(container.get("resources"))
-        requests = _dict(resources.get("requests"))
-        limits = _dict(resources.get("limits"))
-        if requests or limits:
-            any_set = True
-        for resource in ("cpu", "memory"):
-            limit = limits.get(resource)
-            request = requests.get(resource, limit)
-            if limit is None or str(request) != str(limit):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _dict(value: Any) -> JsonObj:

@@ -128,14 +128,14 @@ def test_the_soak_sizes_its_cluster_for_the_services_it_keeps_running() -> None:
     sys.path.insert(0, str(BENCHMARKS))
     try:
         chaos = load("chaos")
-        common = load("_common")
+        objects = load("_objects")
     finally:
         sys.path.remove(str(BENCHMARKS))
     assert [chaos.cpu_nodes_for(s) for s in (1, 10, 11, 100, 500)] == [1, 1, 2, 2, 6]
     from kaiwo_ray.api.config import KaiwoConfigSpec
     from kaiwo_ray.nodes import default_nodes, with_pool_labels
 
-    nodes = with_pool_labels(common.sized_nodes(3), KaiwoConfigSpec())
+    nodes = with_pool_labels(objects.sized_nodes(3), KaiwoConfigSpec())
     assert len(nodes) == len(default_nodes()) + 2
     cpu = [n for n in nodes if n["metadata"]["name"].startswith("cpu-epyc-")]
     assert [n["metadata"]["name"] for n in cpu] == ["cpu-epyc-01", "cpu-epyc-02", "cpu-epyc-03"]

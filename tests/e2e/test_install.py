@@ -29,19 +29,14 @@ from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
 from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION as GPU_UTILIZATION
-from kaiwo_sandbox.runtime.processes import environment_under_tmp
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 SA_USER = "system:serviceaccount:kaiwo-system:kaiwo-ray"
 INSTALL_SECONDS = 180  # apply -> RayService Ready; docs/install.md gives the measured figure
 
-# A checkout under /tmp is the local image's file system too; the install has not yet been shown to come up
-# from one (the real pods then get TMPDIR instead of a private /tmp): skipped there until it is.
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None
-                                or environment_under_tmp(),
-                                reason="the real install runs pods in network namespaces (needs root, ip, kubectl) "
-                                       "from a checkout outside /tmp")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None,
+                                reason="the real install runs pods in network namespaces (needs root, ip, kubectl)")
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -442,6 +437,15 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
 
 # The disruptive steps come last: a new head restarts the Ray cluster (its workers rejoin), and the checks
 # after it (doctor, the examples, the upgrades) show the install recovered.
+def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], sandbox: RunningSandbox,
+                                                       admin_url: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
+                             str(sandbox.kubeconfig_path), "--admin-url", admin_url],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    failed = [line for line in result.stdout.splitlines() if line.lstrip().startswith(("FAIL", "TODO"))]
+    assert result.returncode == 0 and failed == [], result.stdout + result.stderr
+
+
 def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates(installed: dict[str, Any],
                                                                                 kubectl: Kubectl) -> None:
     head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
@@ -470,15 +474,6 @@ def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
         children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
         assert len(children) == 1, f"{ns}/{name} has {len(children)} Jobs"
-
-
-def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], sandbox: RunningSandbox,
-                                                       admin_url: str) -> None:
-    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
-                             str(sandbox.kubeconfig_path), "--admin-url", admin_url],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
-    failed = [line for line in result.stdout.splitlines() if line.lstrip().startswith(("FAIL", "TODO"))]
-    assert result.returncode == 0 and failed == [], result.stdout + result.stderr
 
 
 EXAMPLE_SECRETS = {"s3-credentials": {"access-key-id": "e2e", "secret-access-key": "e2e"},

@@ -180,3 +180,17 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace_period(kubectl: Kub
     assert "TERM" in marker.read_text()  # asked first
     assert time.monotonic() - began >= 2.5  # and only killed once the 3 s grace period was spent
     assert process.popen.poll() == -9
+
+
+def test_a_container_has_a_private_tmp_and_the_whole_image(kubectl: Kubectl) -> None:
+    """/tmp is the pod's own, wherever the sandbox's Python environment lives (a checkout under /tmp
+    included: its directories are shown again inside the pod's /tmp, as an image carries its files)."""
+    marker = f"kaiwo-private-{os.getpid()}"
+    kubectl("apply", "-f", "-", stdin=pod("private-tmp", f"echo mine > /tmp/{marker}; "
+                                                         "python3 -c 'import ray, kaiwo_sandbox; print(\"image whole\")'; "
+                                                         f"cat /tmp/{marker}; sleep 3600"))
+    eventually(lambda: "mine" in kubectl("logs", "private-tmp", check=False).stdout, 60,
+               "the pod wrote and read its /tmp", interval=0.2)
+    assert "image whole" in kubectl("logs", "private-tmp").stdout
+    assert not Path(f"/tmp/{marker}").exists()
+    kubectl("delete", "pod", "private-tmp", "--wait=false")

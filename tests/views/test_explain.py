@@ -118,6 +118,48 @@ def test_container_waiting_reasons(waiting: JsonObj, code: ReasonCode, words: st
     assert words in result.summary
 
 
+def _pod_of(data: dict[str, list[JsonObj]], name: str) -> JsonObj:
+    return next(p for p in data["Pod"] if p["metadata"]["labels"].get("kaiwo.silogen.ai/name") == name)
+
+
+@pytest.mark.parametrize(("message", "words"), [
+    ('secret "hf-token" not found', "Secret hf-token does not exist (env HF_TOKEN needs its key token)"),
+    ("couldn't find key token in Secret default/hf-token", "Secret hf-token has no key token"),
+])
+def test_a_missing_secret_in_env_is_named_with_its_key(message: str, words: str) -> None:
+    data = copy.deepcopy(DATA)
+    pod = _pod_of(data, "big0")
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}]
+    pod["status"]["phase"] = "Pending"
+    pod["status"]["containerStatuses"] = [{"name": pod["spec"]["containers"][0]["name"], "ready": False,
+                                           "restartCount": 0, "state": {"waiting": {
+                                               "reason": "CreateContainerConfigError", "message": message}}}]
+    result = explain(world_of("big0", data))
+    assert result.codes() == [ReasonCode.CONTAINER_CONFIG]
+    assert words in result.reasons[0].message and result.reasons[0].detail == message
+
+
+def test_a_volume_that_cannot_mount_is_named_from_the_failed_mount_event() -> None:
+    data = copy.deepcopy(DATA)
+    pod = _pod_of(data, "big0")
+    pod["spec"]["volumes"] = [{"name": "creds", "secret": {"secretName": "s3-credentials", "items": [
+        {"key": "access-key-id", "path": "id"}, {"key": "secret-access-key", "path": "key"}]}}]
+    pod["status"]["phase"] = "Pending"
+    pod["status"]["containerStatuses"] = [{"name": "workload", "ready": False, "restartCount": 0,
+                                           "state": {"waiting": {"reason": "ContainerCreating"}}}]
+    message = 'MountVolume.SetUp failed for volume "creds" : secret "s3-credentials" not found'
+    data["Event"].append({"kind": "Event", "metadata": {"name": "m", "namespace": "default"}, "reason": "FailedMount",
+                          "type": "Warning", "message": message, "lastTimestamp": "2026-11-24T18:40:00Z",
+                          "involvedObject": {"kind": "Pod", "name": pod["metadata"]["name"],
+                                             "uid": pod["metadata"]["uid"]}})
+    result = explain(world_of("big0", data))
+    assert result.codes() == [ReasonCode.CONTAINER_CONFIG]
+    assert result.reasons[0].message == (
+        f"pod {pod['metadata']['name']} cannot start: volume creds needs Secret s3-credentials, which does not "
+        "exist (keys access-key-id, secret-access-key)")
+
+
 def test_crash_loop_reports_restarts_and_last_exit_code() -> None:
     result = _with_pod_status("big0", {
         "name": "workload", "image": "busybox", "ready": False, "restartCount": 3,

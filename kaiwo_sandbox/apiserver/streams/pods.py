@@ -4,14 +4,20 @@
 exec: `v5.channel.k8s.io` (stdin close signal), `v4.channel.k8s.io` (Status on the error channel),
 plain `channel.k8s.io`; each binary frame is [channel][data]: 0 stdin, 1 stdout, 2 stderr, 3 error
 (a Status), 4 resize, 255 close (v5). The command runs in the simulated container's shell
-(`streams/shell.py`): stdin, when asked for, is read until the client closes it.
+(`streams/shell.py`): stdin, when asked for, is read until the client closes it. After the Status
+the server closes the websocket normally (1000), as the API server's stream translator does.
+
+attach: the same channels, to a running container: a simulated container prints nothing new (its
+entrypoint's output is in its log), so the stream stays open until the container stops or the
+client leaves, then ends with the Success Status.
 
 portforward: `v4.channel.k8s.io` / `channel.k8s.io` as the kubelet's websocket port-forward: per
 port a data channel 2i and an error channel 2i+1, each opened by the server with the port
 (uint16, little endian). A port a container declares answers as a tiny HTTP server describing the
 pod (or echoes non-HTTP bytes); any other port is refused on the error channel, as a real pod
 with nothing listening would be. kubectl's own port-forward tunnels SPDY/3.1 inside the websocket
-(`SPDY/3.1+portforward.k8s.io`): `streams/spdy.py` serves that.
+(`SPDY/3.1+portforward.k8s.io`): `streams/spdy.py` serves that. A plain SPDY/3.1 upgrade (older
+kubectl) reaches the same code through `streams/upgrade.py`, which makes SPDY look like a websocket.
 """
 
 from __future__ import annotations
@@ -24,16 +30,16 @@ from typing import TYPE_CHECKING
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import realpods as real_streams
-from kaiwo_sandbox.apiserver.streams import shell
+from kaiwo_sandbox.apiserver.streams import shell, upgrade
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import exec_status, forwarded_ports, tail_lines
+from kaiwo_sandbox.apiserver.streams.params import client_frames, drain, finish, forwarded_ports, tail_lines
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
 if TYPE_CHECKING:
     from kaiwo_sandbox.storage.store import ObjectStore
 
-SUBRESOURCES = frozenset({"log", "exec", "portforward"})
+SUBRESOURCES = frozenset({"log", "exec", "attach", "portforward"})
 EXEC_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io")
 PORTFORWARD_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
@@ -42,22 +48,32 @@ FOLLOW_POLL_SECONDS = 0.2  # how often a followed log looks at its container aga
 
 async def serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str,
                 local_runtime: LocalRuntime | None = None) -> web.StreamResponse:
+    answer = await _serve(store, request, namespace, name, sub, local_runtime)
+    return upgrade.response_of(answer)  # a SPDY stream's is its 101 response
+
+
+async def _serve(store: ObjectStore, request: web.Request, namespace: str, name: str, sub: str,
+                 local_runtime: LocalRuntime | None) -> upgrade.Answer:
     pod = store.get_ref(PODS, namespace, name)
     local = local_runtime.pod(str((pod.get("metadata") or {}).get("uid", ""))) if local_runtime else None
     if local is not None and local_runtime is not None:
         return await _serve_real(store, request, pod, sub, local_runtime, local)
     if sub == "log":
         return await _log(store, request, pod)
-    if request.headers.get("Upgrade", "").lower() != "websocket":
+    if not (pod.get("spec") or {}).get("nodeName"):  # the API server's check, before it asks any kubelet
+        raise ApiError.bad_request(f"pod {(pod.get('metadata') or {}).get('name', '')} does not have a host assigned")
+    if request.headers.get("Upgrade", "").lower() != "websocket" and not upgrade.wants_spdy(request):
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
-                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}) or a SPDY/3.1 one")
     if sub == "exec":
         return await _exec(request, pod)
+    if sub == "attach":
+        return await _attach(store, request, pod)
     return await _portforward(request, pod)
 
 
 async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, sub: str, runtime: LocalRuntime,
-                      local: LocalPod) -> web.StreamResponse:
+                      local: LocalPod) -> upgrade.Answer:
     """A pod whose containers are real processes: the same checks and protocols, the real streams."""
     query = request.query
     if sub == "log":
@@ -66,19 +82,22 @@ async def _serve_real(store: ObjectStore, request: web.Request, pod: JsonObj, su
         if query.get("previous") not in ("true", "1") and runtime.log_file(uid, container) is None:
             pod_log(pod, container)  # never started: the kubelet's waiting error (a crashed one has its last log)  # the kubelet's errors for a container that has not started
         return await real_streams.log(store, request, pod, runtime, container)
-    if request.headers.get("Upgrade", "").lower() != "websocket":
+    if request.headers.get("Upgrade", "").lower() != "websocket" and not upgrade.wants_spdy(request):
         raise ApiError.bad_request(f"pods/{sub} in the sandbox needs a websocket upgrade "
-                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}); SPDY is not spoken")
+                                   f"(protocols: {', '.join(EXEC_PROTOCOLS)}) or a SPDY/3.1 one")
     if sub == "exec":
         argv = query.getall("command", [])
         if not argv:
             raise ApiError.bad_request("you must specify at least 1 command")
         container = _container_choice(pod, query.get("container"))
         return await real_streams.exec_(request, pod, runtime, container, list(argv), EXEC_PROTOCOLS)
+    if sub == "attach":
+        container = _container_choice(pod, query.get("container"))
+        return await real_streams.attach(request, pod, runtime, container, EXEC_PROTOCOLS)
     if (pod.get("status") or {}).get("phase") != "Running":
         raise ApiError.bad_request(f"unable to upgrade connection: pod {pod['metadata']['name']} is not running")
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered or upgrade.wants_spdy(request):
         return await real_streams.portforward_tunnel(request, pod, local)
     return await real_streams.portforward(request, pod, local, forwarded_ports(request), PORTFORWARD_PROTOCOLS)
 
@@ -185,7 +204,7 @@ async def _log(store: ObjectStore, request: web.Request, pod: JsonObj) -> web.St
 
 
 # ------------------------------------------------------------------------------------------ exec
-async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _exec(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     query = request.query
     argv = query.getall("command", [])
     if not argv:
@@ -194,18 +213,13 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
     statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
     if "running" not in ((statuses.get(container) or {}).get("state") or {}):
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
-    ws = web.WebSocketResponse(protocols=EXEC_PROTOCOLS)
+    ws = upgrade.open_channels(request, EXEC_PROTOCOLS)
     await ws.prepare(request)
     protocol = ws.ws_protocol or ""
     wants_stdin = query.get("stdin") in ("true", "1")
     stdin = b""
     if wants_stdin:
-        async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = message.data[0], message.data[1:]
+        async for channel, data in client_frames(ws):
             if channel == STDIN:
                 stdin += data
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:  # Ctrl-D on a TTY without v5
@@ -222,11 +236,35 @@ async def _exec(request: web.Request, pod: JsonObj) -> web.StreamResponse:
             await ws.send_bytes(bytes([STDERR]) + result.stderr.encode())
         elif result.stderr and tty:
             await ws.send_bytes(bytes([STDOUT]) + result.stderr.replace("\n", "\r\n").encode())
-        if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(result.exit_code, list(argv))).encode())
-        elif result.exit_code != 0:
-            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {result.exit_code}".encode())
-        await ws.close()
+    await finish(ws, result.exit_code, list(argv))
+    return ws
+
+
+# ------------------------------------------------------------------------------------------ attach
+def _running(pod: JsonObj | None, container: str, uid: str) -> bool:
+    if pod is None or (pod.get("metadata") or {}).get("uid") != uid or (pod.get("metadata") or {}).get(
+            "deletionTimestamp"):
+        return False
+    statuses = {s.get("name"): s for s in (pod.get("status") or {}).get("containerStatuses") or []}
+    return "running" in ((statuses.get(container) or {}).get("state") or {})
+
+
+async def _attach(store: ObjectStore, request: web.Request, pod: JsonObj) -> upgrade.Answer:
+    container = _container_choice(pod, request.query.get("container"))
+    meta = pod.get("metadata") or {}
+    uid = str(meta.get("uid", ""))
+    if not _running(pod, container, uid):
+        raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
+    ws = upgrade.open_channels(request, EXEC_PROTOCOLS)
+    await ws.prepare(request)
+    client = asyncio.ensure_future(drain(ws))  # stdin goes nowhere: no process reads it
+    while not client.done():
+        current = store.find_ref(PODS, meta.get("namespace"), str(meta.get("name", "")))
+        if not _running(current, container, uid):
+            break
+        await asyncio.wait([client], timeout=FOLLOW_POLL_SECONDS)
+    client.cancel()
+    await finish(ws, 0, [])
     return ws
 
 
@@ -255,9 +293,9 @@ def answer(pod: JsonObj, port: int, container: str, data: bytes) -> bytes:
     return data
 
 
-async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _portforward(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     offered = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")]
-    if spdy_tunnel.TUNNEL_PROTOCOL in offered:
+    if spdy_tunnel.TUNNEL_PROTOCOL in offered or upgrade.wants_spdy(request):
         return await _portforward_tunnel(request, pod)
     ports = forwarded_ports(request)
     if (pod.get("status") or {}).get("phase") != "Running":
@@ -270,12 +308,7 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
         await ws.send_bytes(bytes([2 * index]) + opening)
         await ws.send_bytes(bytes([2 * index + 1]) + opening)
     uid = (pod.get("metadata") or {}).get("uid", "")
-    async for message in ws:
-        if message.type != WSMsgType.BINARY or not message.data:
-            if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                break
-            continue
-        channel, data = message.data[0], message.data[1:]
+    async for channel, data in client_frames(ws):
         if channel % 2 or channel // 2 >= len(ports) or not data:
             continue
         port = ports[channel // 2]
@@ -290,7 +323,7 @@ async def _portforward(request: web.Request, pod: JsonObj) -> web.StreamResponse
 
 
 
-async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamResponse:
+async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> upgrade.Answer:
     """kubectl's port-forward: SPDY/3.1 inside the websocket (`streams/spdy.py`); the ports come in
     each stream's headers, not in the query."""
     if (pod.get("status") or {}).get("phase") != "Running":
@@ -306,7 +339,7 @@ async def _portforward_tunnel(request: web.Request, pod: JsonObj) -> web.StreamR
                 "connect: connection refused")
 
     session = spdy_tunnel.PortForwardSession(serve, refused)
-    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    ws = upgrade.open_tunnel(request)
     await ws.prepare(request)
     async for message in ws:
         if message.type == WSMsgType.BINARY:

@@ -9,14 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import shutil
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from aiohttp import WSMsgType, web
 
 from kaiwo_sandbox.apiserver.streams import spdy as spdy_tunnel
-from kaiwo_sandbox.apiserver.streams.params import exec_status, tail_lines
+from kaiwo_sandbox.apiserver.streams import upgrade
+from kaiwo_sandbox.apiserver.streams.params import (
+    client_frames,
+    drain,
+    exec_start_failure,
+    finish,
+    tail_lines,
+)
 from kaiwo_sandbox.contracts import PODS, ApiError, JsonObj
 from kaiwo_sandbox.runtime.processes import LocalPod, LocalRuntime
 
@@ -95,16 +104,20 @@ def _read(path: Path, offset: int = 0) -> bytes:
 
 # ------------------------------------------------------------------------------------------ exec
 async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str, argv: list[str],
-                protocols: tuple[str, ...]) -> web.StreamResponse:
+                protocols: tuple[str, ...]) -> upgrade.Answer:
     resolved = runtime.exec_command(_uid(pod), container, argv)
     if resolved is None:
         raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
     command, env, _cwd = resolved
     query = request.query
     wants_stdin = query.get("stdin") in ("true", "1")
-    ws = web.WebSocketResponse(protocols=protocols)
+    ws = upgrade.open_channels(request, protocols)
     await ws.prepare(request)
     protocol = ws.ws_protocol or ""
+    if not _startable(argv[0], env.get("PATH", "")):
+        await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_start_failure(argv[0])).encode())
+        await ws.close()
+        return ws
     try:
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdin=asyncio.subprocess.PIPE if wants_stdin else asyncio.subprocess.DEVNULL,
@@ -124,12 +137,7 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
 
     async def feed() -> None:
         assert process.stdin is not None
-        async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = message.data[0], message.data[1:]
+        async for channel, data in client_frames(ws):
             if channel == STDIN and data:
                 if protocol != "v5.channel.k8s.io" and b"\x04" in data:
                     process.stdin.write(data.split(b"\x04", 1)[0])
@@ -148,13 +156,73 @@ async def exec_(request: web.Request, pod: JsonObj, runtime: LocalRuntime, conta
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await feeder
-    if not ws.closed:
-        if protocol in ("v4.channel.k8s.io", "v5.channel.k8s.io"):
-            await ws.send_bytes(bytes([ERROR]) + json.dumps(exec_status(code, argv)).encode())
-        elif code != 0:
-            await ws.send_bytes(bytes([ERROR]) + f"command terminated with exit code {code}".encode())
-        await ws.close()
+    await finish(ws, code, argv)
     return ws
+
+
+def _startable(program: str, path: str) -> bool:
+    """Whether the container could exec `program`: found on its PATH, or an existing path. The container
+    sees this machine's files except its own /tmp and /run, which are taken on trust."""
+    if program.startswith(("/tmp/", "/run/")) or ("/" in program and not program.startswith("/")):
+        return True
+    if program.startswith("/"):
+        return os.access(program, os.X_OK)
+    return shutil.which(program, path=path) is not None
+
+
+# ------------------------------------------------------------------------------------------ attach
+async def attach(request: web.Request, pod: JsonObj, runtime: LocalRuntime, container: str,
+                 protocols: tuple[str, ...]) -> upgrade.Answer:
+    """Attach to the running container: what it writes from now on comes on stdout (the runtime keeps
+    stdout and stderr in one log file), until it exits or the client leaves; then the Success
+    Status. With `stdin=true`, what the client sends goes to the container's stdin when its spec has
+    `stdin: true` (else it is dropped, as nothing reads it); the client closing stdin (v5's close
+    signal, or leaving) closes it for good under `stdinOnce`."""
+    local = runtime.pod(_uid(pod))
+    process = local.processes.get(container) if local else None
+    if process is None or process.poll() is not None:
+        raise ApiError.bad_request(f"unable to upgrade connection: container not found (\"{container}\")")
+    ws = upgrade.open_channels(request, protocols)
+    await ws.prepare(request)
+    path = process.log_path
+    offset = path.stat().st_size if path.exists() else 0
+    pipe = process.popen.stdin if request.query.get("stdin") in ("true", "1") else None
+    client = asyncio.ensure_future(_feed(ws, pipe, process.stdin_once) if pipe is not None else drain(ws))
+    wants_stdout = request.query.get("stdout", "true") in ("true", "1")
+    while True:
+        exited = process.poll() is not None
+        chunk = await asyncio.to_thread(_read, path, offset)
+        if chunk:
+            offset += len(chunk)
+            if wants_stdout and not ws.closed:
+                await ws.send_bytes(bytes([STDOUT]) + chunk)
+        if exited or client.done():
+            break
+        await asyncio.wait([client], timeout=FOLLOW_POLL_SECONDS)
+    client.cancel()
+    await finish(ws, 0, [])
+    return ws
+
+
+async def _feed(ws: upgrade.Channels, pipe: IO[bytes], once: bool) -> None:
+    """Copy the client's stdin frames into the container's stdin pipe until the client closes stdin
+    (under stdinOnce that closes the pipe: the container sees end of file), then read on until the
+    client leaves: the attach goes on for the container's output."""
+    async for channel, data in client_frames(ws):
+        if channel == STDIN and data:
+            with contextlib.suppress(OSError, ValueError):  # the container closed its stdin, or exited
+                await asyncio.to_thread(_write, pipe, data)
+        elif channel == CLOSE and data[:1] == bytes([STDIN]):
+            break
+    if once:
+        with contextlib.suppress(OSError):
+            pipe.close()
+    await drain(ws)
+
+
+def _write(pipe: IO[bytes], data: bytes) -> None:
+    pipe.write(data)
+    pipe.flush()
 
 
 # ------------------------------------------------------------------------------------------ port-forward
@@ -170,6 +238,7 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
     await ws.prepare(request)
     writers: dict[int, asyncio.StreamWriter] = {}
     readers: list[asyncio.Task[None]] = []
+    open_ports: set[int] = set()  # the ports whose pod side has not closed yet
     for index, port in enumerate(ports):
         opening = port.to_bytes(2, "little")
         await ws.send_bytes(bytes([2 * index]) + opening)
@@ -181,21 +250,22 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
             continue
         writers[index] = writer
 
-        async def copy(reader: asyncio.StreamReader = reader, channel: int = 2 * index) -> None:
+        async def copy(reader: asyncio.StreamReader = reader, index: int = index) -> None:
             while chunk := await reader.read(CHUNK):
                 if ws.closed:
                     return
-                await ws.send_bytes(bytes([channel]) + chunk)
-            await ws.close()
+                await ws.send_bytes(bytes([2 * index]) + chunk)
+            open_ports.discard(index)
+            if not open_ports:  # as the kubelet: the connection ends once every port's stream ended
+                await ws.close()
 
+        open_ports.add(index)
         readers.append(asyncio.ensure_future(copy()))
+    if not open_ports:  # every port refused: the errors are sent, nothing is left to forward
+        await ws.close()
+        return ws
     try:
-        async for message in ws:
-            if message.type != WSMsgType.BINARY or not message.data:
-                if message.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                    break
-                continue
-            channel, data = message.data[0], message.data[1:]
+        async for channel, data in client_frames(ws):
             target = writers.get(channel // 2)
             if channel % 2 == 0 and target is not None and data:
                 target.write(data)
@@ -208,11 +278,11 @@ async def portforward(request: web.Request, pod: JsonObj, local: LocalPod, ports
     return ws
 
 
-async def portforward_tunnel(request: web.Request, pod: JsonObj, local: LocalPod) -> web.StreamResponse:
+async def portforward_tunnel(request: web.Request, pod: JsonObj, local: LocalPod) -> upgrade.Answer:
     """kubectl's port-forward (SPDY/3.1 in a websocket): one TCP connection to the pod per request id."""
     codec = spdy_tunnel.HeaderCodec()
     frames = spdy_tunnel.FrameReader()
-    ws = web.WebSocketResponse(protocols=(spdy_tunnel.TUNNEL_PROTOCOL,))
+    ws = upgrade.open_tunnel(request)
     await ws.prepare(request)
     send_lock = asyncio.Lock()
     pending: dict[str, dict[str, int]] = {}  # requestid -> {"port", "error", "data"}

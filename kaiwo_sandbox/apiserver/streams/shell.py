@@ -16,9 +16,9 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-JsonObj = dict[str, Any]
+from kaiwo_sandbox.contracts import JsonObj
+
 GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
 SHELLS = frozenset({"sh", "bash", "ash", "dash", "zsh"})
 CONTROL = frozenset({"do", "done", "then", "fi", "else", "elif", "esac", "{", "}"})

@@ -158,6 +158,29 @@ def _ray_env(cluster: JsonObj, node_type: str, start: str, head_fqdn: str, head_
     return env
 
 
+def _wget_health(timeout: int, port: int, path: str) -> str:
+    return f"wget -T {timeout} -q -O- http://localhost:{port}/{path} | grep success"
+
+
+def ray_probes(node_type: str, crd: str) -> tuple[JsonObj, JsonObj]:
+    """The readiness and liveness probes KubeRay 1.4 gives a Ray container that has none of its own
+    (`initLivenessAndReadinessProbe`): the raylet's health through the dashboard agent, the head's GCS
+    through the dashboard, and for a RayService's workers also the Serve proxy's health, failing at once.
+    The GCS check's `-T 10` is KubeRay's (it passes the failure threshold where a timeout belongs)."""
+    command = _wget_health(2, AGENT_PORT, "api/local_raylet_healthz")
+    if node_type == "head":
+        command += " && " + _wget_health(10, DASHBOARD_PORT, "api/gcs_healthz")
+    ready_command, ready_failures = command, 10
+    if node_type == "worker" and crd == "RayService":
+        ready_command, ready_failures = command + " && " + _wget_health(10, SERVE_PORT, "-/healthz"), 1
+    liveness: JsonObj = {"exec": {"command": ["bash", "-c", command]}, "initialDelaySeconds": 30,
+                         "timeoutSeconds": 2, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 120}
+    readiness: JsonObj = {"exec": {"command": ["bash", "-c", ready_command]}, "initialDelaySeconds": 10,
+                          "timeoutSeconds": 2, "periodSeconds": 5, "successThreshold": 1,
+                          "failureThreshold": ready_failures}
+    return readiness, liveness
+
+
 def build_pod(cluster: JsonObj, node_type: str, group_spec: JsonObj, group: str) -> JsonObj:
     """A head or worker pod the way KubeRay builds it from the group's template: Ray labels, owner
     reference, and the Ray container running `ray start ... --block` (an endless process)."""
@@ -192,6 +215,9 @@ def build_pod(cluster: JsonObj, node_type: str, group_spec: JsonObj, group: str)
     injected = [e for e in _ray_env(cluster, node_type, start, head_fqdn, head_port, crd)
                 if e["name"] not in user_names]
     ray_container["env"] = user_env + injected
+    readiness, liveness = ray_probes(node_type, crd)
+    ray_container.setdefault("readinessProbe", readiness)  # each only where the user set none, as KubeRay does
+    ray_container.setdefault("livenessProbe", liveness)
     if node_type == "head" and not ray_container.get("ports"):
         ray_container["ports"] = [{"name": pname, "containerPort": port, "protocol": "TCP"}
                                   for pname, port in HEAD_PORTS]

@@ -16,7 +16,7 @@ from kaiwo_sandbox.cluster.kuberay.objects import (
     head_service_name,
 )
 from kaiwo_sandbox.cluster.pods import as_int, is_ready, is_terminal
-from kaiwo_sandbox.cluster.resources import pod_requests
+from kaiwo_sandbox.cluster.resources import spec_requests_milli
 from kaiwo_sandbox.contracts import PODS, RAYCLUSTERS, SERVICES, JsonObj
 from kaiwo_sandbox.semantics.quantity import QuantityError, format_milli
 
@@ -43,7 +43,7 @@ def desired_resources(cluster: JsonObj) -> dict[str, str]:
     groups += [(g, desired_workers(g)) for g in spec.get("workerGroupSpecs") or []]
     for group, count in groups:
         try:
-            requests = pod_requests((group.get("template") or {}).get("spec") or {})
+            requests = spec_requests_milli((group.get("template") or {}).get("spec") or {})
         except QuantityError:
             continue
         for name, amount in requests.items():

@@ -26,7 +26,7 @@ from kaiwo_sandbox.cluster.kueue.admission import (
     parse_cluster_queue,
 )
 from kaiwo_sandbox.cluster.kueue.jobs import FRAMEWORK_BY_KIND, JOB_UID_LABEL
-from kaiwo_sandbox.cluster.resources import pod_requests
+from kaiwo_sandbox.cluster.resources import spec_requests_milli
 from kaiwo_sandbox.contracts import (
     CLUSTERQUEUES,
     LOCALQUEUES,
@@ -70,7 +70,7 @@ def _podset_requests(podsets: list[JsonObj]) -> list[PodSetRequest]:
         result.append(PodSetRequest(
             name=str(ps.get("name", "main")),
             count=count if isinstance(count, int) else 1,
-            per_pod=pod_requests(spec),
+            per_pod=spec_requests_milli(spec),
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             affinity_terms=tuple(required.get("nodeSelectorTerms") or ()),
             tolerations=tuple(spec.get("tolerations") or ()),

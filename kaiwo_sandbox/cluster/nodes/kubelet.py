@@ -24,7 +24,7 @@ from kaiwo_sandbox.cluster.nodes.podsim import (
     restart_backoff,
 )
 from kaiwo_sandbox.cluster.nodes.realpods import RealPodTimeline
-from kaiwo_sandbox.cluster.pods import is_terminal, qos_class
+from kaiwo_sandbox.cluster.pods import is_terminal
 from kaiwo_sandbox.contracts import (
     CONFIGMAPS,
     NODES,
@@ -38,9 +38,17 @@ from kaiwo_sandbox.contracts import (
     WatchEvent,
     rfc3339,
 )
-from kaiwo_sandbox.runtime.podspec import EnvSources, container_argv, container_env, expand_argv, runs_locally
+from kaiwo_sandbox.runtime.podspec import (
+    EnvSources,
+    config_errors,
+    container_env,
+    expand_argv,
+    is_local_image,
+    volume_errors,
+)
 from kaiwo_sandbox.runtime.probes import Prober
 from kaiwo_sandbox.runtime.processes import ContainerProcess, LocalPod
+from kaiwo_sandbox.semantics.qos import qos_class
 from kaiwo_sandbox.semantics.times import parse_time
 
 COMPONENT = "kubelet"
@@ -211,7 +219,7 @@ def render_pod_status(pod: JsonObj, runtime: PodRuntime, now: float, tf: float, 
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": rfc3339(runtime.bound_wall),
-        "qosClass": old_status.get("qosClass") or qos_class(pod),
+        "qosClass": old_status.get("qosClass") or qos_class(pod.get("spec") or {}),
         "containerStatuses": [container_status(r, runtime, now, tf, init=False) for r in timeline.main],
     }
     if sandbox:
@@ -237,7 +245,7 @@ def _comparable(status: JsonObj) -> JsonObj:
 
 class Kubelet(Controller):
     name = "kubelet"
-    watches = (PODS, NODES)
+    watches = (PODS, NODES, SECRETS, CONFIGMAPS)
 
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
@@ -247,11 +255,19 @@ class Kubelet(Controller):
         self._volume_waits: set[str] = set()  # pods already told about unbound claims
         self._real: dict[tuple[str, str], tuple[str, float]] = {}  # real pods: (ns, name) -> (uid, grace seconds)
         self._prober: Prober | None = None
+        # Pods that wait for a Secret or ConfigMap (a volume's, held before start in _held; or an env
+        # reference's, a container in CreateContainerConfigError): namespace -> pod names. A change to
+        # such an object in that namespace syncs them again, as the kubelet's retries would.
+        self._config_waits: dict[str, set[str]] = {}
+        self._held: dict[tuple[str, str], PodRuntime] = {}  # pods whose volumes cannot be mounted yet
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
         if event.gvr.resource == "nodes":
             return [("node", meta.get("name"))] if event.type == "ADDED" else []
+        if event.gvr.resource in ("secrets", "configmaps"):
+            namespace = str(meta.get("namespace", ""))
+            return [("pod", namespace, name) for name in sorted(self._config_waits.get(namespace, ()))]
         node_name = (event.object.get("spec") or {}).get("nodeName")
         if not node_name and event.type != "DELETED":
             return []
@@ -332,6 +348,7 @@ class Kubelet(Controller):
             if err.code == 404:
                 self._runtimes.pop((namespace, name), None)
                 self._forget_real(namespace, name)
+                self._stop_waiting(namespace, name)
                 return None
             raise
         meta = pod.get("metadata") or {}
@@ -345,20 +362,28 @@ class Kubelet(Controller):
             self._forget_real(namespace, name)
         if not node_name or (runtime is None and is_terminal(pod)):
             self._runtimes.pop((namespace, name), None)
+            self._stop_waiting(namespace, name)
             return None
+        from_hold = False
         if runtime is None and not meta.get("deletionTimestamp"):
             unmounted = self._unbound_claims(pod)
             if unmounted:
                 return self._wait_for_volumes(pod, unmounted)
+            failed_mounts = volume_errors(pod, self._lookup(SECRETS), self._lookup(CONFIGMAPS))
+            if failed_mounts:
+                self._hold_for_mounts(pod, failed_mounts)
+                return None
+            from_hold = (namespace, name) in self._held
+            self._stop_waiting(namespace, name)
         resumed = False
         local_runtime = self.settings.local_runtime
-        if runtime is None and local_runtime is not None and runs_locally(pod, local_runtime.images):
+        if runtime is None and local_runtime is not None and local_runtime.runs(pod):
             runtime = self._start_real(pod)
         if runtime is None:
             plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
             bound_wall, bound_monotonic = self.clock.now(), self.clock.monotonic()
             started = parse_time((pod.get("status") or {}).get("startTime"))
-            if started is not None and started <= bound_wall:
+            if started is not None and started <= bound_wall and not from_hold:
                 # A kubelet already ran this pod (sandbox restarted from saved state): resume its
                 # timeline from when it started instead of starting it over.
                 elapsed = (bound_wall - started).total_seconds()
@@ -368,7 +393,16 @@ class Kubelet(Controller):
             self._runtimes[(namespace, name)] = runtime
         now = self._sim_now(runtime)
         timeline = runtime.timeline
+        if isinstance(timeline, PodTimeline):  # a real pod's timeline resolves its env itself
+            timeline.blocked = config_errors(pod, EnvSources(self._lookup(SECRETS), self._lookup(CONFIGMAPS),
+                                                             {}, "", 0))
+            if timeline.blocked:
+                self._config_waits.setdefault(namespace, set()).add(name)
+            else:
+                self._stop_waiting(namespace, name)
         timeline.advance(now)
+        if isinstance(timeline, PodTimeline) and not meta.get("deletionTimestamp"):
+            timeline.unblock(now)
         if resumed:
             runtime.reported_events = len(timeline.events)  # those were reported before the restart
         if meta.get("deletionTimestamp"):
@@ -387,6 +421,7 @@ class Kubelet(Controller):
         if timeline.terminal():
             self._runtimes.pop((namespace, name), None)
             self._volume_waits.discard(uid)
+            self._stop_waiting(namespace, name)
             return None
         due = timeline.next_transition()
         if due is None:
@@ -436,13 +471,16 @@ class Kubelet(Controller):
                              node_allocatable=allocatable, api_host=local_runtime.api_host,
                              api_port=local_runtime.api_port)
         env = container_env(pod, container, sources)
-        argv = expand_argv(container_argv(container), env)
+        argv = expand_argv(local_runtime.argv(container), env)
         if not argv:
             argv = ["/bin/sh", "-c", "echo 'kaiwo-ray sandbox: a local image has no entrypoint: "
                                      "set the container command' >&2; exit 127"]
         working_dir = container.get("workingDir")
+        own_workdir = not is_local_image(str(container.get("image", "")), local_runtime.images)
         return local_runtime.start_container(local, str(container.get("name", "")), argv, env,
-                                             str(working_dir) if working_dir else None)
+                                             str(working_dir) if working_dir else None, own_workdir=own_workdir,
+                                             stdin=bool(container.get("stdin")),
+                                             stdin_once=bool(container.get("stdinOnce")))
 
     def _lookup(self, gvr: object) -> Callable[[str, str], JsonObj | None]:
         def find(namespace: str, name: str) -> JsonObj | None:
@@ -485,6 +523,39 @@ class Kubelet(Controller):
                          f"failed to process volumes=[{volumes}]: error processing PVC {namespace}/{unmounted[0][1]}: "
                          "PVC is not bound", COMPONENT)
         return VOLUME_RETRY_SECONDS * self._time_factor()
+
+    def _hold_for_mounts(self, pod: JsonObj, failures: list[tuple[str, str]]) -> None:
+        """A secret or configMap volume cannot be mounted: the pod stays ContainerCreating (no sandbox,
+        no IP) with a FailedMount event per new failure, until the object appears (a watch event on
+        it syncs the pod again)."""
+        meta = pod.get("metadata") or {}
+        namespace, name, uid = str(meta.get("namespace", "")), str(meta.get("name", "")), str(meta.get("uid", ""))
+        held = self._held.get((namespace, name))
+        if held is None or held.uid != uid:
+            plan = plan_pod(pod, self.settings.default_run_seconds, self.settings.pod_start_seconds)
+            held = PodRuntime(uid=uid, timeline=PodTimeline.start(plan), bound_monotonic=self.clock.monotonic(),
+                              bound_wall=self.clock.now(), pod_ref=f"{name}_{namespace}({uid})")
+            self._held[(namespace, name)] = held
+        self._config_waits.setdefault(namespace, set()).add(name)
+        messages = tuple(message for _, message in failures)
+        if held.last_written is None or held.last_written.get("_mounts") != messages:
+            for message in messages:
+                record_event(self.store, self.clock, pod, "Warning", "FailedMount", message, COMPONENT)
+        host_ip, pod_cidr = self._node_network(str((pod.get("spec") or {}).get("nodeName")))
+        status = render_pod_status(pod, held, 0.0, self._time_factor(), host_ip, rfc3339(self.clock.now()), pod_cidr)
+        current = pod.get("status") or {}
+        if _comparable({k: current.get(k) for k in status}) != _comparable(status):
+            self.store.patch(PODS, namespace, name, {"status": status}, "merge", subresource="status",
+                             user=f"system:node:{(pod.get('spec') or {}).get('nodeName')}")
+        held.last_written = {"_mounts": messages}
+
+    def _stop_waiting(self, namespace: str, name: str) -> None:
+        self._held.pop((namespace, name), None)
+        waiting = self._config_waits.get(namespace)
+        if waiting is not None:
+            waiting.discard(name)
+            if not waiting:
+                self._config_waits.pop(namespace, None)
 
     def _report_events(self, pod: JsonObj, runtime: PodRuntime) -> None:
         images = {run.plan.name: run.plan.image for run in [*runtime.timeline.init, *runtime.timeline.main]}

@@ -246,6 +246,10 @@ class PodTimeline:
     killed_at: float | None = None
     clock: float = 0.0  # how far the timeline has been advanced
     events: list[tuple[str, ...]] = field(default_factory=list)  # (type, reason, container[, message])
+    # container -> why its config cannot be built (a Secret, ConfigMap or key its env names is missing):
+    # set by the kubelet before each advance; such a container waits in CreateContainerConfigError.
+    blocked: dict[str, str] = field(default_factory=dict)
+    _told: dict[str, str] = field(default_factory=dict)  # the config error last reported per container
 
     @classmethod
     def start(cls, plan: PodPlan) -> PodTimeline:
@@ -308,6 +312,18 @@ class PodTimeline:
         self.clock = max(self.clock, now)
 
     def _start(self, run: ContainerRun, at: float) -> None:
+        message = self.blocked.get(run.plan.name)
+        if message is not None:
+            run.state = "waiting"
+            run.restart_at = None
+            run.waiting_reason = "CreateContainerConfigError"
+            run.waiting_message = message
+            if self._told.get(run.plan.name) != message:
+                self._told[run.plan.name] = message
+                self.events.append(("Warning", "Failed", run.plan.name, f"Error: {message}"))
+            return
+        self._told.pop(run.plan.name, None)
+        run.waiting_message = ""
         run.state = "running"
         run.started_at = at
         run.ready_at = at + self.plan.ready_seconds
@@ -348,6 +364,15 @@ class PodTimeline:
                 run.restart_count += 1
                 self._start(run, at)
                 return
+
+    def unblock(self, at: float) -> None:
+        """Start each container waiting in CreateContainerConfigError whose config can now be built
+        (the kubelet retries it on the pod's next sync); one still blocked keeps waiting."""
+        if self.killed_at is not None or self.terminal():
+            return
+        for run in [*self.init, *self.main]:
+            if run.state == "waiting" and run.waiting_reason == "CreateContainerConfigError":
+                self._start(run, max(at, self.clock))
 
     def _restarts(self, run: ContainerRun) -> bool:
         if self.plan.restart_policy == "Always":

@@ -37,7 +37,7 @@ from kaiwo_sandbox.cluster.nodes.scheduling import (
     queue_order,
     volume_problem,
 )
-from kaiwo_sandbox.cluster.pods import as_int, is_terminal, pod_requests
+from kaiwo_sandbox.cluster.pods import as_int, is_terminal, pod_requests_units
 from kaiwo_sandbox.contracts import (
     NODES,
     PODS,
@@ -108,7 +108,7 @@ class Scheduler(Controller):
                 return  # a status change of a running pod: requests are immutable, nothing to redo
             if charged is not None:
                 self._release(key)
-            requests = pod_requests(pod)
+            requests = pod_requests_units(pod)
             self._charged[key] = (node, requests)
             used = self._used.setdefault(node, {})
             for name, value in requests.items():
@@ -211,7 +211,7 @@ class Scheduler(Controller):
         shape = self._shapes.get(key)
         if shape is None:
             spec = pod.get("spec") or {}
-            shape = json.dumps([_scheduler_name(pod), sorted((k, str(v)) for k, v in pod_requests(pod).items()),
+            shape = json.dumps([_scheduler_name(pod), sorted((k, str(v)) for k, v in pod_requests_units(pod).items()),
                                 spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")],
                                sort_keys=True, default=str)
             self._shapes[key] = shape
@@ -242,7 +242,7 @@ class Scheduler(Controller):
                 self._bind(namespace, name, decision.node)
             except ApiError:
                 return  # deleted or bound meanwhile; the resulting event brings us back
-            by_name[decision.node].charge(pod_requests(pod))
+            by_name[decision.node].charge(pod_requests_units(pod))
             by_name[decision.node].pod_labels.append((namespace, meta.get("labels") or {}))
             verdicts.clear()  # the nodes changed: earlier "does not fit" may now read differently
             record_event(self.store, self.clock, pod, "Normal", "Scheduled",

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from kaiwo_sandbox.cluster.pods import GPU_RESOURCES, pod_requests, quantity
+from kaiwo_sandbox.cluster.pods import GPU_RESOURCES, pod_requests_units, quantity
 from kaiwo_sandbox.contracts import JsonObj
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -299,7 +299,7 @@ def place_pod(pod: JsonObj, nodes: list[NodeState], volume_problem: str | None =
         return Unschedulable(failure_message(len(nodes), (), volume_problem))
     spec = pod.get("spec") or {}
     scheduler_name = spec.get("schedulerName") or DEFAULT_SCHEDULER
-    requests = pod_requests(pod)
+    requests = pod_requests_units(pod)
     verdicts: list[NodeVerdict] = []
     best: tuple[float, str] | None = None
     affinity = has_pod_affinity(pod)

@@ -17,19 +17,16 @@ from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_sandbox.cluster.conditions import find_condition, set_condition
 from kaiwo_sandbox.cluster.events import record_event
 from kaiwo_sandbox.cluster.pods import (
-    OwnerIndex,
     as_int,
     controller_of,
-    is_ready,
-    is_terminal,
     owner_reference,
 )
+from kaiwo_sandbox.cluster.workloads.replicas import ReplicaKind, ReplicaSync
 from kaiwo_sandbox.cluster.workloads.rollout import (
     DESIRED_REPLICAS,
     MAX_REPLICAS,
     POD_TEMPLATE_HASH,
     REVISION,
-    deletion_order,
     desired_replicas,
     pod_template_hash,
     revision_of,
@@ -52,7 +49,7 @@ REPLICASET_COMPONENT = "replicaset-controller"
 DEPLOYMENT_USER = "system:serviceaccount:kube-system:deployment-controller"
 REPLICASET_USER = "system:serviceaccount:kube-system:replicaset-controller"
 DEFAULT_REVISION_HISTORY = 10
-FAILED_CREATE_RETRY_SECONDS = 10.0  # simulated pause before a ReplicaSet retries a refused pod
+REPLICASET_KIND = ReplicaKind(REPLICASETS, "ReplicaSet", REPLICASET_COMPONENT, REPLICASET_USER)
 
 
 @dataclass(slots=True)
@@ -73,12 +70,7 @@ class DeploymentController(Controller):
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)
         self._progress: dict[str, Progress] = {}
-        self._pods = OwnerIndex("ReplicaSet")
-        self._ready_since: dict[str, float] = {}  # pod uid -> monotonic time first seen ready
-        # ReplicaSet uid -> monotonic time before which a refused pod is not tried again. Without it
-        # every status write (the refusal names the generated pod, so it changes each time)
-        # re-triggers a create at once: the real controller's rate-limited requeue.
-        self._create_paused_until: dict[str, float] = {}
+        self._replicas = ReplicaSync(store, clock, REPLICASET_KIND)
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}
@@ -92,16 +84,14 @@ class DeploymentController(Controller):
             if ref is not None and ref.get("kind") == "Deployment":
                 keys.append(("deploy", namespace, ref.get("name")))
             return keys
-        owner = self._pods.observe(event.type, event.object)
-        if event.type == "DELETED" or not is_ready(event.object):
-            self._ready_since.pop(str(meta.get("uid", "")), None)
+        owner = self._replicas.observe(event)
         return [("rs", *owner)] if owner is not None else []
 
     def reconcile(self, key: Key) -> float | None:
         assert isinstance(key, tuple)
         kind, namespace, name = str(key[0]), str(key[1]), str(key[2])
         if kind == "rs":
-            return self._sync_replicaset(namespace, name)
+            return self._replicas.sync(namespace, name)
         return self._sync_deployment(namespace, name)
 
     def _tf(self) -> float:
@@ -109,118 +99,6 @@ class DeploymentController(Controller):
 
     # ------------------------------------------------------------------------------------------
     # ReplicaSet level
-
-    def _sync_replicaset(self, namespace: str, name: str) -> float | None:
-        try:
-            rs = self.store.get(REPLICASETS, namespace, name)
-        except ApiError as err:
-            if err.code == 404:
-                return None
-            raise
-        meta = rs["metadata"]
-        if meta.get("deletionTimestamp"):
-            return None
-        uid = str(meta.get("uid", ""))
-        pods = self._pods.pods(uid)
-        active = [p for p in pods if not is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
-        wanted = desired_replicas(rs)
-        failure: str | None = None
-        now = self.clock.monotonic()
-        paused = self._create_paused_until.get(uid, 0.0) - now
-        if len(active) < wanted and paused > 0:
-            held = find_condition([dict(c) for c in (rs.get("status") or {}).get("conditions") or []],
-                                  "ReplicaFailure")
-            failure = str((held or {}).get("message") or "")
-        elif len(active) < wanted:
-            for _ in range(wanted - len(active)):
-                created = self._create_pod(rs)
-                if isinstance(created, str):
-                    failure = created
-                    paused = FAILED_CREATE_RETRY_SECONDS * self._tf()
-                    self._create_paused_until[uid] = now + paused
-                    break  # the rest would fail the same way; retried after a pause
-                active.append(created)
-            else:
-                self._create_paused_until.pop(uid, None)
-        elif len(active) > wanted:
-            doomed = deletion_order(active)[: len(active) - wanted]
-            for pod in doomed:
-                with contextlib.suppress(ApiError):
-                    self.store.delete(PODS, namespace, str(pod["metadata"]["name"]), user=REPLICASET_USER)
-                    record_event(self.store, self.clock, rs, "Normal", "SuccessfulDelete",
-                                 f"Deleted pod: {pod['metadata']['name']}", REPLICASET_COMPONENT)
-            gone = {str(p["metadata"]["name"]) for p in doomed}
-            active = [p for p in active if str(p["metadata"]["name"]) not in gone]
-        labels = ((rs.get("spec") or {}).get("template") or {}).get("metadata", {}).get("labels") or {}
-        ready_pods = [p for p in active if is_ready(p)]
-        ready = len(ready_pods)
-        available, wait = self._available(ready_pods, as_int((rs.get("spec") or {}).get("minReadySeconds"), 0))
-        status: JsonObj = {
-            "replicas": len(active),
-            "fullyLabeledReplicas": sum(1 for p in active
-                                        if all((p["metadata"].get("labels") or {}).get(k) == v
-                                               for k, v in labels.items())),
-            "readyReplicas": ready,
-            "availableReplicas": available,
-            "observedGeneration": meta.get("generation", 1),
-        }
-        current = rs.get("status") or {}
-        conditions = [dict(c) for c in current.get("conditions") or []]
-        if failure is not None:
-            set_condition(conditions, "ReplicaFailure", "True", "FailedCreate", failure, rfc3339(self.clock.now()))
-        else:
-            conditions = [c for c in conditions if c.get("type") != "ReplicaFailure"]
-        status["conditions"] = conditions or None
-        if any(current.get(k, 0 if k != "conditions" else None) != v for k, v in status.items()):
-            with contextlib.suppress(ApiError):
-                self.store.patch(REPLICASETS, namespace, name, {"status": status}, "merge",
-                                 subresource="status", user=REPLICASET_USER)
-        delays = [d for d in (paused if failure is not None else None, wait) if d is not None]
-        return min(delays) if delays else None
-
-    def _available(self, ready_pods: list[JsonObj], min_ready_seconds: int) -> tuple[int, float | None]:
-        """How many ready pods have been ready for minReadySeconds (simulated), and the real delay
-        until the next one will have been. Readiness is timed from when this controller first saw
-        it (it reconciles on every pod change, so that is when the pod turned ready)."""
-        now = self.clock.monotonic()
-        seen = {str(p["metadata"].get("uid", "")) for p in ready_pods}
-        for uid in seen:
-            self._ready_since.setdefault(uid, now)
-        if min_ready_seconds <= 0:
-            return len(ready_pods), None
-        waits = [min_ready_seconds * self._tf() - (now - self._ready_since[uid]) for uid in seen]
-        available = sum(1 for w in waits if w <= 0)
-        pending = [w for w in waits if w > 0]
-        return available, (min(pending) + 0.001 if pending else None)
-
-    def _create_pod(self, rs: JsonObj) -> JsonObj | str:
-        """The created pod, or the error message when the API refused it."""
-        meta = rs["metadata"]
-        template = (rs.get("spec") or {}).get("template") or {}
-        tmeta = template.get("metadata") or {}
-        pod: JsonObj = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": f"{meta['name']}-",
-                "namespace": meta["namespace"],
-                "labels": dict(tmeta.get("labels") or {}),
-                "ownerReferences": [owner_reference({"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                                     "metadata": meta})],
-            },
-            "spec": dict(template.get("spec") or {}),
-        }
-        if tmeta.get("annotations"):
-            pod["metadata"]["annotations"] = dict(tmeta["annotations"])
-        try:
-            created = self.store.create(PODS, pod, namespace=str(meta["namespace"]), user=REPLICASET_USER)
-        except ApiError as err:
-            record_event(self.store, self.clock, rs, "Warning", "FailedCreate",
-                         f"Error creating: {err.message}", REPLICASET_COMPONENT)
-            return str(err.message)
-        record_event(self.store, self.clock, rs, "Normal", "SuccessfulCreate",
-                     f"Created pod: {created['metadata']['name']}", REPLICASET_COMPONENT)
-        return created
 
     # ------------------------------------------------------------------------------------------
     # Deployment level

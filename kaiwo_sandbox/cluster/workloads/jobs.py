@@ -17,7 +17,7 @@ from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, Key
 from kaiwo_sandbox.cluster.conditions import condition_true, find_condition, set_condition
 from kaiwo_sandbox.cluster.events import record_event
 from kaiwo_sandbox.cluster.pods import (
-    OwnerIndex,
+    PodsByController,
     as_int,
     controller_of,
     is_ready,
@@ -124,7 +124,7 @@ class JobController(Controller):
         self._started: dict[str, float] = {}  # job uid -> monotonic time it (re)started, for deadlines
         # job uid -> (consecutive syncs whose pod create was refused, monotonic time creates resume)
         self._create_failures: dict[str, tuple[int, float]] = {}
-        self._pods = OwnerIndex("Job")
+        self._pods = PodsByController("Job")
 
     def keys_for(self, event: WatchEvent) -> Iterable[Key]:
         meta = event.object.get("metadata") or {}

@@ -21,6 +21,7 @@ import orjson
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.semantics.builtin.rbac import DEFAULTERS as RBAC_DEFAULTERS
 from kaiwo_sandbox.semantics.builtin.webhooks import DEFAULTERS as WEBHOOK_DEFAULTERS
+from kaiwo_sandbox.semantics.qos import qos_class
 from kaiwo_sandbox.semantics.quantity import format_quantity, parse_quantity, quantity_format
 
 DEFAULT_MODE = 0o644  # 420: secret/configMap/projected/downwardAPI volume file mode
@@ -238,30 +239,9 @@ def _default_pod(obj: JsonObj) -> None:
     spec["tolerations"] = tolerations
     status = _dict(obj, "status")
     status.setdefault("phase", "Pending")
-    status.setdefault("qosClass", _qos_class(spec))
+    status.setdefault("qosClass", qos_class(spec))
 
 
-def _qos_class(spec: JsonObj) -> str:
-    """Guaranteed when every container has equal cpu+memory requests and limits, BestEffort with none."""
-    containers = _dicts(spec.get("containers")) + _dicts(spec.get("initContainers"))
-    any_set = False
-    guaranteed = bool(containers)
-    for c in containers:
-        resources = c.get("resources")
-        if not isinstance(resources, dict):
-            resources = {}
-        requests = resources.get("requests")
-        limits = resources.get("limits")
-        requests = requests if isinstance(requests, dict) else {}
-        limits = limits if isinstance(limits, dict) else {}
-        if requests or limits:
-            any_set = True
-        for name in ("cpu", "memory"):
-            if name not in limits or str(requests.get(name, limits.get(name))) != str(limits[name]):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 # --- workloads ----------------------------------------------------------------------------------------
@@ -320,6 +300,20 @@ def _default_deployment(obj: JsonObj) -> None:
 def _default_replicaset(obj: JsonObj) -> None:
     _dict(obj, "spec").setdefault("replicas", 1)
     _default_template(obj)
+
+
+def _default_replicationcontroller(obj: JsonObj) -> None:
+    """As the v1 defaulter: an empty selector and empty object labels take the template's labels."""
+    _default_replicaset(obj)
+    spec = _dict(obj, "spec")
+    template = spec.get("template")
+    template_labels = ((template.get("metadata") or {}).get("labels") or {}) if isinstance(template, dict) else {}
+    if template_labels and isinstance(template_labels, dict):
+        if not spec.get("selector"):
+            spec["selector"] = dict(template_labels)
+        meta = _dict(obj, "metadata")
+        if not meta.get("labels"):
+            meta["labels"] = dict(template_labels)
 
 
 def _default_statefulset(obj: JsonObj) -> None:
@@ -490,7 +484,7 @@ def _default_event(obj: JsonObj) -> None:
 _DEFAULTERS: dict[tuple[str, str], Callable[[JsonObj], None]] = {
     ("", "Pod"): _default_pod,
     ("", "PodTemplate"): lambda o: default_pod_spec(_dict(_dict(o, "template"), "spec")),
-    ("", "ReplicationController"): _default_replicaset,
+    ("", "ReplicationController"): _default_replicationcontroller,
     ("", "Service"): _default_service,
     ("", "PersistentVolumeClaim"): _default_pvc_object,
     ("", "Namespace"): _default_namespace,

@@ -232,6 +232,26 @@ def _replicaset(obj: JsonObj, old: JsonObj | None) -> Causes:
     return causes
 
 
+def _replicationcontroller(obj: JsonObj, old: JsonObj | None) -> Causes:
+    """v1 ReplicationController: a plain label map as selector, required (after defaulting from the
+    template's labels) and matching them."""
+    causes: Causes = []
+    template = _validate_template(obj, causes, restart_policies=["Always"])
+    spec = as_dict(obj.get("spec"))
+    non_negative(spec.get("replicas"), "spec.replicas", causes)
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not selector:
+        causes.append(fe.required("spec.selector"))
+        return causes
+    labels = as_dict(as_dict(template.get("metadata")).get("labels"))
+    if any(labels.get(k) != v for k, v in selector.items()):
+        shown = "map[string]string{" + ", ".join(f"{fe.go_quote(k)}:{fe.go_quote(str(labels[k]))}"
+                                                  for k in sorted(labels)) + "}"
+        causes.append(fe.cause(fe.INVALID, "spec.template.metadata.labels",
+                               f"Invalid value: {shown}: `selector` does not match template `labels`"))
+    return causes
+
+
 def _daemonset(obj: JsonObj, old: JsonObj | None) -> Causes:
     causes: Causes = []
     template = _validate_template(obj, causes, restart_policies=["Always"])
@@ -616,6 +636,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
     ("events.k8s.io", "Event"): _event_v1,
     ("apps", "Deployment"): _deployment,
     ("apps", "ReplicaSet"): _replicaset,
+    ("", "ReplicationController"): _replicationcontroller,
     ("apps", "DaemonSet"): _daemonset,
     ("batch", "Job"): _job,
     ("coordination.k8s.io", "Lease"): _lease,

@@ -137,3 +137,30 @@ def test_serve_applications_from_serve_config() -> None:
     assert serve_applications(config) == {"a": ["D1"], "default": []}
     assert serve_applications("not: [valid") == {}
     assert serve_applications(None) == {}
+
+
+def test_ray_containers_get_kuberays_probes_unless_they_have_their_own() -> None:
+    """KubeRay 1.4: exec probes on the raylet (and the head's GCS); a RayService's workers are ready only
+    with their Serve proxy healthy, failing at once; a probe the user set is kept as it is."""
+    head = build_pod(CLUSTER, "head", CLUSTER["spec"]["headGroupSpec"], "headgroup")["spec"]["containers"][0]
+    command = head["readinessProbe"]["exec"]["command"]
+    assert command[:2] == ["bash", "-c"]
+    assert command[2] == ("wget -T 2 -q -O- http://localhost:52365/api/local_raylet_healthz | grep success && "
+                          "wget -T 10 -q -O- http://localhost:8265/api/gcs_healthz | grep success")
+    assert (head["readinessProbe"]["initialDelaySeconds"], head["readinessProbe"]["failureThreshold"]) == (10, 10)
+    assert (head["livenessProbe"]["initialDelaySeconds"], head["livenessProbe"]["failureThreshold"]) == (30, 120)
+    assert head["livenessProbe"]["exec"]["command"] == command
+
+    service_cluster = {**CLUSTER, "metadata": {**CLUSTER["metadata"], "labels": {"ray.io/originated-from-crd": "RayService"}}}
+    group = CLUSTER["spec"]["workerGroupSpecs"][0]
+    worker = build_pod(service_cluster, "worker", group, "gpu")["spec"]["containers"][0]
+    assert worker["readinessProbe"]["exec"]["command"][2].endswith(
+        "&& wget -T 10 -q -O- http://localhost:8000/-/healthz | grep success")
+    assert worker["readinessProbe"]["failureThreshold"] == 1
+    assert "-/healthz" not in worker["livenessProbe"]["exec"]["command"][2]
+
+    own = {"httpGet": {"path": "/ready", "port": 9000}}
+    custom = {**group, "template": {"spec": {"containers": [{**group["template"]["spec"]["containers"][0],
+                                                            "readinessProbe": own}]}}}
+    kept = build_pod(service_cluster, "worker", custom, "gpu")["spec"]["containers"][0]
+    assert kept["readinessProbe"] == own and "exec" in kept["livenessProbe"]

@@ -30,7 +30,7 @@ from kaiwo_sandbox.cluster.kueue.jobs import (
     validate_rayjob,
     workload_name,
 )
-from kaiwo_sandbox.cluster.resources import pod_requests
+from kaiwo_sandbox.cluster.resources import spec_requests_milli
 from kaiwo_sandbox.contracts import APPWRAPPERS, JOBS, PODS, RAYJOBS, JsonObj
 from kaiwo_sandbox.semantics.quantity import QuantityError, format_milli, parse_milli
 
@@ -87,12 +87,12 @@ class TestQuantities:
                                {"resources": {"requests": {"cpu": "500m"}}}],
                 "initContainers": [{"resources": {"requests": {"cpu": "4"}}}],
                 "overhead": {"cpu": "100m"}}
-        assert pod_requests(spec) == {"cpu": 4100, GPU: 2000}
+        assert spec_requests_milli(spec) == {"cpu": 4100, GPU: 2000}
 
     def test_native_sidecars_run_alongside_the_main_containers(self) -> None:
         spec = {"containers": [{"resources": {"requests": {"cpu": "1"}}}],
                 "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}]}
-        assert pod_requests(spec) == {"cpu": 2000}
+        assert spec_requests_milli(spec) == {"cpu": 2000}
 
 
 class TestFlavorAssignment:

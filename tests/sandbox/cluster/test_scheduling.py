@@ -22,8 +22,9 @@ from kaiwo_sandbox.cluster.nodes.scheduling import (
     tolerates,
     volume_problem,
 )
-from kaiwo_sandbox.cluster.pods import pod_requests, qos_class
+from kaiwo_sandbox.cluster.pods import pod_requests_units
 from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.qos import qos_class
 
 
 def node(name: str, *, labels: dict[str, str] | None = None, gpus: int = 0, cpu: str = "8") -> JsonObj:
@@ -81,26 +82,29 @@ def test_tolerations() -> None:
 def test_requests_use_limits_and_the_init_container_max_rule() -> None:
     spec = {"containers": [{"resources": {"requests": {"cpu": "500m"}}}, {"resources": {"limits": {"cpu": "1"}}}],
             "initContainers": [{"resources": {"requests": {"cpu": "4", "memory": "1Gi"}}}]}
-    assert pod_requests({"spec": spec}) == {"cpu": Decimal(4), "memory": Decimal(2**30)}
+    assert pod_requests_units({"spec": spec}) == {"cpu": Decimal(4), "memory": Decimal(2**30)}
 
 
 def test_native_sidecars_run_alongside_the_main_containers() -> None:
     # A restartable init container keeps running, so it adds to the main containers' requests.
     spec = {"containers": [{"resources": {"requests": {"cpu": "1"}}}],
             "initContainers": [{"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}]}
-    assert pod_requests({"spec": spec}) == {"cpu": Decimal("1.5")}
+    assert pod_requests_units({"spec": spec}) == {"cpu": Decimal("1.5")}
 
 
 def test_a_malformed_quantity_charges_nothing_instead_of_failing() -> None:
-    assert pod_requests({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}) == {}
+    assert pod_requests_units({"spec": {"containers": [{"resources": {"requests": {"cpu": "lots"}}}]}}) == {}
 
 
 def test_qos_classes() -> None:
     guaranteed = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}
     burstable = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}}
-    assert qos_class(guaranteed) == "Guaranteed"
-    assert qos_class(burstable) == "Burstable"
-    assert qos_class({"spec": {"containers": [{}]}}) == "BestEffort"
+    assert qos_class(guaranteed["spec"]) == "Guaranteed"
+    assert qos_class(burstable["spec"]) == "Burstable"
+    assert qos_class({"containers": [{}]}) == "BestEffort"
+    # amounts, not spellings: 1 CPU is 1000m
+    assert qos_class({"containers": [{"resources": {"requests": {"cpu": "1000m", "memory": "1Gi"},
+                                                     "limits": {"cpu": "1", "memory": "1024Mi"}}}]}) == "Guaranteed"
 
 
 def test_fit_error_sorts_reasons_as_strings() -> None:
