@@ -69,6 +69,13 @@ class AdminAPI:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = AdminOptions(**options)
         self.metrics = start_metrics_from_env(self.options, os.environ)
+        # deploy/components/webhooks turns this on (KAIWO_WEBHOOKS_BIND_ADDRESS): the admission webhooks
+        # over TLS from this replica's process, beside the admin API (serve/webhook_server.py says why
+        # not as a Serve application).
+        from serve.webhook_server import start_from_env
+
+        self.webhooks = start_from_env(os.environ, kubeconfig=self.options.kubeconfig,
+                                       in_cluster=self.options.in_cluster)
 
     def __serve_build_asgi_app__(self) -> Any:
         return build_app(self.options.settings(os.environ))

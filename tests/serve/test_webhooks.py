@@ -164,3 +164,14 @@ def test_server_side_dry_run_creates_nothing_anywhere(sandbox: RunningSandbox, w
                      stdin=job("dry", labels={"kaiwo.silogen.ai/managed": "true"}, gpus=1))
     assert "kueue.x-k8s.io/queue-name: kaiwo" in result.stdout  # the webhook answered, the patch shows
     assert {gvr: len(sandbox.store.refs(gvr)) for gvr in before} == before
+
+
+def test_enforcement_leaves_what_the_operator_renders_for_a_kaiwojob_alone(
+        sandbox: RunningSandbox, enforcing: AsgiServer, kubectl: Kubectl) -> None:
+    """A KaiwoJob's Job carries Kaiwo's run-id (no managed label): under Kaiwo already, so the validating
+    webhook's objectSelector skips it and the operator's creates never wait on the webhook server."""
+    kubectl("apply", "-f", "-", stdin=job("rendered", labels={"kaiwo.silogen.ai/run-id": "1234"}, gpus=1))
+    assert stored(sandbox, JOBS, "rendered") is not None
+    enforcing.stop()  # the server gone: a call would fail the create (failurePolicy Fail); none is made
+    kubectl("apply", "-f", "-", stdin=job("rendered-2", labels={"kaiwo.silogen.ai/run-id": "5678"}, gpus=1))
+    assert stored(sandbox, JOBS, "rendered-2") is not None
