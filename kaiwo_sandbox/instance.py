@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kaiwo_sandbox.apiserver.aggregation.certs import front_proxy
+from kaiwo_sandbox.apiserver.aggregation.proxy import Aggregator, extension_apiserver_authentication
 from kaiwo_sandbox.apiserver.audit import AuditLog
 from kaiwo_sandbox.apiserver.auth import bootstrap as rbac_bootstrap
 from kaiwo_sandbox.apiserver.auth.access import Access
@@ -33,6 +35,7 @@ from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.cluster.crds import preinstalled_crds
 from kaiwo_sandbox.cluster.nodes import gpu_exporter
 from kaiwo_sandbox.contracts import (
+    CONFIGMAPS,
     LEASES,
     NAMESPACES,
     NODES,
@@ -80,6 +83,7 @@ class SandboxConfig:
     # Pods whose every command can run on this machine (sh, python3, echo, ...: podspec.LOCAL_PROGRAMS) run
     # as real processes too, whatever their image: `--local-commands` (root only).
     local_commands: bool = False
+    aggregator_interval: float = 1.0  # seconds between APIService availability checks (aggregation/)
 
 
 # The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
@@ -218,6 +222,7 @@ class Sandbox:
         self.server.address = f"{cfg.host}:{self.port}"
         if self.local_runtime is not None:
             await self._serve_pod_network(aiohttp_server, ssl_context)
+        self._publish_front_proxy()
         if cfg.kubeconfig_path is not None:
             write_kubeconfig(cfg.kubeconfig_path, self.url, self.token, self.cert.cert_pem if self.cert else None)
         if cfg.cluster:
@@ -238,6 +243,22 @@ class Sandbox:
         if cfg.state_dir is not None:
             self._persister = Persister(self.store, cfg.state_dir)
             self._persister.start()
+
+    def _publish_front_proxy(self) -> None:
+        """The aggregation layer: kube-system/extension-apiserver-authentication says which client
+        certificates aggregated servers trust (this process's front-proxy CA), and the availability
+        checks start."""
+        front = front_proxy()
+        wanted = extension_apiserver_authentication(front, self.cert.cert_pem if self.cert else None)
+        meta = wanted["metadata"]
+        current = self.store.find_ref(CONFIGMAPS, meta["namespace"], meta["name"])
+        if current is None:
+            self.store.create_owned(CONFIGMAPS, wanted, managed=False, admit=False)
+        elif current.get("data") != wanted["data"]:  # restored from --state with another process's CA
+            self.store.update_owned(CONFIGMAPS, {**clone(current), "data": wanted["data"]}, managed=False,
+                                    admit=False)
+        self.server.aggregator = Aggregator(self.store, front, interval=self.config.aggregator_interval)
+        self.server.aggregator.start()
 
     def _legacy_token(self, namespace: str, name: str) -> str:
         """A token for a legacy token Secret: bound to the ServiceAccount, valid for ten years."""
@@ -306,6 +327,9 @@ class Sandbox:
 
     async def stop(self) -> None:
         await self.server.admission.close()
+        if self.server.aggregator is not None:
+            await self.server.aggregator.stop()
+            self.server.aggregator = None
         if self._event_expiry is not None:
             await self._event_expiry.stop()
             self._event_expiry = None

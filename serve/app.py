@@ -9,6 +9,7 @@
     GET    /api/v1/queues, /api/v1/queues/{name}, /api/v1/nodes, /api/v1/overview, /api/v1/stream (SSE)
     GET    /api/v1/usage?groupBy=user|namespace|queue|...&since=&until=&format=csv   GPU-hours (serve/usage.py)
     GET    /metrics (Prometheus), / (dashboard), /openapi.json, /docs
+    GET    /apis/admin.kaiwo.silogen.ai/v1alpha1/...    the aggregated group (routes_aggregated.py)
 """
 
 from __future__ import annotations
@@ -80,18 +81,27 @@ def build_app(settings: AdminSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state = await open_state(settings)
         app.state.admin = state
+        listener = None
         try:
+            if settings.aggregated_bind:  # the same app over TLS for the aggregation layer (aggregated.py)
+                from serve.aggregated import start_listener
+
+                listener = await start_listener(app, state, settings.aggregated_bind, settings.aggregated_cert_dir)
+                state.extras["aggregated_port"] = listener.port
             yield
         finally:
+            if listener is not None:
+                await listener.stop()
             await close_state(state)
 
     app = FastAPI(title=API_TITLE, version="v1", lifespan=lifespan,
                   description="Workloads, queues, nodes and `explain` for kaiwo-ray, from a watch-fed cache.")
     errors.install(app)
-    from serve import dashboard, routes_cluster, routes_workloads, usage
+    from serve import dashboard, routes_aggregated, routes_cluster, routes_workloads, usage
 
     app.include_router(routes_workloads.router)
     app.include_router(routes_cluster.router)
+    app.include_router(routes_aggregated.router)
     app.include_router(usage.router)
     dashboard.install(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -49,6 +49,18 @@ class Access:
         return f'cannot {self.verb} resource "{resource}" in API group "{self.group}"{where}'
 
 
+def impersonation(user: User) -> list[tuple[str, str]]:
+    """Headers that make a write the user's own at the API server (kubectl --as/--as-group): RBAC,
+    admission webhooks, the audit log and managedFields then see the user, not the admin API, whose
+    role holds `impersonate` on users, groups and service accounts instead of write rights on workloads.
+    A service account is impersonated by its user name (the API server adds its groups). Extra and uid
+    are not passed: impersonating them needs rights on `userextras`/`uids` the role does not grant."""
+    headers = [("Impersonate-User", user.name)]
+    if not user.name.startswith("system:serviceaccount:"):
+        headers += [("Impersonate-Group", group) for group in user.groups if group != "system:authenticated"]
+    return headers
+
+
 class Authorizer(Protocol):
     enabled: bool
 

@@ -41,11 +41,21 @@ class AdminOptions:
     max_body_bytes: int = 1 << 20
     tune_gc: bool = True
     """A replica is a long-lived server holding large caches (see hosts.runtime.gc_tuning)."""
+    aggregated_bind: str | None = None
+    """The aggregated API's TLS listener (serve/aggregated.py), e.g. ":8443"; else $KAIWO_AGGREGATED_API_BIND_ADDRESS."""
+    aggregated_cert_dir: str | None = None
+    """Its tls.crt/tls.key; else $KAIWO_AGGREGATED_API_CERT_DIR; else self-signed."""
 
-    def settings(self) -> AdminSettings:
+    def settings(self, env: Mapping[str, str] | None = None) -> AdminSettings:
+        """The app's settings; the aggregated listener's from `env` where the options leave them unset
+        (the deployed head sets them in its environment: deploy/components/aggregated-api)."""
+        env = env if env is not None else {}
+        bind = self.aggregated_bind or (env.get("KAIWO_AGGREGATED_API_BIND_ADDRESS") or "").strip() or None
         return AdminSettings(kubeconfig=self.kubeconfig, in_cluster=self.in_cluster, auth=self.auth,
                              ray_namespace=self.ray_namespace, max_body_bytes=self.max_body_bytes,
-                             tune_gc=self.tune_gc)
+                             tune_gc=self.tune_gc, aggregated_bind=None if bind == "0" else bind,
+                             aggregated_cert_dir=self.aggregated_cert_dir
+                             or env.get("KAIWO_AGGREGATED_API_CERT_DIR") or None)
 
 
 @serve.deployment(name="AdminAPI", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,
@@ -59,9 +69,16 @@ class AdminAPI:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = AdminOptions(**options)
         self.metrics = start_metrics_from_env(self.options, os.environ)
+        # deploy/components/webhooks turns this on (KAIWO_WEBHOOKS_BIND_ADDRESS): the admission webhooks
+        # over TLS from this replica's process, beside the admin API (serve/webhook_server.py says why
+        # not as a Serve application).
+        from serve.webhook_server import start_from_env
+
+        self.webhooks = start_from_env(os.environ, kubeconfig=self.options.kubeconfig,
+                                       in_cluster=self.options.in_cluster)
 
     def __serve_build_asgi_app__(self) -> Any:
-        return build_app(self.options.settings())
+        return build_app(self.options.settings(os.environ))
 
 
 def start_metrics_from_env(options: AdminOptions, env: Mapping[str, str]) -> MetricsServer | None:

@@ -4,6 +4,7 @@ the handlers that make sure no exception escapes a request as anything else."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -19,6 +20,32 @@ log = logging.getLogger(__name__)
 REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
            406: "NotAcceptable", 409: "Conflict", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType",
            422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+
+
+# What each error status means at the admin API: the OpenAPI document lists, per operation, every
+# status it can answer (`error_responses`), each with the Status body.
+ERROR_DESCRIPTIONS = {
+    400: "BadRequest: the body or a parameter cannot be read (unreadable JSON or YAML, a bad selector)",
+    401: "Unauthorized: no bearer token, or one the cluster does not accept (TokenReview)",
+    403: "Forbidden: the user's RBAC does not allow it (SubjectAccessReview); the message names user, verb, "
+         "resource and namespace",
+    404: "NotFound: no such workload (or pod, ClusterQueue), or a path this API does not serve",
+    409: "Conflict: the API server refused the write (the object exists, or changed: uid precondition)",
+    410: "Expired: the continue token cannot be used",
+    413: "RequestEntityTooLarge: a body over the limit (1 MiB by default)",
+    422: "Invalid: parameters or manifest invalid; details.causes[].field names each field path",
+    502: "the API server's answer to a write could not be read",
+    503: "ServiceUnavailable: the API server, asked to write or stream, is unavailable",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, each a Status."""
+    return {code: {"model": Status, "description": ERROR_DESCRIPTIONS[code]} for code in codes}
+
+
+READ = error_responses(401, 403, 404, 422)
+"""A read of one workload (or its events, explain, GPUs) from the cache."""
 
 
 class ApiError(Exception):
@@ -43,6 +70,17 @@ def invalid_manifest(err: ManifestError, kind: str | None, name: str | None) -> 
                     causes=causes)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette's 405 names only the first route's)."""
+    from starlette.routing import Match, Route
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -59,12 +97,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         message = str(exc.detail)
+        headers = dict(exc.headers or {})
         if exc.status_code == 405:
             message = f"method {request.method} is not allowed on {request.url.path}"
+            headers["Allow"] = ", ".join(allowed_methods(request))
         elif exc.status_code == 404 and message == "Not Found":
             message = f"no such path: {request.url.path}"
         return status_response(Status(code=exc.status_code, reason=REASONS.get(exc.status_code, "Unknown"),
-                                      message=message), headers=dict(exc.headers or {}))
+                                      message=message), headers=headers)
 
     @app.exception_handler(KubeError)
     async def kube_error(request: Request, exc: KubeError) -> JSONResponse:

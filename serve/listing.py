@@ -143,6 +143,11 @@ class WorkloadRows:
         tail = json.dumps({"total": total, "continue": next_token}).encode()
         return b'{"items":[' + b",".join(rows) + b"]," + tail[1:]
 
+    def versioned(self, key: RowKey) -> tuple[str, WorkloadSummary]:
+        """(resourceVersion, row) of a key `page_keys` returned."""
+        rv, _, row = self._rows[key]
+        return rv, row
+
     def page(self, filters: Filters, limit: int, token: str | None) -> tuple[list[WorkloadSummary], int, str | None]:
         """(items, total matching, continue token or None on the last page)."""
         keys, total, next_token = self.page_keys(filters, limit, token)

@@ -22,6 +22,7 @@ from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WO
 from kaiwo_ray.views._objects import meta, status
 from kaiwo_ray.views.nodes import NodeView, node_views
 from kaiwo_ray.views.queues import cluster_queue_views
+from serve import webhook_metrics
 from serve.cache import ClusterCache
 from serve.state import GpuSamples, StatsSource
 
@@ -289,5 +290,5 @@ class AdminMetrics:
         nodes = node_views(self.cache.items(NODES), self.cache.items(PODS), samples)
         registry.register(_Snapshot(controller_families(snapshots) + workload_families(self.cache, self._counts[1])
                                     + gpu_families(nodes)))
-        body = generate_latest(registry) + generate_latest(self.registry)
+        body = generate_latest(registry) + generate_latest(self.registry) + webhook_metrics.exposition()
         return body, CONTENT_TYPE_LATEST

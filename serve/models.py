@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -9,6 +10,13 @@ from pydantic import BaseModel, Field
 from kaiwo_ray.views.nodes import GpuSample, NodeTotals, NodeView
 from kaiwo_ray.views.queues import ClusterQueueView
 from kaiwo_ray.views.workloads import WorkloadSummary
+
+
+class WorkloadPlural(StrEnum):
+    """The workload types a path names (anything else is 422, `path.plural`)."""
+
+    KAIWOJOBS = "kaiwojobs"
+    KAIWOSERVICES = "kaiwoservices"
 
 
 class StatusCause(BaseModel):

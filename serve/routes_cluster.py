@@ -16,7 +16,7 @@ from kaiwo_ray.views.nodes import node_totals, node_views
 from kaiwo_ray.views.queues import ClusterQueueView, cluster_queue_views
 from kaiwo_ray.views.workloads import phase_counts
 from serve.auth import Access
-from serve.errors import ApiError
+from serve.errors import ApiError, error_responses
 from serve.models import NodeList, Overview, QueueList
 from serve.state import AdminState, admin, current_user, gpu_samples, require
 
@@ -29,13 +29,13 @@ def _queues(state: AdminState) -> list[ClusterQueueView]:
     return cluster_queue_views(cache.items(CLUSTERQUEUES), cache.items(LOCALQUEUES), cache.items(WORKLOADS))
 
 
-@router.get("/api/v1/queues", response_model=QueueList)
+@router.get("/api/v1/queues", response_model=QueueList, responses=error_responses(401, 403))
 async def list_queues(request: Request) -> QueueList:
     await require(request, Access("list", "clusterqueues", KUEUE))
     return QueueList(items=_queues(admin(request)))
 
 
-@router.get("/api/v1/queues/{name}", response_model=ClusterQueueView)
+@router.get("/api/v1/queues/{name}", response_model=ClusterQueueView, responses=error_responses(401, 403, 404))
 async def get_queue(request: Request, name: str) -> ClusterQueueView:
     await require(request, Access("get", "clusterqueues", KUEUE, name=name))
     view = next((q for q in _queues(admin(request)) if q.name == name), None)
@@ -44,7 +44,7 @@ async def get_queue(request: Request, name: str) -> ClusterQueueView:
     return view
 
 
-@router.get("/api/v1/nodes", response_model=NodeList)
+@router.get("/api/v1/nodes", response_model=NodeList, responses=error_responses(401, 403))
 async def list_nodes(request: Request) -> NodeList:
     await require(request, Access("list", "nodes"))
     state = admin(request)
@@ -82,7 +82,7 @@ def overview(state: AdminState, scope: OverviewScope = OverviewScope(None, True,
                     queues=_queues(state) if scope.queues else [], nodes=totals, version=cache.version)
 
 
-@router.get("/api/v1/overview", response_model=Overview)
+@router.get("/api/v1/overview", response_model=Overview, responses=error_responses(401))
 async def get_overview(request: Request) -> Overview:
     """Workloads by phase, queues and node totals, each as far as the user may see them."""
     return overview(admin(request), await overview_scope(request))
@@ -90,7 +90,8 @@ async def get_overview(request: Request) -> Overview:
 
 @router.get("/api/v1/stream", response_class=StreamingResponse,
             responses={200: {"content": {"text/event-stream": {}},
-                             "description": "Server-sent events: `overview` (an Overview) whenever the cluster changed"}})
+                             "description": "Server-sent events: `overview` (an Overview) whenever the cluster changed"},
+                       **error_responses(401, 422)})
 async def stream(request: Request,
                  interval: Annotated[float, Query(ge=0.2, le=60)] = 1.0) -> StreamingResponse:
     """Live updates for the dashboard: at most one `overview` event per `interval` seconds, sent only
@@ -120,7 +121,8 @@ async def stream(request: Request,
 
 
 @router.get("/metrics", response_class=Response,
-            responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition"}})
+            responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text exposition"},
+                       **error_responses(401, 403)})
 async def metrics(request: Request) -> Response:
     await require(request, Access("get", path="/metrics"))
     state = admin(request)

@@ -18,8 +18,8 @@ from kaiwo_ray.kube.resources import EVENTS, KAIWOJOBS, KAIWOSERVICES, PODS, Res
 from kaiwo_ray.views._objects import meta, status
 from kaiwo_ray.views.explain import Explanation, collect_world, explain
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS, summarize, workload_kind
-from serve.auth import Access
-from serve.errors import ApiError, invalid_manifest
+from serve.auth import Access, User, impersonation
+from serve.errors import READ, ApiError, error_responses, invalid_manifest
 from serve.listing import BadToken, Filters, WorkloadRows
 from serve.models import (
     ChildRef,
@@ -30,6 +30,7 @@ from serve.models import (
     WorkloadDetail,
     WorkloadGpuList,
     WorkloadList,
+    WorkloadPlural,
 )
 from serve.selectors import SelectorError, parse_selector
 from serve.state import AdminState, admin, current_user, gpu_samples, require
@@ -66,7 +67,8 @@ async def visible_namespaces(request: Request, state: AdminState, kinds: list[Re
     return frozenset(allowed)
 
 
-@router.get("/workloads", response_model=WorkloadList, response_model_by_alias=True)
+@router.get("/workloads", response_model=WorkloadList, response_model_by_alias=True,
+            responses=error_responses(401, 403, 422))
 async def list_workloads(
     request: Request,
     namespace: str | None = None,
@@ -80,7 +82,7 @@ async def list_workloads(
 ) -> Response:
     state = admin(request)
     kinds = list(WORKLOAD_KINDS)
-    if kind is not None:
+    if kind:  # `kind=` (empty) filters nothing, as an empty `phase=` does
         resolved = workload_kind(kind)
         if resolved is None:
             raise ApiError(422, f"query.kind: unknown workload kind {kind!r} (expected KaiwoJob or KaiwoService)",
@@ -138,8 +140,8 @@ def _child_ref(obj: dict[str, Any]) -> ChildRef:
                     namespace=meta(obj).get("namespace"), phase=str(phase))
 
 
-@router.get("/namespaces/{namespace}/{plural}/{name}", response_model=WorkloadDetail)
-async def get_workload(request: Request, namespace: str, plural: str, name: str) -> WorkloadDetail:
+@router.get("/namespaces/{namespace}/{plural}/{name}", response_model=WorkloadDetail, responses=READ)
+async def get_workload(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> WorkloadDetail:
     obj = await _workload(request, namespace, plural, name)
     state = admin(request)
     children = state.cache.owned_by(str(meta(obj).get("uid") or ""))
@@ -165,8 +167,8 @@ def _world(state: AdminState, obj: dict[str, Any]) -> Any:
                          default_queue=cache.default_queue()), cache.items(WORKLOADS)
 
 
-@router.get("/namespaces/{namespace}/{plural}/{name}/explain", response_model=Explanation)
-async def explain_workload(request: Request, namespace: str, plural: str, name: str) -> Response:
+@router.get("/namespaces/{namespace}/{plural}/{name}/explain", response_model=Explanation, responses=READ)
+async def explain_workload(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> Response:
     from dataclasses import replace
 
     obj = await _workload(request, namespace, plural, name)
@@ -181,8 +183,8 @@ def _admitted(kueue_workload: dict[str, Any]) -> bool:
                for c in status(kueue_workload).get("conditions") or ())
 
 
-@router.get("/namespaces/{namespace}/{plural}/{name}/gpus", response_model=WorkloadGpuList)
-async def workload_gpus(request: Request, namespace: str, plural: str, name: str) -> WorkloadGpuList:
+@router.get("/namespaces/{namespace}/{plural}/{name}/gpus", response_model=WorkloadGpuList, responses=READ)
+async def workload_gpus(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> WorkloadGpuList:
     """Per-GPU telemetry of the workload's pods. Whoever may get the workload may see its GPUs (no
     list rights on nodes needed): what the workload page and `kaiwo monitor` show."""
     await _workload(request, namespace, plural, name)
@@ -193,8 +195,8 @@ async def workload_gpus(request: Request, namespace: str, plural: str, name: str
     return WorkloadGpuList(items=sorted(items, key=lambda s: (s.pod.name if s.pod else "", s.node, s.index)))
 
 
-@router.get("/namespaces/{namespace}/{plural}/{name}/events", response_model=EventList)
-async def workload_events(request: Request, namespace: str, plural: str, name: str) -> EventList:
+@router.get("/namespaces/{namespace}/{plural}/{name}/events", response_model=EventList, responses=READ)
+async def workload_events(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> EventList:
     obj = await _workload(request, namespace, plural, name)
     await require(request, Access("list", EVENTS.plural, "", namespace))
     world, _ = _world(admin(request), obj)
@@ -216,9 +218,10 @@ async def workload_events(request: Request, namespace: str, plural: str, name: s
 
 
 @router.get("/namespaces/{namespace}/{plural}/{name}/logs", response_class=StreamingResponse,
-            responses={200: {"content": {"text/plain": {}}, "description": "the pod's log, streamed"}})
+            responses={200: {"content": {"text/plain": {}}, "description": "the pod's log, streamed"},
+                       **error_responses(400, 401, 403, 404, 422, 503)})
 async def workload_logs(
-    request: Request, namespace: str, plural: str, name: str,
+    request: Request, namespace: str, plural: WorkloadPlural, name: str,
     pod: str | None = None, container: str | None = None, follow: bool = False,
     tail: Annotated[int | None, Query(ge=0, le=100_000)] = None,
 ) -> StreamingResponse:
@@ -261,6 +264,20 @@ async def workload_logs(
 
 
 # -- writes ------------------------------------------------------------------------------------------
+# Made as the user (serve/auth.py `impersonation`): the API server checks the user's RBAC and admission
+# sees, audits and records them (fieldManager names them: managedFields show who wrote).
+
+
+def as_user(state: AdminState, user: User) -> list[tuple[str, str]]:
+    """Impersonation headers for a write, where callers are authenticated (not with `--admin-auth none`,
+    whose anonymous admin is no identity the cluster knows: the admin API's own writes then)."""
+    return impersonation(user) if state.auth.enabled else []
+
+
+def field_manager(user: User) -> str:
+    """The fieldManager of a write made for `user` (at most 128 characters, as the API server allows)."""
+    return f"kaiwo-admin-api:{user.name}"[:128]
+
 
 
 def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
@@ -289,7 +306,11 @@ def _parse_body(raw: bytes, content_type: str) -> dict[str, Any]:
     return doc
 
 
-@router.post("/workloads", response_model=SubmitResult, status_code=201)
+@router.post("/workloads", response_model=SubmitResult, status_code=201,
+             responses=error_responses(400, 401, 403, 409, 413, 422, 502, 503),
+             openapi_extra={"requestBody": {"required": True, "description": "one KaiwoJob or KaiwoService manifest",
+                                            "content": {"application/json": {"schema": {"type": "object"}},
+                                                        "application/yaml": {"schema": {"type": "string"}}}}})
 async def submit_workload(request: Request, namespace: str | None = None, dryRun: bool = False) -> SubmitResult:
     """Submit a KaiwoJob or KaiwoService (JSON, or YAML with a yaml content type)."""
     doc = _parse_body(await request.body(), request.headers.get("content-type", "application/yaml"))
@@ -313,22 +334,29 @@ async def submit_workload(request: Request, namespace: str | None = None, dryRun
     if not name and not metadata.get("generateName"):
         raise ApiError(422, "metadata.name: required", kind=str(kind), causes=_cause("metadata.name", "required"))
     res = BY_KIND[str(kind)]
-    caller = await require(request, Access("create", res.plural, GROUP, target))
+    user = await require(request, Access("create", res.plural, GROUP, target))
     # GPU-hours are charged to who submitted (docs/accounting.md): the authenticated caller, whatever the
-    # manifest says; the admission webhook keeps this value for the admin API's service account only.
+    # manifest says. With auth on the write impersonates the caller, so the admission webhook records the
+    # same name; without webhooks this is the record.
     annotations = metadata.get("annotations") if isinstance(metadata.get("annotations"), dict) else {}
-    metadata["annotations"] = {**annotations, SUBMITTED_BY: caller.name}
+    metadata["annotations"] = {**annotations, SUBMITTED_BY: user.name}
     state = admin(request)
-    path = res.path(target) + ("?dryRun=All" if dryRun else "")
-    created = await state.client.request("POST", path, body=doc)
+    query = {"fieldManager": field_manager(user), **({"dryRun": "All"} if dryRun else {})}
+    created = await state.client.request("POST", res.path(target), body=doc, query=query,
+                                         headers=as_user(state, user))
     return SubmitResult(kind=str(kind), namespace=target, name=str(meta(created).get("name") or name),
                         uid=str(meta(created).get("uid") or ""), created=not dryRun)
 
 
-@router.delete("/namespaces/{namespace}/{plural}/{name}", response_model=DeleteResult)
-async def delete_workload(request: Request, namespace: str, plural: str, name: str) -> DeleteResult:
+@router.delete("/namespaces/{namespace}/{plural}/{name}", response_model=DeleteResult,
+               responses=error_responses(401, 403, 404, 409, 422, 502, 503))
+async def delete_workload(request: Request, namespace: str, plural: WorkloadPlural, name: str) -> DeleteResult:
     res = _resource(plural)
-    await require(request, Access("delete", res.plural, GROUP, namespace, name=name))
-    obj = admin(request).cache.get(res, namespace, name)
-    await admin(request).client.delete(res, name, namespace, uid=str(meta(obj).get("uid")) if obj else None)
+    user = await require(request, Access("delete", res.plural, GROUP, namespace, name=name))
+    state = admin(request)
+    obj = state.cache.get(res, namespace, name)
+    options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    if obj:  # never delete a same-named successor
+        options["preconditions"] = {"uid": str(meta(obj).get("uid"))}
+    await state.client.request("DELETE", res.path(namespace, name), body=options, headers=as_user(state, user))
     return DeleteResult(kind=res.kind, namespace=namespace, name=name)

@@ -15,6 +15,8 @@ from kaiwo_ray.views.nodes import GpuSample
 from serve.auth import Access, Authorizer, User
 from serve.cache import ClusterCache
 from serve.errors import ApiError
+from serve.front_proxy import NotAllowed, RequestHeaderConfig, client_common_name
+from serve.front_proxy import authenticate as authenticate_front_proxy
 from serve.limits import DEFAULT_MAX_BODY_BYTES
 
 StatsSource = Callable[[], Awaitable[list[dict[str, Any]]]]
@@ -42,6 +44,10 @@ class AdminSettings:
     tune_gc: bool = False
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
     sight and collect rarely (hosts.runtime.gc_tuning), as the operator does."""
+    aggregated_bind: str | None = None
+    """Serve the aggregated API (serve/aggregated.py) over TLS on this address too (":8443", "127.0.0.1:0")."""
+    aggregated_cert_dir: str | None = None
+    """tls.crt/tls.key for that listener; None: a self-signed certificate (the APIService then skips verification)."""
 
 
 @dataclass(slots=True)
@@ -52,6 +58,8 @@ class AdminState:
     auth: Authorizer
     metrics: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    front_proxy: RequestHeaderConfig | None = None
+    """Requestheader authentication for the aggregated listener (None: every request needs a token)."""
 
 
 def admin(request: Request) -> AdminState:
@@ -72,7 +80,15 @@ async def current_user(request: Request) -> User:
     cached: User | None = getattr(request.state, "user", None)
     if cached is not None:
         return cached
-    user = await state.auth.authenticate(bearer_token(request))
+    user: User | None = None
+    common_name = client_common_name(request.scope) if state.front_proxy is not None else None
+    if common_name is not None and state.front_proxy is not None:  # the aggregator's certificate (front_proxy.py)
+        try:
+            user = authenticate_front_proxy(state.front_proxy, common_name, request.headers.items())
+        except NotAllowed as err:
+            raise ApiError(401, f"Unauthorized: {err}") from None
+    if user is None:
+        user = await state.auth.authenticate(bearer_token(request))
     if user is None:
         raise ApiError(401, "Unauthorized: send `Authorization: Bearer <token>` with a token the cluster accepts")
     request.state.user = user

@@ -145,7 +145,7 @@ class AsgiServer:
         cert_file, key_file = Path(self._dir.name) / "tls.crt", Path(self._dir.name) / "tls.key"
         cert_file.write_bytes(cert)
         key_file.write_bytes(key)
-        self._socket = socket.socket()
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP_NODELAY set
         self._socket.bind(("127.0.0.1", 0))
         self.port = int(self._socket.getsockname()[1])
         config = uvicorn.Config(app, ssl_certfile=str(cert_file), ssl_keyfile=str(key_file), log_level="warning",

@@ -44,6 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from serve.cli_hooks import add_cli_arguments
 
     add_cli_arguments(parser, default_auth="none")
+    parser.add_argument("--no-webhooks", action="store_true",
+                        help="do not run the admission webhooks (registered in the sandbox as "
+                             "deploy/components/webhooks registers them)")
+    parser.add_argument("--webhooks-port", type=int, default=0, metavar="PORT",
+                        help="the webhook server's port on 127.0.0.1 (default: any free port)")
     telemetry_flags.add_arguments(parser, dev=True)
 
 
@@ -177,6 +182,9 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         if stop.event.is_set():
             return 0
         host = HostSettings(kubeconfig=str(kubeconfig), tune_gc=True, batch_scheduling=batch)
+        if not args.no_webhooks:
+            # as deploy/components/webhooks: what the webhooks label is tracked by a KaiwoJob/KaiwoService
+            os.environ.setdefault("MANAGED_WORKLOADS_ENABLED", "true")
         problem = telemetry_flags.configure(args, host)
         if problem is not None:
             print(f"kaiwo-ray dev: {problem}", file=sys.stderr)
@@ -200,6 +208,16 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             from kaiwo_ray.cli.admin_link import advertise
 
             advertise(kubeconfig, admin_url)  # `kaiwo monitor` finds the telemetry through it
+        webhooks = None
+        if not args.no_webhooks:
+            from serve.webhook_local import start_local
+
+            try:
+                webhooks = start_local(str(kubeconfig), port=args.webhooks_port)
+                print(f"Admission webhooks: {webhooks.url} (registered as Service "
+                      "kaiwo-system/kaiwo-ray-webhooks)", flush=True)
+            except Exception as err:  # the operator runs on without them; say why
+                print(f"admission webhooks not started: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
         print(format_memory(process_tree_memory()), flush=True)
         print(f"(started in {time.monotonic() - began:.1f}s)", flush=True)
         print(next_steps(kubeconfig, admin_url), flush=True)
@@ -212,6 +230,8 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
                 stop_admin()
         stop_supervisor(supervisor, 10.0, sys.stdout)
         supervisor = None
+        if webhooks is not None:  # after the controllers: their last Job writes still pass the webhooks
+            webhooks.stop()
         return 0
     finally:
         if supervisor is not None:

@@ -6,6 +6,7 @@ the two equal."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from kaiwo_ray.api.jsonobj import JsonObj
@@ -62,9 +63,25 @@ def _webhook(hook: Hook, client: JsonObj, *, mutating: bool) -> JsonObj:
         "rules": [{"operations": list(hook.operations), "apiGroups": [hook.group], "apiVersions": [hook.version],
                    "resources": [hook.resource]}],
     }
+    selector = _OBJECT_SELECTORS.get((mutating, hook.group.endswith("kaiwo.silogen.ai")))
+    if selector is not None:
+        webhook["objectSelector"] = copy.deepcopy(selector)  # each webhook its own (no YAML aliases either)
     if mutating:
         webhook["reinvocationPolicy"] = "Never"
     return webhook
+
+
+# The API server skips a call whose objectSelector does not match (cluster-mechanics 2.3), so no create
+# waits for a webhook that would answer "allowed, unchanged": the plain kinds' mutating ones act only on
+# objects labelled managed "true" (the Kaiwo kinds' mutating ones, which record the submitter, on every
+# KaiwoJob/KaiwoService), the plain kinds' validating ones refuse only objects without the label and
+# without Kaiwo's run-id (what the operator renders for a KaiwoJob/KaiwoService is Kaiwo's already, and
+# its creates do not wait on, or fail with, the webhook server).
+_OBJECT_SELECTORS: dict[tuple[bool, bool], JsonObj] = {
+    (True, False): {"matchLabels": {"kaiwo.silogen.ai/managed": "true"}},
+    (False, False): {"matchExpressions": [{"key": "kaiwo.silogen.ai/managed", "operator": "DoesNotExist"},
+                                          {"key": "kaiwo.silogen.ai/run-id", "operator": "DoesNotExist"}]},
+}
 
 
 def configurations(*, ca_bundle: str = "", service: tuple[str, str, int] | None = None,

@@ -12,7 +12,8 @@ controller does that from the labels, so a dry run or a retried request has no e
 
 Validating (CREATE): with enforcement on (`ENFORCE_KAIWO_ON_GPU_WORKLOADS=true`), a workload whose
 containers request or limit `amd.com/gpu` or `nvidia.com/gpu` and lacks the managed label is refused
-with the label to add. Upstream labels such workloads silently in its mutating webhook, so its
+with the label to add; what the operator renders for a KaiwoJob/KaiwoService (Kaiwo's `run-id` label) is
+Kaiwo's already. Upstream labels such workloads silently in its mutating webhook, so its
 validating refusal never fires; here the user is told, and Kueue's quota cannot be skipped.
 """
 
@@ -25,7 +26,7 @@ from typing import Any
 from kaiwo_ray.admission.review import ALLOW, Verdict, forbidden, pointer
 from kaiwo_ray.admission.submitter import stamp_ops
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE, LABEL_USER
+from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE, LABEL_RUN_ID, LABEL_USER
 from kaiwo_ray.render.names import sanitize_rfc1123
 
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
@@ -103,6 +104,8 @@ def mutate(request: Mapping[str, Any], settings: Settings) -> Verdict:
         return ALLOW
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return ALLOW
+    if request.get("operation") == "CREATE" and LABEL_RUN_ID in _labels(obj):
+        return ALLOW  # rendered by the operator for a KaiwoJob/KaiwoService labelled managed: its labels are Kaiwo's
     kind = str((request.get("kind") or {}).get("kind") or obj.get("kind") or "")
     labels = _labels(obj)
     ops: list[JsonObj] = []
@@ -144,8 +147,9 @@ def validate(request: Mapping[str, Any], settings: Settings) -> Verdict:
     if request.get("operation") != "CREATE" or not isinstance(obj, Mapping) or not settings.enforce_on_gpu_workloads:
         return ALLOW
     kind = str((request.get("kind") or {}).get("kind") or obj.get("kind") or "")
-    if LABEL_MANAGED in _labels(obj) or not requests_gpus(kind, obj):
-        return ALLOW
+    labels = _labels(obj)
+    if LABEL_MANAGED in labels or LABEL_RUN_ID in labels or not requests_gpus(kind, obj):
+        return ALLOW  # opted in, or rendered by the operator for a KaiwoJob/KaiwoService (its objectSelector too)
     name = str((obj.get("metadata") or {}).get("name") or request.get("name") or "")
     return forbidden(f'{kind} "{name}" requests GPUs, and this cluster runs GPU workloads only under Kaiwo '
                      f"(ENFORCE_KAIWO_ON_GPU_WORKLOADS=true): add the label {LABEL_MANAGED}: \"true\" to its "

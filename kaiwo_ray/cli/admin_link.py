@@ -1,6 +1,9 @@
 """Where the `kaiwo` CLI finds kaiwo-ray's admin API, and how it asks it for GPU telemetry.
 
-The admin API's URL comes from `--admin-url`, else `$KAIWO_ADMIN_URL`, else the kubeconfig's
+Where the cluster serves the admin API's aggregated group (`admin.kaiwo.silogen.ai/v1alpha1`, see
+docs/admin-api.md), the CLI asks through the Kubernetes API with the kubeconfig's own credentials and
+needs no URL at all; `--admin-url` or `$KAIWO_ADMIN_URL` still choose a URL explicitly. Otherwise the
+admin API's URL comes from `--admin-url`, else `$KAIWO_ADMIN_URL`, else the kubeconfig's
 cluster extension `kaiwo.silogen.ai/admin-api` (`{url: ...}`), which `kaiwo-ray dev` writes beside the
 sandbox's server address. Kubeconfig extensions are kubectl's own place for tool data: kubectl keeps
 them and ignores what it does not know. Requests carry the kubeconfig's credentials, which the admin
@@ -10,7 +13,11 @@ API checks with a TokenReview as the API server would.
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import orjson
 import urllib3
@@ -20,6 +27,14 @@ from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.kubeconfig import ADMIN_EXTENSION as EXTENSION
 from kaiwo_ray.cli.kubeconfig import ClusterAccess
 
+if TYPE_CHECKING:
+    from kaiwo_ray.cli.api import Api
+
+AGGREGATED_GROUP = "admin.kaiwo.silogen.ai"
+AGGREGATED_VERSION = "v1alpha1"
+AGGREGATED_PREFIX = f"/apis/{AGGREGATED_GROUP}/{AGGREGATED_VERSION}"
+_SUMMARY_PREFIX = {"kaiwojobs": "job", "kaiwoservices": "service"}
+_WORKLOAD_PATH = re.compile(r"/api/v1/namespaces/([^/]+)/(kaiwojobs|kaiwoservices)/([^/]+)/(explain|events|gpus)")
 
 def with_admin_url(config: JsonObj, cluster_name: str, url: str) -> JsonObj:
     """`config` (a kubeconfig) with `cluster_name` advertising the admin API at `url` (pure)."""
@@ -72,3 +87,64 @@ def admin_get(url: str, path: str, access: ClusterAccess, *, timeout: float = 5.
     if not isinstance(body, dict):
         raise AdminUnavailable(f"admin API at {url} answered GET {path} with unexpected JSON")
     return body
+
+
+def aggregated_path(path: str) -> str | None:
+    """The aggregated group's path for an /api/v1 workload path (pure): `/api/v1/namespaces/NS/kaiwojobs/
+    NAME/gpus` is `.../namespaces/NS/workloadsummaries/job.NAME/gpus`; None for a path it does not serve."""
+    match = _WORKLOAD_PATH.fullmatch(path)
+    if match is None:
+        return None
+    namespace, plural, name, sub = match.groups()
+    summary = quote(f"{_SUMMARY_PREFIX[plural]}.{name}", safe=".")
+    return f"{AGGREGATED_PREFIX}/namespaces/{namespace}/workloadsummaries/{summary}/{sub}"
+
+
+def group_served(api: Api) -> bool:
+    """Whether the cluster serves the aggregated group now: its discovery answers (a 503 while the
+    admin API is down, a 404 where it is not registered, both mean no)."""
+    from kaiwo_ray.cli.errors import ClusterError
+
+    try:
+        api.get(AGGREGATED_PREFIX)
+    except ClusterError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class AdminLink:
+    """How to reach the admin API: through the Kubernetes API (`api`), or at `url`."""
+
+    url: str | None = None
+    api: Api | None = None
+
+    @property
+    def where(self) -> str:
+        return self.url if self.url is not None else f"the Kubernetes API, {AGGREGATED_GROUP}"
+
+    def get(self, path: str, access: ClusterAccess) -> JsonObj:
+        if self.url is not None:
+            return admin_get(self.url, path, access)
+        from kaiwo_ray.cli.errors import ClusterError
+
+        assert self.api is not None
+        through = aggregated_path(path)
+        if through is None:
+            raise AdminUnavailable(f"{AGGREGATED_GROUP} serves no {path}")
+        try:
+            return self.api.get(through)
+        except ClusterError as err:
+            raise AdminUnavailable(f"{AGGREGATED_GROUP} answered GET {through}: {err}") from None
+
+
+def link(flag: str | None, api: Api) -> AdminLink | None:
+    """An explicit URL (flag, environment) first; else the aggregated group where the cluster serves it;
+    else the URL the kubeconfig advertises; else None."""
+    explicit = (flag or os.environ.get("KAIWO_ADMIN_URL") or "").rstrip("/")
+    if explicit:
+        return AdminLink(url=explicit)
+    if group_served(api):
+        return AdminLink(api=api)
+    advertised = resolve(None, api.access)
+    return AdminLink(url=advertised) if advertised else None

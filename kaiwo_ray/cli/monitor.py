@@ -1,6 +1,7 @@
 """`kaiwo monitor job/NAME`: the GPUs of a workload's pods, once or every -w seconds.
 
-From kaiwo-ray's telemetry when its admin API is known (`--admin-url`, `$KAIWO_ADMIN_URL` or the
+From kaiwo-ray's telemetry when its admin API is known (`--admin-url`, `$KAIWO_ADMIN_URL`, the aggregated group
+admin.kaiwo.silogen.ai through the Kubernetes API, or the
 kubeconfig's `kaiwo.silogen.ai/admin-api` extension, see admin_link.py) and has samples for its pods
 (`GET /api/v1/namespaces/NS/PLURAL/NAME/gpus`: whoever may get the workload may see them);
 else from the vendor's tool run in each pod (nvidia-smi for NVIDIA, amd-smi else rocm-smi for AMD).
@@ -17,6 +18,7 @@ from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 
 if TYPE_CHECKING:
+    from kaiwo_ray.cli.admin_link import AdminLink
     from kaiwo_ray.cli.api import Api
 
 EXAMPLES = """examples:
@@ -58,21 +60,20 @@ def _gib(value: float | None) -> str:
     return "?" if value is None else f"{value / 2**30:.1f}"
 
 
-def telemetry_report(api: Api, admin_url: str, workload: JsonObj, out: BinaryIO) -> bool:
+def telemetry_report(api: Api, admin: AdminLink, workload: JsonObj, out: BinaryIO) -> bool:
     """The workload's GPUs from kaiwo-ray's telemetry into `out`; False (nothing written) when it has none."""
     from urllib.parse import quote
 
-    from kaiwo_ray.cli.admin_link import admin_get
     from kaiwo_ray.cli.table import render_table
     from kaiwo_ray.cli.workloads import type_of
 
     meta = workload.get("metadata") or {}
     path = (f"/api/v1/namespaces/{quote(str(meta.get('namespace') or ''), safe='')}/{type_of(workload).plural}/"
             f"{quote(str(meta.get('name') or ''), safe='')}/gpus")
-    rows = telemetry_rows(list(admin_get(admin_url, path, api.access).get("items") or []))
+    rows = telemetry_rows(list(admin.get(path, api.access).get("items") or []))
     if not rows:
         return False
-    out.write(f"GPUs of {len({r[0] for r in rows})} pod(s), from kaiwo-ray telemetry ({admin_url})\n".encode())
+    out.write(f"GPUs of {len({r[0] for r in rows})} pod(s), from kaiwo-ray telemetry ({admin.where})\n".encode())
     out.write(render_table(["POD", "NODE", "GPU", "UTILIZATION", "MEMORY"], rows).encode())
     out.flush()
     return True
@@ -105,7 +106,7 @@ def gpu_report(api: Api, namespace: str, pods: list[JsonObj], out: BinaryIO) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.admin_link import resolve
+    from kaiwo_ray.cli.admin_link import link
     from kaiwo_ray.cli.errors import UsageError
     from kaiwo_ray.cli.workloads import fetch, parse_selector
 
@@ -113,29 +114,29 @@ def run(args: argparse.Namespace) -> int:
     api = connect(args)
     namespace = args.namespace or api.access.namespace
     workload = fetch(api, wtype, namespace, name)
-    admin_url = resolve(args.admin_url, api.access) if args.source != "pod" else None
-    if args.source == "telemetry" and admin_url is None:
+    admin = link(args.admin_url, api) if args.source != "pod" else None
+    if args.source == "telemetry" and admin is None:
         raise UsageError("no kaiwo-ray admin API known for GPU telemetry: pass --admin-url or set "
                          "KAIWO_ADMIN_URL (or use --source pod)")
     while True:
         if args.watch and sys.stdout.isatty():
             sys.stdout.write("\x1b[H\x1b[2J")
             sys.stdout.flush()
-        _show(api, args, admin_url, workload, namespace)
+        _show(api, args, admin, workload, namespace)
         if not args.watch:
             return 0
         time.sleep(args.watch)  # the refresh period the user asked for
 
 
-def _show(api: Api, args: argparse.Namespace, admin_url: str | None, workload: JsonObj, namespace: str) -> None:
+def _show(api: Api, args: argparse.Namespace, admin: AdminLink | None, workload: JsonObj, namespace: str) -> None:
     """One refresh: kaiwo-ray telemetry when it has the workload's GPUs, else the vendor tool in each pod."""
     from kaiwo_ray.cli.admin_link import AdminUnavailable
     from kaiwo_ray.cli.errors import ClusterError
     from kaiwo_ray.cli.workloads import pods_of
 
-    if admin_url is not None:
+    if admin is not None:
         try:
-            if telemetry_report(api, admin_url, workload, sys.stdout.buffer):
+            if telemetry_report(api, admin, workload, sys.stdout.buffer):
                 return
             problem = f"kaiwo-ray telemetry has no GPU samples for the pods of {args.workload}"
         except AdminUnavailable as err:

@@ -55,7 +55,7 @@ def check_crds(expected: Sequence[JsonObj], live: Mapping[str, JsonObj | None]) 
 
 
 # The checks of what the install creates and runs: before the install they have nothing to judge.
-INSTALLED_CHECKS = ("scheduler", "operator", "permissions", "queues", "telemetry", "admin-api")
+INSTALLED_CHECKS = ("scheduler", "operator", "permissions", "queues", "telemetry", "admin-api", "webhooks")
 
 
 def not_installed(expected: Sequence[JsonObj]) -> list[Result]:
@@ -234,3 +234,74 @@ def check_admin(rayservice: JsonObj | None, service: JsonObj | None, probe: tupl
                        f"kubectl logs -n {namespace} -l app.kubernetes.io/component=ray-head")]
     answered = f", answered: {probe[1]}" if probe is not None else ""
     return [Result("admin-api", "OK", f"the admin application is RUNNING behind Service kaiwo-ray-admin{answered}")]
+
+
+def _our_webhooks(config: JsonObj | None, service: str, namespace: str) -> list[JsonObj]:
+    return [w for w in (config or {}).get("webhooks") or ()
+            if ((w.get("clientConfig") or {}).get("service") or {}).get("name") == service
+            and ((w.get("clientConfig") or {}).get("service") or {}).get("namespace") == namespace]
+
+
+def check_webhooks(mutating: JsonObj | None, validating: JsonObj | None, service: JsonObj | None,
+                   secret: JsonObj | Literal["forbidden"] | None, dry_run: tuple[bool, str] | None,
+                   now: datetime, namespace: str) -> list[Result]:
+    """The admission webhooks (deploy/components/webhooks), when installed: both configurations call our
+    Service with one caBundle, equal to the Secret's ca.crt, whose certificate is valid for a while yet;
+    and a server-side dry run through the API server reached them (`dry_run`: answered, detail)."""
+    from kaiwo_ray.admission import certs
+
+    service_name, secret_name = "kaiwo-ray-webhooks", "kaiwo-ray-webhook-cert"
+    fix_server = (f"is the webhook server running? kubectl logs -n {namespace} "
+                  "-l app.kubernetes.io/component=ray-head | grep -i webhook")
+    if mutating is None and validating is None:
+        return [Result("webhooks", "SKIP", "not installed (deploy/components/webhooks left out)")]
+    missing = [k for k, c in (("MutatingWebhookConfiguration", mutating), ("ValidatingWebhookConfiguration",
+                                                                            validating)) if c is None]
+    if missing:
+        return [Result("webhooks", "FAIL", f"{', '.join(missing)} kaiwo-ray is missing",
+                       f"{INSTALL} with components/webhooks")]
+    hooks = _our_webhooks(mutating, service_name, namespace) + _our_webhooks(validating, service_name, namespace)
+    if not hooks:
+        return [Result("webhooks", "FAIL", f"no webhook of kaiwo-ray calls Service {service_name} in {namespace}",
+                       f"{INSTALL} with components/webhooks")]
+    if service is None:
+        return [Result("webhooks", "FAIL", f"Service {service_name} is missing in {namespace}: every create the "
+                       "webhooks match fails (failurePolicy Fail)", f"{INSTALL} with components/webhooks")]
+    bundles = {str((w.get("clientConfig") or {}).get("caBundle") or "") for w in hooks}
+    if "" in bundles:
+        return [Result("webhooks", "FAIL", "a webhook has no caBundle yet (the webhook server writes it at start)",
+                       fix_server)]
+    if len(bundles) > 1:
+        return [Result("webhooks", "FAIL", "the webhooks carry different caBundles", fix_server)]
+    results: list[Result] = []
+    if secret == "forbidden":
+        results.append(Result("webhooks", "SKIP", f"Secret {secret_name}: not readable with these credentials "
+                              "(certificate not checked)"))
+    elif secret is None:
+        return [Result("webhooks", "FAIL", f"Secret {secret_name} is missing in {namespace}", fix_server)]
+    else:
+        bundle = certs.from_secret_data(secret.get("data"))
+        if bundle is None:
+            return [Result("webhooks", "FAIL", f"Secret {secret_name} lacks tls.crt, tls.key or ca.crt", fix_server)]
+        if bundle.ca_bundle() not in bundles:
+            return [Result("webhooks", "FAIL", f"the caBundle is not Secret {secret_name}'s ca.crt: the API server "
+                           "cannot verify the certificate it is served", fix_server)]
+        try:
+            found = certs.facts(bundle)
+        except ValueError as err:
+            return [Result("webhooks", "FAIL", f"Secret {secret_name}: unreadable certificate ({err})", fix_server)]
+        left = found.not_after - now
+        if not found.signed_by_bundle or left <= timedelta(0):
+            why = "has expired" if left <= timedelta(0) else "is not signed by a CA of its ca.crt"
+            return [Result("webhooks", "FAIL", f"the webhook certificate {why}", fix_server)]
+        if left <= certs.LOOKAHEAD:
+            results.append(Result("webhooks", "WARN", f"the webhook certificate expires at {found.not_after:%Y-%m-%d} "
+                                  f"and was not rotated ({certs.LOOKAHEAD.days} days ahead)", fix_server))
+        else:
+            results.append(Result("webhooks", "OK", f"certificate valid until {found.not_after:%Y-%m-%d}, "
+                                  "caBundle matches"))
+    if dry_run is not None:
+        answered, detail = dry_run
+        results.append(Result("webhooks", "OK" if answered else "FAIL", detail,
+                              "" if answered else fix_server))
+    return results

@@ -1,10 +1,12 @@
 """`kaiwo-ray doctor`'s reads: everything the checks judge, from the API server (and the admin API when a URL
-is given). Read-only: the doctor writes nothing but access reviews, which are never stored."""
+is given). Read-only: the doctor writes nothing but access reviews and, where the admission webhooks are
+installed, one dry-run Job create; neither is ever stored."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
@@ -130,4 +132,46 @@ async def run_checks(client: KubeClient, options: Options) -> list[Result]:
     probe = await _probe_admin(options.admin_url) if options.admin_url else None
     results += checks.check_admin(rayservice, await _get(client, R.SERVICES, "kaiwo-ray-admin", options.namespace),
                                   probe, options.namespace)
+    results += await webhooks(client, options.namespace, now)
     return results
+
+
+WEBHOOK_PROBE_NAMESPACE = "default"
+
+
+async def _dry_run_through_webhooks(client: KubeClient) -> tuple[bool, str]:
+    """A labelled Job created with dryRun=All in `default`: the API server calls the webhooks as for any
+    create (TLS verified against the caBundle), the dry run stores nothing, and the webhooks have no side
+    effects (sideEffects None). The queue label in the answer is the mutating webhook's work."""
+    from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE
+
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"generateName": "kaiwo-ray-doctor-", "labels": {LABEL_MANAGED: "true"}},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "probe", "image": "busybox"}]}}}}
+    try:
+        answer = await client.request("POST", R.JOBS.path(WEBHOOK_PROBE_NAMESPACE), body=job,
+                                      query={"dryRun": "All"})
+    except Forbidden:
+        return True, f"(not probed: these credentials may not create Jobs in {WEBHOOK_PROBE_NAMESPACE})"
+    except KubeError as err:
+        return False, f"a dry-run Job create in {WEBHOOK_PROBE_NAMESPACE} failed: {err}"
+    labels = ((answer or {}).get("metadata") or {}).get("labels") or {}
+    if LABEL_QUEUE not in labels:
+        return False, f"a dry-run Job create in {WEBHOOK_PROBE_NAMESPACE} passed without the mutating webhook's queue label"
+    return True, f"the API server reached them: a dry-run labelled Job in {WEBHOOK_PROBE_NAMESPACE} was mutated"
+
+
+async def webhooks(client: KubeClient, namespace: str, now: datetime) -> list[Result]:
+    mutating = await _get(client, R.MUTATINGWEBHOOKCONFIGURATIONS, "kaiwo-ray")
+    validating = await _get(client, R.VALIDATINGWEBHOOKCONFIGURATIONS, "kaiwo-ray")
+    if mutating is None and validating is None:
+        return checks.check_webhooks(None, None, None, None, None, now, namespace)
+    secret: JsonObj | Literal["forbidden"] | None
+    try:
+        secret = await _get(client, R.SECRETS, "kaiwo-ray-webhook-cert", namespace)
+    except Forbidden:
+        secret = "forbidden"
+    service = await _get(client, R.SERVICES, "kaiwo-ray-webhooks", namespace)
+    dry_run = await _dry_run_through_webhooks(client) if mutating is not None else None
+    return checks.check_webhooks(mutating, validating, service, secret, dry_run, now, namespace)

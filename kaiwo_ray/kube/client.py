@@ -13,7 +13,7 @@ import builtins
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -139,7 +139,7 @@ class KubeClient:
 
     async def _send(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                     body: Any = None, content_type: str = "application/json",
-                    timeout: float | None = None) -> aiohttp.ClientResponse:
+                    timeout: float | None = None, headers: Sequence[tuple[str, str]] = ()) -> aiohttp.ClientResponse:
         """One request; returns the aiohttp response (status already checked).
 
         The generated client's request path (param_serialize, sanitize_for_serialization, stdlib
@@ -155,12 +155,13 @@ class KubeClient:
             extra["server_hostname"] = configuration.tls_server_name
         client_timeout = aiohttp.ClientTimeout(total=timeout or self._timeout)
         for attempt in (0, 1):
-            headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
+            sent = [("Accept", "application/json"), ("Content-Type", content_type), ("User-Agent", self._user_agent)]
             auth = await self._authorization(refresh=attempt > 0)
             if auth:
-                headers["Authorization"] = auth
+                sent.append(("Authorization", auth))
+            sent += headers
             try:
-                response = await self._session().request(method, url, data=data, headers=headers,
+                response = await self._session().request(method, url, data=data, headers=sent,
                                                          timeout=client_timeout, **extra)
             except (TimeoutError, OSError, aiohttp.ClientError) as exc:
                 self.requests.record("<error>", method)
@@ -200,20 +201,22 @@ class KubeClient:
             self._host_header = origin.host_port_subcomponent or origin.raw_host
         return self._lean
 
-    def _head(self, method: str, target: str, content_type: str, auth: str | None, body: bytes | None) -> bytes:
+    def _head(self, method: str, target: str, content_type: str, auth: str | None, body: bytes | None,
+              headers: Sequence[tuple[str, str]] = ()) -> bytes:
         """The request line and headers: the ones aiohttp sent (Accept-Encoding included, so large
         lists still come compressed from a real apiserver)."""
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header}", "Accept: application/json",
                  "Accept-Encoding: gzip, deflate", f"Content-Type: {content_type}", f"User-Agent: {self._user_agent}"]
         if auth:
             lines.append(f"Authorization: {auth}")
+        lines += [f"{key}: {value}" for key, value in headers]
         if body is not None or method not in ("GET", "HEAD", "OPTIONS", "TRACE"):
             lines.append(f"Content-Length: {len(body) if body is not None else 0}")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     async def _lean_send(self, pool: Pool, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                          body: Any = None, content_type: str = "application/json",
-                         timeout: float | None = None) -> Response:
+                         timeout: float | None = None, headers: Sequence[tuple[str, str]] = ()) -> Response:
         """One request on the lean transport; returns the answer with its body unread (status
         checked). Same contract as `_send`: 401 refreshes the token once, non-2xx raises a typed
         KubeError, no answer raises TransportError. The body must be read and `_finish`ed."""
@@ -222,7 +225,8 @@ class KubeClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout or self._timeout)
         for attempt in (0, 1):
-            head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data)
+            head = self._head(method, target, content_type, await self._authorization(refresh=attempt > 0), data,
+                              headers)
             try:
                 response = await self._exchange(pool, method, path, head if data is None else head + data,
                                                 deadline, large=data is not None and len(data) > DRAIN_ABOVE)
@@ -359,7 +363,8 @@ class KubeClient:
             self._finish(pool, response, complete=complete)
 
     async def request(self, method: str, path: str, *, decode: PageDecoder | None = None, **kwargs: Any) -> Any:
-        """`decode`: how to decode a list answer (projection.page_decoder) instead of whole."""
+        """`decode`: how to decode a list answer (projection.page_decoder) instead of whole; `headers`
+        (pairs, a name may repeat) are sent besides the client's own: impersonation, for one."""
         if self.write_guard is not None and method not in ("GET", "HEAD") and not self.write_guard():
             raise NotLeader(0, "NotLeader", f"{method} {path}: not the leader (lease not held or not renewed in time)")
         pool = self._lean_pool()

@@ -79,6 +79,12 @@ WORKLOADPRIORITYCLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorit
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", True)
 PRIORITYCLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False)
 TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta1", "topologies", "Topology", False)
+# The admission webhooks' registrations (the webhook server keeps their caBundle current; doctor reads them).
+MUTATINGWEBHOOKCONFIGURATIONS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                                         "MutatingWebhookConfiguration", False)
+VALIDATINGWEBHOOKCONFIGURATIONS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+                                           "ValidatingWebhookConfiguration", False)
+ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints", True)
 
 ALL: tuple[Resource, ...] = (
     NAMESPACES, NODES, PODS, EVENTS, CONFIGMAPS, SECRETS, PVCS, SERVICES, DEPLOYMENTS, JOBS, LEASES, CRDS,

@@ -20,6 +20,8 @@ import orjson
 from aiohttp import web
 
 from kaiwo_sandbox.apiserver import discovery
+from kaiwo_sandbox.apiserver.aggregation.proxy import Aggregator
+from kaiwo_sandbox.apiserver.aggregation.registrations import Backend
 from kaiwo_sandbox.apiserver.audit import AuditLog, AuditRecord
 from kaiwo_sandbox.apiserver.auth.access import Access
 from kaiwo_sandbox.apiserver.auth.authn import UserInfo
@@ -195,6 +197,7 @@ class ApiServer:
         self.local_runtime: LocalRuntime | None = None  # real pods' logs, exec and port-forward (--local-image)
         self.watch_buffer_limit = WATCH_BUFFER_LIMIT  # events queued for one watcher before it is closed
         self.admission = Admission(store, lambda: self.local_runtime)  # admission webhooks (webhooks/)
+        self.aggregator: Aggregator | None = None  # APIService proxying (aggregation/), set by the instance
 
     def application(self, extra_routes: Sequence[Callable[[web.Application], None]] = ()) -> web.Application:
         """The aiohttp app: `extra_routes` add endpoints of the layers above the API server (the
@@ -226,6 +229,9 @@ class ApiServer:
             denied = self.access.deny_path(identity, request.method, path)
             if denied is not None:
                 return error_response(denied)
+        if (self.aggregator is not None and api_path is not None and api_path.version and api_path.group
+                and (target := self.aggregator.backend(api_path.group, api_path.version)) is not None):
+            return await self._proxy(request, api_path, identity, target)
         if path.startswith("/openapi/"):
             from kaiwo_sandbox.apiserver import openapi
 
@@ -306,6 +312,31 @@ class ApiServer:
         self.audit.record(AuditRecord(time.time(), user, verb, path.group, path.resource, path.subresource,
                                       path.namespace, path.name or created or "", code, annotations or {}))
 
+    async def _proxy(self, request: web.Request, api_path: ApiPath, identity: UserInfo,
+                     target: Backend) -> web.StreamResponse:
+        """A request for an aggregated group/version: authorized here as for any resource (discovery was
+        authorized as a path above), then passed to the backend as the caller (aggregation/proxy.py)."""
+        assert self.aggregator is not None
+        query = request.query
+        verb = _verb(request.method, api_path, query_flag(query.get("watch")))
+        code = 500
+        try:
+            if api_path.resource:
+                self.access.check(identity, verb, api_path, query)
+            response = await self.aggregator.forward(request, target, identity,
+                                                     stream=api_path.resource != "" and verb == "watch")
+            code = response.status
+            return response
+        except ApiError as err:
+            code = err.code
+            return error_response(err)
+        except asyncio.CancelledError:
+            code = CLIENT_CLOSED_REQUEST
+            raise
+        finally:
+            if api_path.resource:
+                self._audit(identity.name, verb, api_path, code)
+
     def _public(self, path: str) -> web.Response:
         if path.startswith("/version"):
             return json_response(discovery.SERVER_VERSION)
@@ -318,8 +349,12 @@ class ApiServer:
             body = discovery.api_versions(self.address)
         elif path.version == "" and path.group == "":
             body = discovery.api_group_list(registry)
+            if self.aggregator is not None:  # the groups only APIServices serve, after the local ones
+                body["groups"] += self.aggregator.aggregated_groups(set(registry.groups()))
         elif path.version == "":
             body = discovery.api_group(registry, path.group)
+            if body is None and self.aggregator is not None and (entry := self.aggregator.group(path.group)):
+                body = {"kind": "APIGroup", "apiVersion": "v1", **entry}
         else:
             body = discovery.api_resource_list(registry, path.group, path.version)
         if body is None:

@@ -51,6 +51,18 @@ def test_the_timings_benchmark_runs() -> None:
 
 
 @pytest.mark.slow
+def test_the_admin_api_aggregator_comparison_runs() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "admin_api.py"), "--scale", "30",
+                           "--aggregated-only", "--no-serve", "--no-browser", "--rate", "10", "--seconds", "3"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in ("aggregator added latency p50 (vs direct TLS):", "aggregator / direct (TLS) p99:",
+                 "every WorkloadSummary (50 items, pages of 1000), through the aggregator median:",
+                 "failed requests: 0"):
+        assert line in done.stdout, done.stdout
+
+
+@pytest.mark.slow
 def test_the_accounting_benchmark_runs() -> None:
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "accounting.py"), "--nodes", "20", "--ticks", "2",
                            "--workloads", "200", "--users", "10", "--days", "3", "--repeats", "3"],

@@ -61,6 +61,16 @@ def test_next_steps_point_at_the_kubeconfig_and_the_example(tmp_path: Path) -> N
     assert "kubectl get kaiwojobs -w" in text and "kubectl get workloads,jobs,pods" in text
 
 
+def _exists(custom: Any, name: str) -> bool:
+    try:
+        custom.get_namespaced_custom_object("kaiwo.silogen.ai", "v1alpha1", "default", "kaiwojobs", name)
+    except kubernetes.client.ApiException as err:
+        if err.status == 404:
+            return False
+        raise
+    return True
+
+
 def _gone(process: psutil.Process) -> bool:
     try:
         return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
@@ -107,6 +117,18 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
         assert "<title>kaiwo-ray</title>" in httpx.get(f"{admin}/", timeout=30).text
         wait_for(lambda: [i for i in httpx.get(f"{admin}/api/v1/workloads", timeout=30).json()["items"]
                           if i["name"] == "cpu-job" and i["phase"] == "COMPLETE"], 30, "cpu-job via the admin API")
+
+        # The admission webhooks run against the sandbox: a labelled plain Job is queued (Kueue's label set
+        # at admission) and tracked by a KaiwoJob of its name (the managedworkload controller).
+        assert "Admission webhooks: https://127.0.0.1:" in log_path.read_text()
+        batch: Any = kubernetes.client.BatchV1Api(new_client(config_file=str(kubeconfig)))
+        plain = {"apiVersion": "batch/v1", "kind": "Job",
+                 "metadata": {"name": "plain", "labels": {"kaiwo.silogen.ai/managed": "true"}},
+                 "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                     {"name": "main", "image": "busybox", "command": ["true"]}]}}}}
+        created = batch.create_namespaced_job("default", plain)
+        assert created.metadata.labels["kueue.x-k8s.io/queue-name"] == "kaiwo"
+        wait_for(lambda: _exists(custom, "plain"), 60, "the KaiwoJob tracking the plain Job")
 
         os.killpg(dev.pid, signal.SIGINT)  # the whole foreground group, as a terminal's Ctrl-C
         assert dev.wait(90) == 0, log_path.read_text()

@@ -40,7 +40,8 @@ def test_everything_lands_in_kaiwo_system_or_kube_system(rendered: list[dict[str
     namespaces = {o["metadata"].get("namespace") for o in rendered}
     assert namespaces == {None, "kaiwo-system", "kube-system"}
     assert {o["metadata"]["name"] for o in rendered if o["metadata"].get("namespace") == "kube-system"} == {
-        "kaiwo-scheduler", "kaiwo-scheduler-config", "kaiwo-scheduler-extension-apiserver-authentication-reader"}
+        "kaiwo-scheduler", "kaiwo-scheduler-config", "kaiwo-scheduler-extension-apiserver-authentication-reader",
+        "kaiwo-ray-admin-api-auth-reader"}
 
 
 def _overlay(tmp_path: Path, components: list[str]) -> Path:
@@ -156,3 +157,27 @@ def test_the_deployed_controllers_run_batch_unless_the_admin_turns_it_off(render
     assert settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "yes"})[0].batch_scheduling
     with pytest.raises(ValueError, match="KAIWO_BATCH_SCHEDULING must be true or false, not 'sometimes'"):
         settings_from_env({**env, "KAIWO_BATCH_SCHEDULING": "sometimes"})
+
+
+def test_the_webhooks_component_serves_tls_from_the_head_and_grants_only_its_certificate(
+        kubectl_bin: str, tmp_path: Path) -> None:
+    objects = [d for d in yaml.safe_load_all(kustomize(kubectl_bin, _overlay(tmp_path, ["webhooks"]))) if d]
+    head = find(objects, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    container = head["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["KAIWO_WEBHOOKS_BIND_ADDRESS"] == ":9443" and env["MANAGED_WORKLOADS_ENABLED"] == "true"
+    assert {"name": "webhooks", "containerPort": 9443} in container["ports"]
+    service = find(objects, "Service", "kaiwo-ray-webhooks")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": 9443, "protocol": "TCP"}]
+    assert service["spec"]["selector"] == find(objects, "Service", "kaiwo-ray-admin")["spec"]["selector"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in find(objects, kind, "kaiwo-ray")["webhooks"]:
+            assert hook["clientConfig"]["service"]["name"] == "kaiwo-ray-webhooks"
+            assert hook["sideEffects"] == "None" and hook["failurePolicy"] == "Fail"
+            assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "kaiwo-system"]
+    cert_role = find(objects, "Role", "kaiwo-ray-webhook-cert")
+    assert [r for r in cert_role["rules"] if r.get("resourceNames")] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["kaiwo-ray-webhook-cert"],
+         "verbs": ["get", "update"]}]
+    policy = find(objects, "NetworkPolicy", "kaiwo-ray")
+    assert {"ports": [{"port": 9443, "protocol": "TCP"}]} in policy["spec"]["ingress"]

@@ -71,10 +71,11 @@ def test_a_healthy_install_passes_every_check(healthy: RunningSandbox) -> None:
         raise AssertionError(f"{err}; its last output:\n{seen[0] if seen else ''}") from None
     lines = result.stdout.splitlines()
     assert lines[-1] == "every check passed"
-    assert all(line.startswith("OK ") for line in lines[:-1]), result.stdout
+    assert all(line.startswith("OK ") for line in lines[:-1] if " webhooks: " not in line), result.stdout
+    assert "SKIP  webhooks: not installed (deploy/components/webhooks left out)" in lines  # an opt-in component
     checks = {line.split()[1].rstrip(":") for line in lines[:-1]}
     assert checks == {"api-server", "crds", "kueue", "kuberay", "appwrapper", "scheduler", "operator", "permissions",
-                      "gpus", "queues", "telemetry", "admin-api"}
+                      "gpus", "queues", "telemetry", "admin-api", "webhooks"}
     assert sum(1 for line in lines if " permissions: " in line) == len(OPERATOR_RULES) + len(LEASE_RULES)
     assert "OK    gpus: node gpu-amd-mi300x-01: 8 amd.com/gpu allocatable" in lines
 
@@ -153,10 +154,10 @@ def test_before_the_install_doctor_says_so_once_and_judges_only_the_prerequisite
     assert todo == (f"TODO  install: kaiwo-ray is not installed yet (none of its {len(CRDS)} CRDs exist) -> next: "
                     "kubectl apply -k deploy/ (or kubectl apply -f deploy/install.yaml)")
     pending = {line.split()[1].rstrip(":") for line in lines if line.endswith(": pending the install")}
-    assert pending == {"scheduler", "operator", "permissions", "queues", "telemetry", "admin-api"}
+    assert pending == {"scheduler", "operator", "permissions", "queues", "telemetry", "admin-api", "webhooks"}
     assert sum(1 for line in lines if " permissions: " in line) == 1  # one line, not one per rule
     assert "OK    gpus: node gpu-amd-mi300x-01: 8 amd.com/gpu allocatable" in lines
-    assert lines[-1] == "kaiwo-ray is not installed yet (6 check(s) pending the install); every prerequisite check passed"
+    assert lines[-1] == "kaiwo-ray is not installed yet (7 check(s) pending the install); every prerequisite check passed"
 
 
 def test_a_failed_serve_application_is_named_with_rays_message() -> None:
@@ -172,3 +173,29 @@ def test_a_failed_serve_application_is_named_with_rays_message() -> None:
     assert result.status == "FAIL"
     assert "the operator application is DEPLOY_FAILED: ModuleNotFoundError: No module named 'actors.nope'" \
         in result.message
+
+
+def test_the_webhooks_check_warns_of_a_certificate_the_operator_did_not_rotate() -> None:
+    import datetime
+
+    from kaiwo_ray.admission import certs
+    from kaiwo_ray.admission.registration import configurations
+    from kaiwo_ray.doctor.checks import check_webhooks
+
+    now = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)
+    bundle = certs.issue(certs.service_names("kaiwo-ray-webhooks", NAMESPACE), now)
+    mutating, validating = configurations(ca_bundle=bundle.ca_bundle(), service=(NAMESPACE, "kaiwo-ray-webhooks", 443))
+    secret = {"data": bundle.secret_data()}
+    service = {"metadata": {"name": "kaiwo-ray-webhooks"}}
+    ok = check_webhooks(mutating, validating, service, secret, None, now, NAMESPACE)
+    assert [r.status for r in ok] == ["OK"]
+    late = check_webhooks(mutating, validating, service, secret, None, now + datetime.timedelta(days=340), NAMESPACE)
+    assert late[0].status == "WARN" and "was not rotated (30 days ahead)" in late[0].message
+    expired = check_webhooks(mutating, validating, service, secret, None, now + datetime.timedelta(days=366), NAMESPACE)
+    assert expired[0].status == "FAIL" and expired[0].message == "the webhook certificate has expired"
+    hidden = check_webhooks(mutating, validating, service, "forbidden", (True, "reached"), now, NAMESPACE)
+    assert [r.status for r in hidden] == ["SKIP", "OK"]
+    assert check_webhooks(mutating, validating, None, secret, None, now, NAMESPACE)[0].status == "FAIL"
+    bare = configurations(service=(NAMESPACE, "kaiwo-ray-webhooks", 443))
+    assert "no caBundle yet" in check_webhooks(*bare, service, secret, None, now, NAMESPACE)[0].message
+    assert check_webhooks(None, None, None, None, None, now, NAMESPACE)[0].status == "SKIP"

@@ -22,6 +22,7 @@ from test_offline import one_error_line
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serve"))
 
 from admin_support import RunningApp, free_port, serve_app
+from aggregation_support import register, unregister
 
 from kaiwo_ray.cli.admin_link import advertise, resolve, with_admin_url
 from kaiwo_ray.cli.kubeconfig import load
@@ -105,6 +106,40 @@ def samples(trainer_pod: tuple[str, str]) -> Iterator[list[GpuSample]]:
     SAMPLES.clear()
     yield SAMPLES
     SAMPLES.clear()
+
+
+def test_monitor_and_explain_need_only_a_kubeconfig_where_the_group_is_served(
+        kaiwo: Run, cluster: OperatorSandbox, trainer_pod: tuple[str, str], samples: list[GpuSample],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The admin API registered as admin.kaiwo.silogen.ai: `kaiwo monitor` reads its telemetry through
+    the Kubernetes API with the kubeconfig's credentials, with no URL anywhere."""
+    name, node = trainer_pod
+    samples.append(GpuSample(node=node, index=1, utilization=55.0,
+                             pod=ObjectRef(kind="Pod", name=name, namespace=NAMESPACE)))
+    port = free_port()
+    app = serve_app(AdminSettings(kubeconfig=str(cluster.sb.kubeconfig_path), auth="kubernetes",
+                                  aggregated_bind=f"127.0.0.1:{port}", gpu_samples=lambda: list(SAMPLES)))
+    monkeypatch.delenv("KAIWO_ADMIN_URL", raising=False)
+    kubeconfig = str(cluster.sb.kubeconfig_path)
+    assert load(kubeconfig).admin_url is None
+    try:
+        register(cluster.sb, port, namespace="kaiwo-aggregated", service="admin")
+        code, out, err = kaiwo("monitor", "job/tel", "-n", NAMESPACE, "--kubeconfig", kubeconfig,
+                               "--source", "telemetry")
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines[0] == ("GPUs of 1 pod(s), from kaiwo-ray telemetry (the Kubernetes API, "
+                            "admin.kaiwo.silogen.ai)")
+        assert lines[2].split()[:4] == [name, node, "1", "55%"]
+        code, out, err = kaiwo("explain", "job/tel", "-n", NAMESPACE, "--kubeconfig", kubeconfig)
+        assert code == 0, err
+        assert out.startswith(f"KaiwoJob {NAMESPACE}/tel")
+    finally:
+        unregister(cluster.sb, namespace="kaiwo-aggregated", service="admin")
+        app.stop()
+    # unregistered, and no URL known: telemetry has nowhere to come from
+    code, _, err = kaiwo("monitor", "job/tel", "-n", NAMESPACE, "--kubeconfig", kubeconfig, "--source", "telemetry")
+    assert code != 0 and "no kaiwo-ray admin API known" in err
 
 
 def test_monitor_reads_telemetry_through_the_kubeconfig_extension(

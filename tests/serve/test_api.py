@@ -96,7 +96,9 @@ def test_get_detail_events_and_404s(http: httpx.Client, listed: None) -> None:
     assert {("KaiwoJob", "WorkloadRunning"), ("Job", "CreatedWorkload"), ("Pod", "Scheduled")} <= reasons
     missing = http.get("/api/v1/namespaces/list-a/kaiwojobs/nope")
     assert missing.status_code == 404 and missing.json()["reason"] == "NotFound"
-    assert http.get("/api/v1/namespaces/list-a/pods/one").status_code == 404
+    unknown_type = http.get("/api/v1/namespaces/list-a/pods/one")  # `plural` is an enum in the OpenAPI document
+    assert unknown_type.status_code == 422, unknown_type.text
+    assert [c["field"] for c in unknown_type.json()["details"]["causes"]] == ["path.plural"]
     assert http.get("/api/v1/namespaces/list-a/kaiwojobs/nope/explain").status_code == 404
 
 

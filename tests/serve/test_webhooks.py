@@ -166,6 +166,17 @@ def test_server_side_dry_run_creates_nothing_anywhere(sandbox: RunningSandbox, w
     assert {gvr: len(sandbox.store.refs(gvr)) for gvr in before} == before
 
 
+def test_enforcement_leaves_what_the_operator_renders_for_a_kaiwojob_alone(
+        sandbox: RunningSandbox, enforcing: AsgiServer, kubectl: Kubectl) -> None:
+    """A KaiwoJob's Job carries Kaiwo's run-id (no managed label): under Kaiwo already, so the validating
+    webhook's objectSelector skips it and the operator's creates never wait on the webhook server."""
+    kubectl("apply", "-f", "-", stdin=job("rendered", labels={"kaiwo.silogen.ai/run-id": "1234"}, gpus=1))
+    assert stored(sandbox, JOBS, "rendered") is not None
+    enforcing.stop()  # the server gone: a call would fail the create (failurePolicy Fail); none is made
+    kubectl("apply", "-f", "-", stdin=job("rendered-2", labels={"kaiwo.silogen.ai/run-id": "5678"}, gpus=1))
+    assert stored(sandbox, JOBS, "rendered-2") is not None
+
+
 def test_the_submitter_is_recorded_from_the_request_and_cannot_be_forged_or_changed(
         sandbox: RunningSandbox, webhooks: AsgiServer, kubectl: Kubectl) -> None:
     """GPU accounting charges `kaiwo.silogen.ai/submitted-by` (docs/accounting.md): the webhook writes the

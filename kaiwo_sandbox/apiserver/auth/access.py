@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from kaiwo_sandbox.apiserver.auth import reviews
 from kaiwo_sandbox.apiserver.auth.authn import (
@@ -27,6 +28,18 @@ from kaiwo_sandbox.semantics.builtin.extra import REVIEW_RESOURCES
 from kaiwo_sandbox.storage.store import ObjectStore
 
 ADMIN_GROUPS = (MASTERS, AUTHENTICATED)
+EXTRA_PREFIX = "impersonate-extra-"
+
+
+def impersonated_extra(headers: Mapping[str, str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Impersonate-Extra-<key> headers (key %-unescaped, lower-cased; one value per header) as
+    (key, values) pairs in key order."""
+    items = getattr(headers, "items", None)
+    found: dict[str, list[str]] = {}
+    for key, value in (items() if items is not None else ()):
+        if key.lower().startswith(EXTRA_PREFIX):
+            found.setdefault(unquote(key[len(EXTRA_PREFIX):]).lower(), []).append(value)
+    return tuple((key, tuple(values)) for key, values in sorted(found.items()))
 
 
 class Access:
@@ -51,20 +64,23 @@ class Access:
         acts as, when `user` may `impersonate` it (403 otherwise), as the apiserver's impersonation filter."""
         getall = getattr(headers, "getall", None)
         groups = list(getall("Impersonate-Group", [])) if getall is not None else []
+        extra = impersonated_extra(headers)
         name = headers.get("Impersonate-User", "")
         if not name:
-            if groups:
+            if groups or extra:
                 raise ApiError.bad_request(f"requested impersonation of groups {groups} without impersonating a user")
             return user
         account = split_service_account(name)
         checks = [Attributes(user, "impersonate", namespace=account[0], resource="serviceaccounts", name=account[1])
                   if account is not None else Attributes(user, "impersonate", resource="users", name=name)]
         checks += [Attributes(user, "impersonate", resource="groups", name=g) for g in groups]
+        checks += [Attributes(user, "impersonate", api_group="authentication.k8s.io", resource="userextras",
+                              subresource=key, name=value) for key, values in extra for value in values]
         for attrs in checks:
             if not self.authz.authorize(attrs).allowed:
                 raise forbidden(attrs)
         base = service_account_user(*account).groups if account is not None else (AUTHENTICATED,)
-        return UserInfo(name, tuple(dict.fromkeys([*groups, *base])))
+        return UserInfo(name, tuple(dict.fromkeys([*groups, *base])), extra=extra)
 
     def check(self, user: UserInfo, verb: str, path: ApiPath, query: Mapping[str, str]) -> None:
         """403 (ApiError) unless `user` may `verb` what `path` addresses."""

@@ -36,11 +36,15 @@ class UserInfo:
     name: str
     groups: tuple[str, ...] = ()
     uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """(key, values) pairs: what impersonation's Impersonate-Extra-* headers add, passed on by the aggregator."""
 
     def to_json(self) -> JsonObj:
         out: JsonObj = {"username": self.name, "groups": list(self.groups)}
         if self.uid:
             out["uid"] = self.uid
+        if self.extra:
+            out["extra"] = {key: list(values) for key, values in self.extra}
         return out
 
 

@@ -1,7 +1,7 @@
 """The default RBAC objects every cluster starts with (plugin/pkg/auth/authorizer/rbac/bootstrappolicy),
 the subset that matters here: cluster-admin for system:masters, discovery and self-review for every
-authenticated user, public info for everyone, the roles a second kube-scheduler binds to, and the
-extension-apiserver-authentication reader. admin/edit/view are aggregated roles upstream; they are not
+authenticated user, public info for everyone, the roles a second kube-scheduler binds to, and what an
+aggregated API server binds to (system:auth-delegator, the extension-apiserver-authentication reader). admin/edit/view are aggregated roles upstream; they are not
 seeded (aggregation is not implemented). Labelled `kubernetes.io/bootstrapping: rbac-defaults` as upstream.
 """
 
@@ -81,6 +81,9 @@ def cluster_roles() -> list[JsonObj]:
             _rule(["storage.k8s.io"], ["csidrivers", "csistoragecapacities"], READ),
             _rule(["resource.k8s.io"], ["resourceclaims", "resourceslices", "deviceclasses"], READ),
         ]),
+        _cluster_role("system:auth-delegator", [  # delegated authn/authz of aggregated API servers
+            _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+            _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"])]),
         _cluster_role("system:volume-scheduler", [
             _rule([""], ["persistentvolumes"], ["get", "list", "patch", "update", "watch"]),
             _rule(["storage.k8s.io"], ["storageclasses"], READ),

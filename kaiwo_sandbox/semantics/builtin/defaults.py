@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.semantics.builtin.apiservices import DEFAULTERS as APISERVICE_DEFAULTERS
 from kaiwo_sandbox.semantics.builtin.rbac import DEFAULTERS as RBAC_DEFAULTERS
 from kaiwo_sandbox.semantics.builtin.webhooks import DEFAULTERS as WEBHOOK_DEFAULTERS
 from kaiwo_sandbox.semantics.qos import qos_class
@@ -505,6 +506,7 @@ _DEFAULTERS: dict[tuple[str, str], Callable[[JsonObj], None]] = {
 
 _DEFAULTERS.update(RBAC_DEFAULTERS)
 _DEFAULTERS.update(WEBHOOK_DEFAULTERS)
+_DEFAULTERS.update(APISERVICE_DEFAULTERS)
 
 
 def has_builtin_defaults(group: str, kind: str) -> bool:

@@ -29,6 +29,7 @@ AUTHN_GROUP = "authentication.k8s.io"
 AUTHZ_GROUP = "authorization.k8s.io"
 NETWORKING_GROUP = "networking.k8s.io"
 ADMISSION_GROUP = "admissionregistration.k8s.io"
+APIREGISTRATION_GROUP = "apiregistration.k8s.io"
 
 EXTRA_KINDS: tuple[KindSpec, ...] = (
     KindSpec(RBAC_GROUP, "v1", "roles", "Role"),
@@ -43,6 +44,9 @@ EXTRA_KINDS: tuple[KindSpec, ...] = (
     KindSpec(ADMISSION_GROUP, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
              namespaced=False, categories=("api-extensions",)),
     KindSpec("", "v1", "endpoints", "Endpoints", short=("ep",)),
+    # The aggregation layer's registrations (apiserver/aggregation/): a group/version served by a Service.
+    KindSpec(APIREGISTRATION_GROUP, "v1", "apiservices", "APIService", namespaced=False,
+             categories=("api-extensions",), subresources=("status",)),
     KindSpec(AUTHN_GROUP, "v1", "tokenreviews", "TokenReview", namespaced=False, verbs=CREATE_ONLY),
     KindSpec(AUTHN_GROUP, "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False, verbs=CREATE_ONLY),
     KindSpec(AUTHZ_GROUP, "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False,
@@ -55,7 +59,7 @@ EXTRA_KINDS: tuple[KindSpec, ...] = (
 )
 
 # Where these groups go in /apis (a real server lists them between the built-in groups; ours after them).
-EXTRA_GROUP_ORDER = (AUTHN_GROUP, AUTHZ_GROUP, NETWORKING_GROUP, RBAC_GROUP, ADMISSION_GROUP)
+EXTRA_GROUP_ORDER = (APIREGISTRATION_GROUP, AUTHN_GROUP, AUTHZ_GROUP, NETWORKING_GROUP, RBAC_GROUP, ADMISSION_GROUP)
 
 # Kinds never stored: POSTs to them are answered by reviews.py.
 REVIEW_RESOURCES = frozenset((k.group, k.resource) for k in EXTRA_KINDS if k.verbs == CREATE_ONLY)

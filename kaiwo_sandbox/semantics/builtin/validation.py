@@ -20,6 +20,7 @@ from typing import Any
 
 from kaiwo_sandbox.contracts import ApiError, JsonObj
 from kaiwo_sandbox.semantics import field_errors as fe
+from kaiwo_sandbox.semantics.builtin.apiservices import VALIDATORS as APISERVICE_VALIDATORS
 from kaiwo_sandbox.semantics.builtin.pods import (
     PROTOCOLS,
     TAINT_EFFECTS,
@@ -647,6 +648,7 @@ _VALIDATORS: dict[tuple[str, str], Callable[[JsonObj, JsonObj | None], Causes]] 
 
 _VALIDATORS.update(RBAC_VALIDATORS)
 _VALIDATORS.update(WEBHOOK_VALIDATORS)
+_VALIDATORS.update(APISERVICE_VALIDATORS)
 
 
 def validate_builtin(group: str, kind: str, obj: JsonObj, old: JsonObj | None) -> list[JsonObj]:
