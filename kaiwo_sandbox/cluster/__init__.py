@@ -15,6 +15,7 @@ from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
 from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
 from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
+from kaiwo_sandbox.cluster.nodes.endpoints import RealPodEndpoints
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
 from kaiwo_sandbox.cluster.nodes.localdns import LocalDns
 from kaiwo_sandbox.cluster.nodes.scheduler import Scheduler
@@ -32,6 +33,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "scheduler": Scheduler,
     "kubelet": Kubelet,
     "local-dns": LocalDns,
+    "endpoints": RealPodEndpoints,
     "job-controller": JobController,
     "deployment-controller": DeploymentController,
     "replication-controller": ReplicationManager,

@@ -302,7 +302,7 @@ def expand_argv(argv: list[str], env: dict[str, str]) -> list[str]:
 # DNS: /etc/hosts per pod
 
 
-def _selects(selector: JsonObj, labels: JsonObj) -> bool:
+def selects(selector: JsonObj, labels: JsonObj) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
@@ -319,7 +319,7 @@ def service_endpoints(service: JsonObj, pods: Iterable[JsonObj], reachable: dict
         ip = reachable.get(str(meta.get("uid", "")))
         if ip is None or meta.get("namespace") != namespace or meta.get("deletionTimestamp"):
             continue
-        if not _selects(selector, meta.get("labels") or {}):
+        if not selects(selector, meta.get("labels") or {}):
             continue
         conditions = {c.get("type"): c.get("status") for c in (pod.get("status") or {}).get("conditions") or []}
         if publish_unready or conditions.get("Ready") == "True":

@@ -194,3 +194,27 @@ def test_a_container_has_a_private_tmp_and_the_whole_image(kubectl: Kubectl) -> 
     assert "image whole" in kubectl("logs", "private-tmp").stdout
     assert not Path(f"/tmp/{marker}").exists()
     kubectl("delete", "pod", "private-tmp", "--wait=false")
+
+
+def test_a_service_selecting_real_pods_gets_its_endpoints(kubectl: Kubectl) -> None:
+    """The endpoints controller: the real pod behind a Service, its named targetPort resolved through the
+    container's ports, under `addresses` once Ready (what an APIService's availability check reads)."""
+    manifest = json.loads(pod("ep", "exec python3 -m http.server 8081", ports=[{"name": "web", "containerPort": 8081}],
+                              readinessProbe={"tcpSocket": {"port": "web"}, "periodSeconds": 1}))
+    manifest["metadata"]["labels"] = {"app": "ep"}
+    kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "ep"},
+        "spec": {"selector": {"app": "ep"}, "ports": [{"name": "https", "port": 443, "targetPort": "web"}]}}))
+
+    def ready_subsets() -> list[dict[str, Any]] | None:
+        shown = kubectl("get", "endpoints", "ep", "-o", "json", check=False)
+        subsets = json.loads(shown.stdout).get("subsets") if shown.returncode == 0 else None
+        return subsets if subsets and subsets[0].get("addresses") else None
+    subsets = eventually(ready_subsets, 60, "the Service's Endpoints list the ready pod", interval=0.2)
+    ip = status(kubectl, "ep")["podIP"]
+    assert subsets == [{"ports": [{"name": "https", "port": 8081, "protocol": "TCP"}],
+                        "addresses": [{"ip": ip, "nodeName": "node-a",
+                                       "targetRef": subsets[0]["addresses"][0]["targetRef"]}]}]
+    assert subsets[0]["addresses"][0]["targetRef"]["name"] == "ep"
+    kubectl("delete", "pod", "ep", "--wait=false")
