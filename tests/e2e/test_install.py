@@ -272,9 +272,16 @@ def admin_url(installed: dict[str, Any], sandbox: RunningSandbox, tmp_path_facto
                                stderr=subprocess.STDOUT, text=True)
     try:
         assert process.stdout is not None
-        line = process.stdout.readline()
-        match = re.search(r"127\.0\.0\.1:(\d+)", line)
-        assert match, f"kubectl port-forward said: {line}"
+        said: list[str] = []
+        match = None
+        # kubectl may first warn on stderr (a discovery error while an APIService is not yet Available)
+        while match is None and len(said) < 20:
+            line = process.stdout.readline()
+            if not line:
+                break
+            said.append(line)
+            match = re.search(r"Forwarding from 127\.0\.0\.1:(\d+)", line)
+        assert match, f"kubectl port-forward said: {''.join(said)}"
         yield f"http://127.0.0.1:{match.group(1)}"
     finally:
         process.terminate()
@@ -302,6 +309,45 @@ def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
         answer = http.get(path, headers={"Authorization": f"Bearer {alice}"})
         assert answer.status_code == 200, answer.text
         assert answer.json()["summary"]["name"] == "cpu-job"
+
+
+def test_the_admin_api_is_served_through_the_kubernetes_api_from_the_head(installed: dict[str, Any],
+                                                                          sandbox: RunningSandbox,
+                                                                          kubectl: Kubectl,
+                                                                          tmp_path: Path) -> None:
+    """The aggregated-api component as installed: the APIService turns Available once the listener in the
+    head's Serve replica answers; kubectl lists the group and prints WorkloadSummaries with a user's own
+    kubeconfig; RBAC refuses a user without the rule."""
+    group = "admin.kaiwo.silogen.ai"
+    eventually(lambda: _condition(_json(kubectl, "apiservice", f"v1alpha1.{group}"), "Available").get("status")
+               == "True", timeout=120, interval=1.0, message="the APIService Available")
+    assert "workloadsummaries" in kubectl("api-resources", f"--api-group={group}").stdout
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "summaries-reader", "namespace": "default"},
+         "rules": [{"apiGroups": [group], "resources": ["workloadsummaries"], "verbs": ["get", "list", "watch"]},
+                   {"apiGroups": ["kaiwo.silogen.ai"], "resources": ["kaiwojobs", "kaiwoservices"],
+                    "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "carol-reads-summaries", "namespace": "default"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "summaries-reader"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]}]))
+    kubectl("apply", "-f", "examples/cpu-job.yaml")
+    binary = shutil.which("kubectl")
+    assert binary is not None
+
+    def as_user(user: str, *args: str) -> subprocess.CompletedProcess[str]:
+        config = sandbox.kubeconfig_for(sandbox.mint_token(user), tmp_path / user / "kubeconfig")
+        return subprocess.run([binary, "--kubeconfig", str(config), *args], capture_output=True, text=True,
+                              timeout=60)
+
+    def table() -> str | None:
+        shown = as_user("carol", "get", "workloadsummaries", "-n", "default")
+        return shown.stdout if shown.returncode == 0 and "cpu-job" in shown.stdout else None
+    printed = eventually(table, timeout=60, interval=1.0, message="carol's kubectl prints the summaries")
+    assert printed.splitlines()[0].split()[0] == "NAME"
+    denied = as_user("dave", "get", "workloadsummaries", "-n", "default")
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower(), denied.stderr
 
 
 def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no_console_error(
