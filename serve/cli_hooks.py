@@ -20,8 +20,10 @@ def add_cli_arguments(parser: Any, *, default_auth: str) -> None:
     parser.add_argument("--no-admin", action="store_true", help="do not start the admin API on Ray Serve")
 
 
-def start_from_cli(args: Any, *, kubeconfig: str | None, in_cluster: bool, ray_namespace: str) -> str | None:
-    """Start the admin API as the CLI asked; its URL, or None when disabled or it failed (printed)."""
+def start_from_cli(args: Any, *, kubeconfig: str | None, in_cluster: bool, ray_namespace: str,
+                   aggregated_port: int | None = None) -> str | None:
+    """Start the admin API as the CLI asked; its URL, or None when disabled or it failed (printed).
+    `aggregated_port`: also open the aggregated listener on 127.0.0.1 of that port (`kaiwo-ray dev`)."""
     if getattr(args, "no_admin", False):
         return None
     if args.admin_auth == "none" and args.admin_host not in ("127.0.0.1", "localhost", "::1"):
@@ -31,7 +33,8 @@ def start_from_cli(args: Any, *, kubeconfig: str | None, in_cluster: bool, ray_n
     from serve.deployment import AdminOptions, start_admin
 
     options = AdminOptions(kubeconfig=kubeconfig, in_cluster=in_cluster, auth=args.admin_auth,
-                           ray_namespace=ray_namespace)
+                           ray_namespace=ray_namespace,
+                           aggregated_bind=f"127.0.0.1:{aggregated_port}" if aggregated_port else None)
     try:
         return start_admin(options, host=args.admin_host, port=args.admin_port)
     except Exception as err:  # the operator runs on without its HTTP face; say why

@@ -29,7 +29,7 @@ SERVICE_PORT = 443
 LABELS = {"app.kubernetes.io/name": "kaiwo-ray", "app.kubernetes.io/component": "webhooks"}
 
 
-async def _create_or_replace(client: KubeClient, res: Resource, body: dict[str, Any]) -> None:
+async def create_or_replace(client: KubeClient, res: Resource, body: dict[str, Any]) -> None:
     meta = body["metadata"]
     try:
         await client.create(res, body, meta.get("namespace"))
@@ -52,10 +52,10 @@ async def _register(kubeconfig: str | None, settings: CertSettings, port: int, c
     client = await KubeClient.from_kubeconfig(kubeconfig)
     try:
         meta = {"name": settings.service, "namespace": settings.namespace, "labels": LABELS}
-        await _create_or_replace(client, SERVICES, {
+        await create_or_replace(client, SERVICES, {
             "apiVersion": "v1", "kind": "Service", "metadata": meta,
             "spec": {"type": "ClusterIP", "ports": [{"name": "https", "port": SERVICE_PORT, "protocol": "TCP"}]}})
-        await _create_or_replace(client, ENDPOINTS, {
+        await create_or_replace(client, ENDPOINTS, {
             "apiVersion": "v1", "kind": "Endpoints", "metadata": meta,
             "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": port}]}]})
         for config in configurations(ca_bundle=ca_bundle,
@@ -63,7 +63,7 @@ async def _register(kubeconfig: str | None, settings: CertSettings, port: int, c
             config["metadata"]["labels"] = {"app.kubernetes.io/name": "kaiwo-ray"}
             res = MUTATINGWEBHOOKCONFIGURATIONS if config["kind"].startswith("Mutating") \
                 else VALIDATINGWEBHOOKCONFIGURATIONS
-            await _create_or_replace(client, res, config)
+            await create_or_replace(client, res, config)
     finally:
         await client.close()
 

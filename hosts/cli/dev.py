@@ -201,10 +201,19 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
             print(f"kaiwo-ray dev: controllers failed to start: {err}", file=sys.stderr)
             return 1
         print(format_health(rows), flush=True)
+        from serve.aggregated_local import free_port, register_local
         from serve.cli_hooks import start_from_cli, stop_admin
 
-        admin_url = start_from_cli(args, kubeconfig=str(kubeconfig), in_cluster=False, ray_namespace="kaiwo")
+        aggregated_port = free_port()
+        admin_url = start_from_cli(args, kubeconfig=str(kubeconfig), in_cluster=False, ray_namespace="kaiwo",
+                                   aggregated_port=aggregated_port)
         if admin_url is not None:
+            try:  # as deploy/components/aggregated-api: the admin API through the Kubernetes API
+                register_local(str(kubeconfig), aggregated_port)
+                print("Admin API through the Kubernetes API: kubectl get workloadsummaries -A "
+                      "(APIService v1alpha1.admin.kaiwo.silogen.ai)", flush=True)
+            except Exception as err:
+                print(f"aggregated admin API not registered: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
             from kaiwo_ray.cli.admin_link import advertise
 
             advertise(kubeconfig, admin_url)  # `kaiwo monitor` finds the telemetry through it

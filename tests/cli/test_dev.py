@@ -5,6 +5,7 @@ stops it gracefully, leaving no process behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -117,6 +118,15 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
         assert "<title>kaiwo-ray</title>" in httpx.get(f"{admin}/", timeout=30).text
         wait_for(lambda: [i for i in httpx.get(f"{admin}/api/v1/workloads", timeout=30).json()["items"]
                           if i["name"] == "cpu-job" and i["phase"] == "COMPLETE"], 30, "cpu-job via the admin API")
+
+        # The admin API is also served through the Kubernetes API (registered as deploy/components/
+        # aggregated-api registers it): kubectl reaches it with the kubeconfig alone.
+        def summaries() -> str | None:
+            shown = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig), "get", "workloadsummaries", "-n",
+                                    "default"], capture_output=True, text=True, timeout=60)
+            return shown.stdout if shown.returncode == 0 and "cpu-job" in shown.stdout else None
+        if shutil.which("kubectl"):
+            wait_for(summaries, 60, "kubectl get workloadsummaries through the aggregated admin API")
 
         # The admission webhooks run against the sandbox: a labelled plain Job is queued (Kueue's label set
         # at admission) and tracked by a KaiwoJob of its name (the managedworkload controller).
