@@ -13,12 +13,14 @@ import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes
 import pytest
 from kubernetes.stream import portforward, stream
 
+from kaiwo_sandbox.runtime.processes import environment_dirs_under_tmp
 from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-a", "labels": {"kubernetes.io/hostname": "node-a"}},
@@ -63,8 +65,11 @@ def test_a_busybox_pod_that_echoes_runs_for_real_with_its_exit_code(core: Any) -
                message="both pods finished")
     terminated = core.read_namespaced_pod("echoer", "default").status.container_statuses[0].state.terminated
     assert (terminated.exit_code, terminated.reason) == (3, "Error")
-    # its own working directory and an empty private /tmp (the line `ls -A /tmp` printed nothing)
-    assert core.read_namespaced_pod_log("echoer", "default") == "hello from echoer\n/run/kaiwo-ray/work\nhi there\n"
+    # its own working directory and a private /tmp holding nothing but what the image carries there: the
+    # sandbox's own environment where that lives under /tmp (a checkout there), shown at its own path
+    image_dirs = "".join(f"{Path(d).name}\n" for d in environment_dirs_under_tmp())
+    assert core.read_namespaced_pod_log("echoer", "default") == (
+        f"hello from echoer\n/run/kaiwo-ray/work\n{image_dirs}hi there\n")
     assert core.read_namespaced_pod_log("applet", "default") == "one two\n"
 
 
