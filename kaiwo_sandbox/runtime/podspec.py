@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -306,14 +306,13 @@ def selects(selector: JsonObj, labels: JsonObj) -> bool:
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
-def service_endpoints(service: JsonObj, pods: Iterable[JsonObj], reachable: dict[str, str]) -> list[str]:
-    """IPs of the real pods behind `service` (ready ones; every running one where the Service publishes
-    not-ready addresses). `reachable` maps a pod uid to its real IP: simulated pods listen nowhere."""
+def selected_real_pods(service: JsonObj, pods: Iterable[JsonObj],
+                       reachable: dict[str, str]) -> Iterator[tuple[JsonObj, str, bool]]:
+    """(pod, its real IP, whether it is Ready) for each real pod `service` selects: in its namespace, not
+    being deleted. `reachable` maps a pod uid to its real IP: simulated pods listen nowhere."""
     spec = service.get("spec") or {}
     selector = spec.get("selector") or {}
     namespace = (service.get("metadata") or {}).get("namespace")
-    publish_unready = bool(spec.get("publishNotReadyAddresses"))
-    ips: list[str] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         ip = reachable.get(str(meta.get("uid", "")))
@@ -321,10 +320,16 @@ def service_endpoints(service: JsonObj, pods: Iterable[JsonObj], reachable: dict
             continue
         if not selects(selector, meta.get("labels") or {}):
             continue
-        conditions = {c.get("type"): c.get("status") for c in (pod.get("status") or {}).get("conditions") or []}
-        if publish_unready or conditions.get("Ready") == "True":
-            ips.append(ip)
-    return sorted(ips)
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (pod.get("status") or {}).get("conditions") or [])
+        yield pod, ip, ready
+
+
+def service_endpoints(service: JsonObj, pods: Iterable[JsonObj], reachable: dict[str, str]) -> list[str]:
+    """IPs of the real pods behind `service` (ready ones; every running one where the Service publishes
+    not-ready addresses)."""
+    publish_unready = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
+    return sorted(ip for _, ip, ready in selected_real_pods(service, pods, reachable) if ready or publish_unready)
 
 
 def service_names(name: str, namespace: str) -> list[str]:

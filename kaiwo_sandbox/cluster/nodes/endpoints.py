@@ -13,7 +13,7 @@ from typing import Any
 
 from kaiwo_sandbox.cluster.base import Controller, Key
 from kaiwo_sandbox.contracts import GVR, PODS, SERVICES, ApiError, JsonObj, WatchEvent
-from kaiwo_sandbox.runtime.podspec import selects
+from kaiwo_sandbox.runtime.podspec import selected_real_pods
 
 ENDPOINTS = GVR("", "v1", "endpoints")
 USER = "system:serviceaccount:kube-system:endpoint-controller"
@@ -37,17 +37,11 @@ def endpoints_for(service: JsonObj, pods: Iterable[JsonObj], reachable: dict[str
     """The Endpoints subsets of `service`: one per distinct set of resolved ports, its ready and not-ready
     addresses sorted by IP. A pod whose named target port it lacks is left out of that port's subset."""
     spec = service.get("spec") or {}
-    selector = spec.get("selector") or {}
     namespace = (service.get("metadata") or {}).get("namespace")
     publish_unready = bool(spec.get("publishNotReadyAddresses"))
     subsets: dict[tuple[tuple[str, int, str], ...], dict[str, list[JsonObj]]] = {}
-    for pod in pods:
+    for pod, ip, ready in selected_real_pods(service, pods, reachable):
         meta = pod.get("metadata") or {}
-        ip = reachable.get(str(meta.get("uid", "")))
-        if ip is None or meta.get("namespace") != namespace or meta.get("deletionTimestamp"):
-            continue
-        if not selects(selector, meta.get("labels") or {}):
-            continue
         ports = []
         for service_port in spec.get("ports") or []:
             number = _target_port(service_port, pod)
@@ -55,8 +49,6 @@ def endpoints_for(service: JsonObj, pods: Iterable[JsonObj], reachable: dict[str
                 ports.append((str(service_port.get("name") or ""), number, str(service_port.get("protocol") or "TCP")))
         if not ports:
             continue
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (pod.get("status") or {}).get("conditions") or [])
         address = {"ip": ip, "nodeName": (pod.get("spec") or {}).get("nodeName"),
                    "targetRef": {"kind": "Pod", "namespace": namespace, "name": meta.get("name"),
                                  "uid": meta.get("uid")}}
