@@ -73,7 +73,7 @@ typecheck: install
 	$(VENV)/bin/mypy kaiwo_ray kaiwo_sandbox actors serve hosts
 
 pytest: install tools promtool browser vendor
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest --durations=40
 
 test: lint typecheck pytest
 
