@@ -12,6 +12,11 @@ Rotation: the certificate comes from a Secret kept by serve/webhook_certs.py, ch
 `check_seconds`; a new one is loaded into the live SSL context `switch_seconds` after the caBundle that
 trusts it was written (the old one, trusted by both bundles, serves meanwhile), so new handshakes present
 it while connections already open keep theirs, and nothing restarts.
+
+With cert-manager (decided at start: webhook_certs.detect_source) the Secret is cert-manager's: the server
+waits for its first issuance, reads it every `min(check_seconds, 60 s)`, and loads a renewed certificate
+at once when its CA is the one the caBundle already trusts (cert-manager's CA issuer keeps its CA across
+renewals), else once the cainjector has put the new CA into the caBundle.
 """
 
 from __future__ import annotations
@@ -37,7 +42,16 @@ from kaiwo_ray.admission.workloads import Settings
 from kaiwo_ray.kube.client import KubeClient
 from serve import webhook_metrics
 from serve.metrics_server import parse_bind_address
-from serve.webhook_certs import DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, CertKeeper, CertSettings
+from serve.webhook_certs import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_SECRET,
+    DEFAULT_SERVICE,
+    CertificateNotIssued,
+    CertKeeper,
+    CertManagerSource,
+    CertSettings,
+    detect_source,
+)
 from serve.webhooks import build_webhook_app, settings_from_env
 
 log = logging.getLogger(__name__)
@@ -45,6 +59,8 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9443  # controller-runtime's webhook server port; the Service maps 443 to it
 CHECK_SECONDS = 600.0
 SWITCH_SECONDS = 30.0
+CERT_MANAGER_CHECK_SECONDS = 60.0  # a GET of one Secret: cheap enough to notice a renewal within a minute
+ISSUE_POLL_SECONDS = 1.0  # at start, how often to look for cert-manager's first issuance
 """How long a new certificate waits before this server presents it: the caBundle trusting it was written
 first, but an API server reads configurations from an informer cache, and a request that read them before
 the change verifies against the old bundle for up to its webhook timeout (5 s)."""
@@ -77,13 +93,20 @@ class WebhookServer:
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._context.set_alpn_protocols(["http/1.1"])
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._keeper: CertKeeper | None = None
+        self._keeper: CertKeeper | CertManagerSource | None = None
+        self.certificate: str | None = None
+        """The cert-manager Certificate that keeps our Secret (None: this server keeps it itself)."""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.serving: certs.Bundle | None = None
         self._next: certs.Bundle | None = None
         self.error = ""
+
+    @property
+    def keeper(self) -> str:
+        """Who keeps the certificate: "cert-manager" or "operator" (this server)."""
+        return "operator" if self.certificate is None else "cert-manager"
 
     @property
     def url(self) -> str:
@@ -106,6 +129,10 @@ class WebhookServer:
         bundle = await self._keeper.ensure(force=force, serving=self.serving)
         if self.serving is None:
             self._load(bundle)
+        elif isinstance(self._keeper, CertManagerSource):
+            if bundle.cert_pem != self.serving.cert_pem and (
+                    bundle.ca_pem == self.serving.ca_pem or await self._keeper.trusted(bundle)):
+                self._load(bundle)  # renewed by cert-manager, and the caBundle trusts it: nothing to wait for
         elif bundle.cert_pem != self.serving.cert_pem and bundle != self._next:
             self._next = bundle
             asyncio.get_running_loop().call_later(self.options.switch_seconds, self._switch, bundle)
@@ -117,8 +144,11 @@ class WebhookServer:
             self._next = None
 
     async def _keep(self) -> None:
+        period = self.options.check_seconds
+        if isinstance(self._keeper, CertManagerSource):
+            period = min(period, CERT_MANAGER_CHECK_SECONDS)
         while True:
-            await asyncio.sleep(self.options.check_seconds)  # a period, not a synchronisation
+            await asyncio.sleep(period)  # a period, not a synchronisation
             try:
                 await self._refresh()
             except Exception:  # the API server away for a while: the current certificate serves on
@@ -128,8 +158,20 @@ class WebhookServer:
         self._loop = asyncio.get_running_loop()
         client = await self._client_factory()
         try:
-            self._keeper = CertKeeper(client, self.options.certs)
-            await self._refresh()
+            self.certificate = await detect_source(client, self.options.certs)
+            if self.certificate is None:
+                self._keeper = CertKeeper(client, self.options.certs)
+            else:
+                log.info("webhook certificate kept by cert-manager (Certificate %s/%s)", self.options.certs.namespace,
+                         self.certificate)
+                self._keeper = CertManagerSource(client, self.options.certs, self.certificate)
+            while not self._stopping.is_set():
+                try:
+                    await self._refresh()
+                    break
+                except CertificateNotIssued as err:  # cert-manager issues within seconds of the install
+                    log.info("webhook server waiting for its certificate: %s", err)
+                    await asyncio.sleep(ISSUE_POLL_SECONDS)  # a poll under start()'s deadline
             app = build_webhook_app(self.options.admission or settings_from_env())
             config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     timeout_graceful_shutdown=2, ssl_context_factory=lambda _c, _d: self._context)

@@ -22,12 +22,21 @@ sandbox installs its CRDs and runs it only when asked (`--controllers ...,cert-m
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
 from collections.abc import Iterable
 
 from kaiwo_sandbox.cluster.base import Controller, Key
-from kaiwo_sandbox.cluster.certmanager.x509 import DEFAULT_DURATION, KeyPair, b64, facts, issue, load_key_pair, unb64
+from kaiwo_sandbox.cluster.certmanager.x509 import (
+    DEFAULT_DURATION,
+    KeyPair,
+    b64,
+    facts,
+    issue,
+    load_key_pair,
+    unb64,
+)
 from kaiwo_sandbox.cluster.conditions import find_condition, set_condition
 from kaiwo_sandbox.contracts import GVR, SECRETS, ApiError, JsonObj, WatchEvent, rfc3339
 
@@ -192,9 +201,7 @@ class CertManagerController(Controller):
                 continue
             keys += [("issuer", gvr.resource, _meta(i).get("namespace"), _meta(i).get("name"))
                      for i in self._list(gvr, scope) if ((i.get("spec") or {}).get("ca") or {}).get("secretName") == name]
-        if keys:
-            keys += self._injection_keys()
-        elif any(f"{namespace}/{name}" == (_meta(o).get("annotations") or {}).get(INJECT_FROM_SECRET)
+        if keys or any(f"{namespace}/{name}" == (_meta(o).get("annotations") or {}).get(INJECT_FROM_SECRET)
                  for gvr in INJECTABLES for o in self._list(gvr)):
             keys += self._injection_keys()
         return keys
@@ -224,11 +231,9 @@ class CertManagerController(Controller):
         if {k: (obj.get("status") or {}).get(k) for k in status} == status:
             return
         meta = _meta(obj)
-        try:
+        with contextlib.suppress(ApiError):  # deleted meanwhile, or a newer write: its event brings us back
             self.store.patch(gvr, meta.get("namespace"), str(meta.get("name")), {"status": status}, "merge",
                              subresource="status", user=USER)
-        except ApiError:
-            pass  # deleted meanwhile, or a newer write: its event brings us back
 
     # ------------------------------------------------------------------ issuers
     def _issuer_readiness(self, gvr: GVR, issuer: JsonObj) -> tuple[str, str, str]:
@@ -250,7 +255,7 @@ class CertManagerController(Controller):
         return "False", "UnsupportedIssuer", "this sandbox's cert-manager supports selfSigned and ca issuers"
 
     def _reconcile_issuer(self, gvr: GVR, namespace: object, name: str) -> None:
-        issuer = self._get(gvr, namespace if gvr == ISSUERS else None, name)
+        issuer = self._get(gvr, str(namespace) if gvr == ISSUERS else None, name)
         if issuer is None:
             return
         status, reason, message = self._issuer_readiness(gvr, issuer)
@@ -267,12 +272,12 @@ class CertManagerController(Controller):
         return KeyPair(cert, key) if cert and key else None
 
     # ------------------------------------------------------------------ certificates
-    def _issuer_of(self, cert: JsonObj) -> tuple[GVR, JsonObj | None, str]:
+    def _issuer_of(self, cert: JsonObj) -> tuple[GVR, JsonObj | None]:
         ref = (cert.get("spec") or {}).get("issuerRef") or {}
         kind = str(ref.get("kind") or "Issuer")
         gvr = CLUSTERISSUERS if kind == "ClusterIssuer" else ISSUERS
         namespace = None if gvr == CLUSTERISSUERS else _meta(cert).get("namespace")
-        return gvr, self._get(gvr, namespace, str(ref.get("name") or "")), kind
+        return gvr, self._get(gvr, namespace, str(ref.get("name") or ""))
 
     def _reissue_reason(self, cert: JsonObj, secret: JsonObj | None, now: datetime.datetime,
                         renew_before: datetime.timedelta | None) -> tuple[str, str] | None:
@@ -319,7 +324,7 @@ class CertManagerController(Controller):
         conditions = [dict(c) for c in status.get("conditions") or []]
         reason = self._reissue_reason(cert, secret, now, renew_before)
         if reason is not None:
-            issuer_gvr, issuer, kind = self._issuer_of(cert)
+            issuer_gvr, issuer = self._issuer_of(cert)
             issued = self._issue(cert, issuer_gvr, issuer, duration, now, secret) if issuer is not None else None
             if issued is None:
                 # Not issuable yet (the issuer is missing or not ready): Issuing stays True, as cert-manager's
@@ -439,7 +444,6 @@ class CertManagerController(Controller):
                     client["caBundle"] = ca
                     changed = True
         if changed:
-            try:
-                self.store.update(gvr, obj, user=INJECTOR)  # with its resourceVersion: a newer write wins, then us
-            except ApiError:
-                pass  # its event brings us back
+            # With its resourceVersion: a newer write wins, and its event brings us back.
+            with contextlib.suppress(ApiError):
+                self.store.update(gvr, obj, user=INJECTOR)
