@@ -13,7 +13,8 @@ Rotation: the certificate comes from a Secret kept by serve/webhook_certs.py, ch
 trusts it was written (the old one, trusted by both bundles, serves meanwhile), so new handshakes present
 it while connections already open keep theirs, and nothing restarts.
 
-With cert-manager (decided at start: webhook_certs.detect_source) the Secret is cert-manager's: the server
+With cert-manager (webhook_certs.detect_source, asked at start and at each check) the Secret is
+cert-manager's: the server
 waits for its first issuance, reads it every `min(check_seconds, 60 s)`, and loads a renewed certificate
 at once when its CA is the one the caBundle already trusts (cert-manager's CA issuer keeps its CA across
 renewals), else once the cainjector has put the new CA into the caBundle.
@@ -101,6 +102,8 @@ class WebhookServer:
         self._stopping = threading.Event()
         self.serving: certs.Bundle | None = None
         self._next: certs.Bundle | None = None
+        self._behind = False  # cert-manager's Secret holds a certificate not presented yet
+        self._client: KubeClient | None = None
         self.error = ""
 
     @property
@@ -133,6 +136,8 @@ class WebhookServer:
             if bundle.cert_pem != self.serving.cert_pem and (
                     bundle.ca_pem == self.serving.ca_pem or await self._keeper.trusted(bundle)):
                 self._load(bundle)  # renewed by cert-manager, and the caBundle trusts it: nothing to wait for
+            # A certificate from a new CA waits for the cainjector: looked at again within a second.
+            self._behind = bundle.cert_pem != self.serving.cert_pem
         elif bundle.cert_pem != self.serving.cert_pem and bundle != self._next:
             self._next = bundle
             asyncio.get_running_loop().call_later(self.options.switch_seconds, self._switch, bundle)
@@ -143,28 +148,44 @@ class WebhookServer:
             self._load(bundle)
             self._next = None
 
+    async def _choose_keeper(self, client: KubeClient) -> None:
+        """cert-manager's Certificate, or this server, keeps the certificate: asked at start and at each
+        check, so adding or removing deploy/components/webhooks-cert-manager takes effect without a restart
+        (the server keeps presenting what it serves until the new keeper's certificate is trusted)."""
+        certificate = await detect_source(client, self.options.certs)
+        if self._keeper is not None and certificate == self.certificate:
+            return
+        self.certificate = certificate
+        if certificate is None:
+            log.info("webhook certificate kept by this server (Secret %s/%s)", self.options.certs.namespace,
+                     self.options.certs.secret)
+            self._keeper = CertKeeper(client, self.options.certs)
+        else:
+            log.info("webhook certificate kept by cert-manager (Certificate %s/%s)", self.options.certs.namespace,
+                     certificate)
+            self._keeper = CertManagerSource(client, self.options.certs, certificate)
+
+    async def _check(self) -> certs.Bundle:
+        assert self._client is not None
+        await self._choose_keeper(self._client)
+        return await self._refresh()
+
     async def _keep(self) -> None:
-        period = self.options.check_seconds
-        if isinstance(self._keeper, CertManagerSource):
-            period = min(period, CERT_MANAGER_CHECK_SECONDS)
         while True:
+            period = self.options.check_seconds
+            if isinstance(self._keeper, CertManagerSource):
+                period = min(period, ISSUE_POLL_SECONDS if self._behind else CERT_MANAGER_CHECK_SECONDS)
             await asyncio.sleep(period)  # a period, not a synchronisation
             try:
-                await self._refresh()
+                await self._check()
             except Exception:  # the API server away for a while: the current certificate serves on
                 log.warning("webhook certificate check failed", exc_info=True)
 
     async def _main(self, sock: socket.socket) -> None:
         self._loop = asyncio.get_running_loop()
-        client = await self._client_factory()
+        client = self._client = await self._client_factory()
         try:
-            self.certificate = await detect_source(client, self.options.certs)
-            if self.certificate is None:
-                self._keeper = CertKeeper(client, self.options.certs)
-            else:
-                log.info("webhook certificate kept by cert-manager (Certificate %s/%s)", self.options.certs.namespace,
-                         self.certificate)
-                self._keeper = CertManagerSource(client, self.options.certs, self.certificate)
+            await self._choose_keeper(client)
             while not self._stopping.is_set():
                 try:
                     await self._refresh()
@@ -232,7 +253,7 @@ class WebhookServer:
         """One certificate check now, as the periodic one does."""
         if self._loop is None:
             raise RuntimeError("webhook server not started")
-        return asyncio.run_coroutine_threadsafe(self._refresh(), self._loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(self._check(), self._loop).result(timeout)
 
     def stop(self) -> None:
         self._stopping.set()

@@ -190,3 +190,36 @@ def test_the_components_rbac_lets_the_server_find_cert_managers_certificate(
             assert server.keeper == "cert-manager" and server.serving == issued
         finally:
             server.stop()
+
+
+def test_adding_the_component_to_a_running_install_hands_the_certificate_to_cert_manager(
+        cluster: tuple[RunningSandbox, list[dict[str, Any]]]) -> None:
+    """Installed without webhooks-cert-manager (the server keeps its own), then the component applied: at
+    its next check the server finds the Certificate, stops keeping the Secret and presents cert-manager's
+    certificate once the cainjector has put its CA into the caBundle."""
+    rendered = cluster[1]
+    plain = [{**d, "metadata": {k: v for k, v in d["metadata"].items() if k != "annotations"}}
+             if d["kind"].endswith("WebhookConfiguration") else d for d in rendered]
+    with start_sandbox(nodes=[], cluster=["cert-manager"]) as sb:
+        _install(sb, [d for d in plain if d["kind"] not in ("Issuer", "Certificate")], short_lived=False)
+        server = _server(sb)
+        try:
+            assert server.keeper == "operator"
+            batch = _api(sb, "BatchV1Api")
+            batch.create_namespaced_job("default", _job("before"))
+            custom = _api(sb, "CustomObjectsApi")
+            for doc in rendered:
+                if doc["kind"] in ("Issuer", "Certificate"):
+                    custom.create_namespaced_custom_object(*CM, NAMESPACE, doc["kind"].lower() + "s", doc)
+                elif doc["kind"].endswith("WebhookConfiguration"):
+                    custom.patch_cluster_custom_object("admissionregistration.k8s.io", "v1", doc["kind"].lower() + "s",
+                                                       "kaiwo-ray", {"metadata": doc["metadata"]})
+            issued = eventually(lambda: (s := _stored(sb, SECRETS, NAMESPACE, SECRET)) and (
+                s["metadata"].get("annotations") or {}).get("cert-manager.io/certificate-name") and _issued(sb),
+                15, "cert-manager's certificate in the Secret")
+            eventually(lambda: server.check() and server.serving == issued, 15, "cert-manager's certificate served")
+            assert server.keeper == "cert-manager"
+            batch.create_namespaced_job("default", _job("after"))
+            assert _stored(sb, JOBS, "default", "after")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+        finally:
+            server.stop()
