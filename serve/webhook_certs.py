@@ -200,6 +200,9 @@ class CertManagerSource:
         return True
 
 
+_told_forbidden: set[str] = set()
+
+
 async def detect_source(client: KubeClient, settings: CertSettings) -> str | None:
     """The Certificate cert-manager keeps our Secret with (None: the operator keeps it). Decided by
     discovery and a list of Certificates in our namespace; a list we may not read counts as none."""
@@ -211,8 +214,11 @@ async def detect_source(client: KubeClient, settings: CertSettings) -> str | Non
         listing = await client.request(
             "GET", f"/apis/{certs.CERT_MANAGER_GROUP}/v1/namespaces/{settings.namespace}/certificates") or {}
     except Forbidden:
-        log.warning("cert-manager.io is served but Certificates in %s cannot be listed: the operator keeps the "
-                    "webhook certificate", settings.namespace)
+        if settings.namespace not in _told_forbidden:  # once: this is asked at every check
+            _told_forbidden.add(settings.namespace)
+            log.warning("cert-manager.io is served but Certificates in %s cannot be listed (no "
+                        "deploy/components/webhooks-cert-manager): the operator keeps the webhook certificate",
+                        settings.namespace)
         return None
     except (NotFound, KubeError):
         return None
