@@ -135,3 +135,17 @@ def test_the_webhook_refuses_a_duration_under_an_hour_and_the_add_on_is_opt_in(
     plain = sandbox_factory(nodes=[], cluster=True)
     groups = [g.name for g in kubernetes.client.ApisApi(plain.api_client()).get_api_versions().groups]
     assert "cert-manager.io" not in groups and "ray.io" in groups
+
+
+def test_go_durations_and_when_cert_manager_renews() -> None:
+    import datetime
+
+    from kaiwo_sandbox.cluster.certmanager.rules import parse_duration, renewal_time
+
+    assert parse_duration("2160h") == datetime.timedelta(hours=2160)
+    assert parse_duration("1h30m5.5s") == datetime.timedelta(hours=1, minutes=30, seconds=5.5)
+    assert parse_duration("90d") is None and parse_duration("") is None
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    end = start + datetime.timedelta(hours=90)
+    assert renewal_time(start, end, None) == start + datetime.timedelta(hours=60)  # two thirds in, by default
+    assert renewal_time(start, end, datetime.timedelta(hours=10)) == end - datetime.timedelta(hours=10)
