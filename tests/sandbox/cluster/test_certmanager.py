@@ -41,7 +41,7 @@ def _issuers_and_ca(custom: Any) -> None:
 def _serving(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": name},
             "spec": {"secretName": f"{name}-tls", "dnsNames": ["hooks.system.svc", "hooks.system.svc.cluster.local"],
-                     "issuerRef": {"name": "ca", "kind": "Issuer"}, **spec}}
+                     "issuerRef": {"name": "ca", "kind": "Issuer"}, "privateKey": {"algorithm": "ECDSA"}, **spec}}
 
 
 def _ready(obj: dict[str, Any]) -> dict[str, Any] | None:
