@@ -32,7 +32,7 @@ from kaiwo_sandbox.apiserver.server import MAX_REQUEST_BODY_BYTES, ApiServer
 from kaiwo_sandbox.apiserver.tls import ServingCert, serving_cert
 from kaiwo_sandbox.apiserver.tls import generate as generate_cert
 from kaiwo_sandbox.cluster.base import ClusterSettings
-from kaiwo_sandbox.cluster.crds import preinstalled_crds
+from kaiwo_sandbox.cluster.crds import cert_manager_crds, preinstalled_crds
 from kaiwo_sandbox.cluster.nodes import gpu_exporter
 from kaiwo_sandbox.contracts import (
     CONFIGMAPS,
@@ -312,7 +312,9 @@ class Sandbox:
         if self.store.find_ref(SERVICES, "default", "kubernetes") is None:
             self.store.create_owned(SERVICES, clone(API_SERVICE), managed=False, admit=False)
         if self.config.install_crds:
-            self.store.install_crds(list(self.config.extra_crds) + preinstalled_crds())
+            cluster = self.config.cluster
+            add_ons = cert_manager_crds() if not isinstance(cluster, bool) and "cert-manager" in set(cluster) else []
+            self.store.install_crds(list(self.config.extra_crds) + preinstalled_crds() + add_ons)
         nodes = self.config.nodes
         for node in nodes:
             name = (node.get("metadata") or {}).get("name", "")

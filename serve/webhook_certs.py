@@ -6,6 +6,11 @@ Order within one `ensure()`: Secret first, then the caBundle, and only then does
 new certificate into its server. The bundle trusts the previous CA as well, so while the new certificate
 spreads (this server reloading, another replica still on the old one) every admission verifies.
 
+Where cert-manager keeps the certificate instead (the cluster serves cert-manager.io and a Certificate
+in our namespace writes our Secret: deploy/components/webhooks-cert-manager), `CertManagerSource` only
+reads the Secret: cert-manager issues and renews it, its cainjector keeps the caBundle, and nothing here
+writes either. `detect_source` decides which at start.
+
 Several replicas may run this at once (a RayService upgrade runs two Ray clusters): the Secret is
 written with its resourceVersion, and the loser of a race re-reads and serves the winner's certificate.
 Only the configurations named `kaiwo-ray` (ours) are touched, and in them only the webhooks that call
@@ -14,6 +19,7 @@ our Service.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import logging
 from collections.abc import Callable
@@ -23,7 +29,8 @@ from typing import Any
 from kaiwo_ray.admission import certs
 from kaiwo_ray.admission.registration import NAME
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.kube.errors import Conflict, NotFound
+from kaiwo_ray.kube.discovery import parse_group_list
+from kaiwo_ray.kube.errors import Conflict, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.resources import MUTATINGWEBHOOKCONFIGURATIONS, SECRETS, VALIDATINGWEBHOOKCONFIGURATIONS
 
 log = logging.getLogger(__name__)
@@ -142,3 +149,77 @@ class CertKeeper:
                 updated.append(res.kind)
                 break
         return updated
+
+
+class CertificateNotIssued(RuntimeError):
+    """cert-manager has not (yet) written a complete certificate into our Secret."""
+
+
+class CertManagerSource:
+    """The certificate cert-manager keeps in our Secret (Certificate `certificate`): read, never written."""
+
+    def __init__(self, client: KubeClient, settings: CertSettings, certificate: str) -> None:
+        self.client = client
+        self.settings = settings
+        self.certificate = certificate
+
+    async def ensure(self, *, force: bool = False, serving: certs.Bundle | None = None) -> certs.Bundle:
+        if force:
+            raise RuntimeError(f"cert-manager keeps this certificate (Certificate {self.settings.namespace}/"
+                               f"{self.certificate}): renew it there, e.g. cmctl renew -n {self.settings.namespace} "
+                               f"{self.certificate}")
+        try:
+            secret = await self.client.get(SECRETS, self.settings.secret, self.settings.namespace)
+        except NotFound:
+            raise CertificateNotIssued(f"Secret {self.settings.namespace}/{self.settings.secret} not written yet by "
+                                       f"Certificate {self.certificate}") from None
+        bundle = certs.from_secret_data(secret.get("data"))
+        if bundle is None:
+            raise CertificateNotIssued(f"Secret {self.settings.namespace}/{self.settings.secret} lacks tls.crt, "
+                                       "tls.key or ca.crt")
+        return bundle
+
+    async def trusted(self, bundle: certs.Bundle) -> bool:
+        """Do our configurations' webhooks all trust `bundle`'s CA (has the cainjector injected it)?"""
+        wanted = set(certs.split_pem(bundle.ca_pem))
+        for res in (MUTATINGWEBHOOKCONFIGURATIONS, VALIDATINGWEBHOOKCONFIGURATIONS):
+            try:
+                config = await self.client.get(res, self.settings.configuration)
+            except NotFound:
+                continue
+            for webhook in config.get("webhooks") or []:
+                if not ours(webhook, self.settings):
+                    continue
+                encoded = str((webhook.get("clientConfig") or {}).get("caBundle") or "")
+                try:
+                    present = set(certs.split_pem(base64.b64decode(encoded)))
+                except ValueError:
+                    return False
+                if not wanted & present:
+                    return False
+        return True
+
+
+_told_forbidden: set[str] = set()
+
+
+async def detect_source(client: KubeClient, settings: CertSettings) -> str | None:
+    """The Certificate cert-manager keeps our Secret with (None: the operator keeps it). Decided by
+    discovery and a list of Certificates in our namespace; a list we may not read counts as none."""
+    try:
+        groups = parse_group_list(await client.request("GET", "/apis") or {})
+        served = groups.get(certs.CERT_MANAGER_GROUP, ())
+        if "v1" not in served:
+            return None
+        listing = await client.request(
+            "GET", f"/apis/{certs.CERT_MANAGER_GROUP}/v1/namespaces/{settings.namespace}/certificates") or {}
+    except Forbidden:
+        if settings.namespace not in _told_forbidden:  # once: this is asked at every check
+            _told_forbidden.add(settings.namespace)
+            log.warning("cert-manager.io is served but Certificates in %s cannot be listed (no "
+                        "deploy/components/webhooks-cert-manager): the operator keeps the webhook certificate",
+                        settings.namespace)
+        return None
+    except (NotFound, KubeError):
+        return None
+    return certs.cert_manager_certificate(served, list(listing.get("items") or []), settings.secret)

@@ -12,6 +12,12 @@ Rotation: the certificate comes from a Secret kept by serve/webhook_certs.py, ch
 `check_seconds`; a new one is loaded into the live SSL context `switch_seconds` after the caBundle that
 trusts it was written (the old one, trusted by both bundles, serves meanwhile), so new handshakes present
 it while connections already open keep theirs, and nothing restarts.
+
+With cert-manager (webhook_certs.detect_source, asked at start and at each check) the Secret is
+cert-manager's: the server
+waits for its first issuance, reads it every `min(check_seconds, 60 s)`, and loads a renewed certificate
+at once when its CA is the one the caBundle already trusts (cert-manager's CA issuer keeps its CA across
+renewals), else once the cainjector has put the new CA into the caBundle.
 """
 
 from __future__ import annotations
@@ -37,7 +43,16 @@ from kaiwo_ray.admission.workloads import Settings
 from kaiwo_ray.kube.client import KubeClient
 from serve import webhook_metrics
 from serve.metrics_server import parse_bind_address
-from serve.webhook_certs import DEFAULT_NAMESPACE, DEFAULT_SECRET, DEFAULT_SERVICE, CertKeeper, CertSettings
+from serve.webhook_certs import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_SECRET,
+    DEFAULT_SERVICE,
+    CertificateNotIssued,
+    CertKeeper,
+    CertManagerSource,
+    CertSettings,
+    detect_source,
+)
 from serve.webhooks import build_webhook_app, settings_from_env
 
 log = logging.getLogger(__name__)
@@ -45,6 +60,8 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9443  # controller-runtime's webhook server port; the Service maps 443 to it
 CHECK_SECONDS = 600.0
 SWITCH_SECONDS = 30.0
+CERT_MANAGER_CHECK_SECONDS = 60.0  # a GET of one Secret: cheap enough to notice a renewal within a minute
+ISSUE_POLL_SECONDS = 1.0  # at start, how often to look for cert-manager's first issuance
 """How long a new certificate waits before this server presents it: the caBundle trusting it was written
 first, but an API server reads configurations from an informer cache, and a request that read them before
 the change verifies against the old bundle for up to its webhook timeout (5 s)."""
@@ -77,13 +94,22 @@ class WebhookServer:
         self._context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self._context.set_alpn_protocols(["http/1.1"])
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._keeper: CertKeeper | None = None
+        self._keeper: CertKeeper | CertManagerSource | None = None
+        self.certificate: str | None = None
+        """The cert-manager Certificate that keeps our Secret (None: this server keeps it itself)."""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.serving: certs.Bundle | None = None
         self._next: certs.Bundle | None = None
+        self._behind = False  # cert-manager's Secret holds a certificate not presented yet
+        self._client: KubeClient | None = None
         self.error = ""
+
+    @property
+    def keeper(self) -> str:
+        """Who keeps the certificate: "cert-manager" or "operator" (this server)."""
+        return "operator" if self.certificate is None else "cert-manager"
 
     @property
     def url(self) -> str:
@@ -106,6 +132,12 @@ class WebhookServer:
         bundle = await self._keeper.ensure(force=force, serving=self.serving)
         if self.serving is None:
             self._load(bundle)
+        elif isinstance(self._keeper, CertManagerSource):
+            if bundle.cert_pem != self.serving.cert_pem and (
+                    bundle.ca_pem == self.serving.ca_pem or await self._keeper.trusted(bundle)):
+                self._load(bundle)  # renewed by cert-manager, and the caBundle trusts it: nothing to wait for
+            # A certificate from a new CA waits for the cainjector: looked at again within a second.
+            self._behind = bundle.cert_pem != self.serving.cert_pem
         elif bundle.cert_pem != self.serving.cert_pem and bundle != self._next:
             self._next = bundle
             asyncio.get_running_loop().call_later(self.options.switch_seconds, self._switch, bundle)
@@ -116,20 +148,51 @@ class WebhookServer:
             self._load(bundle)
             self._next = None
 
+    async def _choose_keeper(self, client: KubeClient) -> None:
+        """cert-manager's Certificate, or this server, keeps the certificate: asked at start and at each
+        check, so adding or removing deploy/components/webhooks-cert-manager takes effect without a restart
+        (the server keeps presenting what it serves until the new keeper's certificate is trusted)."""
+        certificate = await detect_source(client, self.options.certs)
+        if self._keeper is not None and certificate == self.certificate:
+            return
+        self.certificate = certificate
+        if certificate is None:
+            log.info("webhook certificate kept by this server (Secret %s/%s)", self.options.certs.namespace,
+                     self.options.certs.secret)
+            self._keeper = CertKeeper(client, self.options.certs)
+        else:
+            log.info("webhook certificate kept by cert-manager (Certificate %s/%s)", self.options.certs.namespace,
+                     certificate)
+            self._keeper = CertManagerSource(client, self.options.certs, certificate)
+
+    async def _check(self) -> certs.Bundle:
+        assert self._client is not None
+        await self._choose_keeper(self._client)
+        return await self._refresh()
+
     async def _keep(self) -> None:
         while True:
-            await asyncio.sleep(self.options.check_seconds)  # a period, not a synchronisation
+            period = self.options.check_seconds
+            if isinstance(self._keeper, CertManagerSource):
+                period = min(period, ISSUE_POLL_SECONDS if self._behind else CERT_MANAGER_CHECK_SECONDS)
+            await asyncio.sleep(period)  # a period, not a synchronisation
             try:
-                await self._refresh()
+                await self._check()
             except Exception:  # the API server away for a while: the current certificate serves on
                 log.warning("webhook certificate check failed", exc_info=True)
 
     async def _main(self, sock: socket.socket) -> None:
         self._loop = asyncio.get_running_loop()
-        client = await self._client_factory()
+        client = self._client = await self._client_factory()
         try:
-            self._keeper = CertKeeper(client, self.options.certs)
-            await self._refresh()
+            await self._choose_keeper(client)
+            while not self._stopping.is_set():
+                try:
+                    await self._refresh()
+                    break
+                except CertificateNotIssued as err:  # cert-manager issues within seconds of the install
+                    log.info("webhook server waiting for its certificate: %s", err)
+                    await asyncio.sleep(ISSUE_POLL_SECONDS)  # a poll under start()'s deadline
             app = build_webhook_app(self.options.admission or settings_from_env())
             config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     timeout_graceful_shutdown=2, ssl_context_factory=lambda _c, _d: self._context)
@@ -190,7 +253,7 @@ class WebhookServer:
         """One certificate check now, as the periodic one does."""
         if self._loop is None:
             raise RuntimeError("webhook server not started")
-        return asyncio.run_coroutine_threadsafe(self._refresh(), self._loop).result(timeout)
+        return asyncio.run_coroutine_threadsafe(self._check(), self._loop).result(timeout)
 
     def stop(self) -> None:
         self._stopping.set()

@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from kaiwo_sandbox.cluster import CONTROLLERS
+from kaiwo_sandbox.cluster import CONTROLLERS, OPT_IN
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--without", action="append", default=[], metavar="CONTROLLER", choices=list(CONTROLLERS),
                         help="leave this simulated controller off (repeatable; one of: "
                              + ", ".join(CONTROLLERS) + ")")
+    parser.add_argument("--with", dest="with_", action="append", default=[], metavar="ADD_ON", choices=sorted(OPT_IN),
+                        help="also run this opt-in add-on with its CRDs (repeatable; one of: "
+                             + ", ".join(sorted(OPT_IN)) + ")")
     parser.add_argument("--authorization", choices=["allow-all", "rbac"], default="allow-all",
                         help="allow-all (default): every authenticated request is allowed; rbac: Roles, ClusterRoles "
                              "and their bindings decide, as on a real cluster (the kubeconfig's admin is in "
@@ -86,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> bool | list[str]:
-    """`SandboxConfig.cluster`: off, every controller, or every one but those named by --without."""
+    """`SandboxConfig.cluster`: off, every controller, or every one but those named by --without, with the
+    opt-in add-ons named by --with."""
     if args.no_cluster:
         return False
-    if not args.without:
+    if not args.without and not args.with_:
         return True
-    return [name for name in CONTROLLERS if name not in args.without]
+    return [name for name in CONTROLLERS
+            if name not in args.without and (name not in OPT_IN or name in args.with_)]
 
 
 async def _serve(sandbox: object) -> None:

@@ -124,6 +124,7 @@ class CertFacts:
     names: tuple[str, ...]
     signed_by_bundle: bool
     serial: int
+    not_before: datetime.datetime | None = None
 
 
 def facts(bundle: Bundle) -> CertFacts:
@@ -147,7 +148,16 @@ def facts(bundle: Bundle) -> CertFacts:
             signed = True
         except (InvalidSignature, ValueError, TypeError):
             continue
-    return CertFacts(cert.not_valid_after_utc, names, signed, cert.serial_number)
+    return CertFacts(cert.not_valid_after_utc, names, signed, cert.serial_number, cert.not_valid_before_utc)
+
+
+def warning_window(found: CertFacts, by_cert_manager: bool) -> datetime.timedelta:
+    """How close to expiry a certificate that is still served means its keeper has stopped: the
+    operator rotates LOOKAHEAD ahead; cert-manager renews at its Certificate's renewBefore, by default a
+    third of the lifetime, so a short-lived one is only late past that (never later than LOOKAHEAD)."""
+    if not by_cert_manager or found.not_before is None:
+        return LOOKAHEAD
+    return min(LOOKAHEAD, (found.not_after - found.not_before) / 3)
 
 
 def rotation_reason(bundle: Bundle | None, names: list[str], now: datetime.datetime, *,
@@ -165,4 +175,24 @@ def rotation_reason(bundle: Bundle | None, names: list[str], now: datetime.datet
         return "the certificate is not signed by a CA in ca.crt"
     if found.not_after - now <= lookahead:
         return f"the certificate expires at {found.not_after.isoformat()} (rotated {lookahead.days} days ahead)"
+    return None
+
+
+CERT_MANAGER_GROUP = "cert-manager.io"
+CERTIFICATE_NAME_ANNOTATION = "cert-manager.io/certificate-name"
+
+
+def cert_manager_certificate(served_versions: tuple[str, ...], certificates: list[Mapping[str, object]],
+                             secret: str) -> str | None:
+    """Who keeps the webhooks' certificate: the name of the cert-manager Certificate that writes Secret
+    `secret` (the cluster serves cert-manager.io/v1 and one in our namespace names that Secret), or None,
+    when the operator keeps it itself. cert-manager installed without such a Certificate (an overlay
+    without deploy/components/webhooks-cert-manager) leaves it to the operator."""
+    if "v1" not in served_versions:
+        return None
+    for certificate in certificates:
+        spec = certificate.get("spec")
+        meta = certificate.get("metadata")
+        if isinstance(spec, Mapping) and isinstance(meta, Mapping) and spec.get("secretName") == secret:
+            return str(meta.get("name") or "")
     return None

@@ -1,4 +1,4 @@
-"""The managed-workload controller: every Job, Deployment and RayJob labelled
+"""The managed-workload controller: every Job, Deployment, RayJob and RayService labelled
 `kaiwo.silogen.ai/managed: "true"` (by its user, or refused at admission under
 `ENFORCE_KAIWO_ON_GPU_WORKLOADS` until it is) gets the KaiwoJob/KaiwoService that tracks it, and is made
 that CR's controlled child (`reconcile/managed.py` decides both). Upstream did this inside its Job
@@ -24,12 +24,13 @@ from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile.managed import TRACKED, adoption_patch, opted_in, tracker_for, tracks
 from kaiwo_ray.render.context import LABEL_MANAGED
 
-SOURCES: dict[str, Resource] = {"Job": R.JOBS, "Deployment": R.DEPLOYMENTS, "RayJob": R.RAYJOBS}
+SOURCES: dict[str, Resource] = {"Job": R.JOBS, "Deployment": R.DEPLOYMENTS, "RayJob": R.RAYJOBS,
+                                "RayService": R.RAYSERVICES}
 TRACKERS: dict[str, Resource] = {"KaiwoJob": R.KAIWOJOBS, "KaiwoService": R.KAIWOSERVICES}
 
 
 def _source_key(kind: str) -> Any:
-    """Keys are (namespace, "Kind/name"): one queue serves the three kinds (names hold no '/')."""
+    """Keys are (namespace, "Kind/name"): one queue serves the four kinds (names hold no '/')."""
     def mapper(event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
         meta = obj.get("metadata") or {}
         return [(meta.get("namespace") or "", f"{kind}/{meta.get('name') or ''}")]

@@ -31,6 +31,7 @@ from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.projection import PageDecoder, page_decoder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile import phases as ph
+from kaiwo_ray.reconcile.managed import tracked_kind
 from kaiwo_ray.reconcile.workload import (
     FINALIZER,
     RESTORE,
@@ -325,7 +326,7 @@ class WorkloadController(Controller):
         keys: list[Key] = []
         for ref in meta.get("ownerReferences") or ():
             kind, name = ref.get("kind"), ref.get("name") or ""
-            if kind in ("Job", "RayJob", "AppWrapper", "Deployment"):
+            if kind in ("Job", "RayJob", "AppWrapper", "Deployment", "RayService"):
                 keys.append((namespace, name))
             elif kind == "Pod" and R.PODS in self.caches:
                 pod = self.caches[R.PODS].get(namespace, name)
@@ -364,8 +365,11 @@ class WorkloadController(Controller):
             # controls belongs to this workload (a same-named stranger is never read or deleted).
             appwrapper = children.get(("AppWrapper", name))
             rayservice = self.caches[R.RAYSERVICES].get(namespace, name)
-            if (rayservice is not None and appwrapper is not None
-                    and controlled_by(rayservice, (appwrapper.get("metadata") or {}).get("uid") or "")):
+            if rayservice is not None and (
+                    (appwrapper is not None
+                     and controlled_by(rayservice, (appwrapper.get("metadata") or {}).get("uid") or ""))
+                    # A plain RayService this CR tracks (reconcile/managed.py) is its own child.
+                    or (tracked_kind(obj) == "RayService" and controlled_by(rayservice, uid))):
                 children[("RayService", name)] = rayservice
         for child_key, live in (whole or {}).items():
             if live is None:
@@ -416,7 +420,7 @@ class WorkloadController(Controller):
     def _kueue_workloads(self, children: dict[tuple[str, str], JsonObj], name: str, uid: str) -> list[JsonObj]:
         index = self.caches[R.WORKLOADS]
         found: list[JsonObj] = []
-        for kind in ("Job", "RayJob", "AppWrapper"):
+        for kind in ("Job", "RayJob", "AppWrapper", "RayService"):
             main = children.get((kind, name))
             if main is not None:
                 found.extend(index.with_label(R.KUEUE_JOB_UID_LABEL, main["metadata"].get("uid", "")))

@@ -291,15 +291,23 @@ def check_webhooks(mutating: JsonObj | None, validating: JsonObj | None, service
         except ValueError as err:
             return [Result("webhooks", "FAIL", f"Secret {secret_name}: unreadable certificate ({err})", fix_server)]
         left = found.not_after - now
+        certificate = ((secret.get("metadata") or {}).get("annotations") or {}).get(certs.CERTIFICATE_NAME_ANNOTATION)
+        keeper = (f"kept by cert-manager (Certificate {namespace}/{certificate})" if certificate
+                  else "kept by the operator")
+        if certificate:
+            fix_server = (f"kubectl describe certificate -n {namespace} {certificate}; is cert-manager (and its "
+                          "cainjector) running?")
         if not found.signed_by_bundle or left <= timedelta(0):
             why = "has expired" if left <= timedelta(0) else "is not signed by a CA of its ca.crt"
             return [Result("webhooks", "FAIL", f"the webhook certificate {why}", fix_server)]
-        if left <= certs.LOOKAHEAD:
+        window = certs.warning_window(found, bool(certificate))
+        if left <= window:
+            ahead = f"{window.days} days" if window.days else f"{int(window.total_seconds() // 60)} minutes"
             results.append(Result("webhooks", "WARN", f"the webhook certificate expires at {found.not_after:%Y-%m-%d} "
-                                  f"and was not rotated ({certs.LOOKAHEAD.days} days ahead)", fix_server))
+                                  f"and was not rotated ({ahead} ahead), {keeper}", fix_server))
         else:
             results.append(Result("webhooks", "OK", f"certificate valid until {found.not_after:%Y-%m-%d}, "
-                                  "caBundle matches"))
+                                  f"caBundle matches, {keeper}"))
     if dry_run is not None:
         answered, detail = dry_run
         results.append(Result("webhooks", "OK" if answered else "FAIL", detail,

@@ -1,10 +1,10 @@
-"""Plain workloads brought under Kaiwo (pure): a Job, Deployment or RayJob labelled
+"""Plain workloads brought under Kaiwo (pure): a Job, Deployment, RayJob or RayService labelled
 `kaiwo.silogen.ai/managed: "true"` is tracked by a KaiwoJob/KaiwoService of the same name, as upstream's
 Job webhook arranged it, but made by a controller instead of inside admission.
 
 What upstream users see, kept here:
 - the tracking CR has the workload's name and namespace, its labels (queue label defaulted), the workload
-  embedded (`spec.job`, `spec.deployment`, `spec.rayJob`) and `spec.user`, the submitting user (here the
+  embedded (`spec.job`, `spec.deployment`, `spec.rayJob`, `spec.rayService`) and `spec.user`, the submitting user (here the
   `kaiwo.silogen.ai/user` label admission set from the review's userInfo, RFC 1123-sanitised);
 - the workload carries Kaiwo's system labels (run-id, name, type) and is controlled by the CR, so deleting
   the CR deletes the workload (upstream: the KaiwoJob controller's SetControllerReference);
@@ -51,6 +51,7 @@ TRACKED: dict[str, Tracking] = {
     "Job": Tracking("KaiwoJob", "job", "job"),
     "RayJob": Tracking("KaiwoJob", "job", "rayJob"),
     "Deployment": Tracking("KaiwoService", "service", "deployment"),
+    "RayService": Tracking("KaiwoService", "service", "rayService"),
 }
 
 

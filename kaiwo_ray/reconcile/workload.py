@@ -321,7 +321,7 @@ def _missing_dependency(world: World, workload: Workload) -> Cond | None:
     if not world.missing_apis or not workload.spec.effective_uses_ray:
         return None
     needed = ["ray.io/v1"]
-    if isinstance(workload, KaiwoService):
+    if isinstance(workload, KaiwoService) and not tracked_kind(world.obj):  # a tracked RayService has no wrapper
         needed.insert(0, "workload.codeflare.dev/v1beta2")
     lines = [world.missing_apis[api] for api in needed if api in world.missing_apis]
     if not lines:
@@ -416,7 +416,8 @@ def _observe_and_act(world: World, workload: Workload, plan: Plan, status: JsonO
         phase = ph.FAILED
     else:
         # c/d. Admission through Kueue, then the main child's own progress.
-        main = world.children.get((main_kind(workload)[1], name))
+        # A tracked workload's main child is the object it tracks (a RayService, not an AppWrapper).
+        main = world.children.get((tracked_kind(world.obj) or main_kind(workload)[1], name))
         admitted = main is not None and ph.kueue_admitted(list(world.kueue_workloads))
         if not admitted:
             phase = ph.PENDING
@@ -527,6 +528,8 @@ def _main_phase(workload: Workload, main: JsonObj | None, world: World, stored: 
         return ph.deployment_phase(main)
     if kind == "AppWrapper":
         return ph.rayservice_phase(world.children.get(("RayService", workload.metadata.name or "")))
+    if kind == "RayService":  # a tracked one, queued by Kueue itself
+        return ph.rayservice_phase(main)
     return ph.NEW
 
 

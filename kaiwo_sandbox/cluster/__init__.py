@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kaiwo_sandbox.cluster.base import ClusterSettings, Controller, ControllerRunner
+from kaiwo_sandbox.cluster.certmanager.controller import CertManagerController
 from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
 from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
@@ -43,7 +44,11 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "namespace-defaults": NamespaceDefaults,
     "daemonset-controller": DaemonSetController,
     "token-controller": TokenController,
+    "cert-manager": CertManagerController,
 }
+# Add-ons a cluster may or may not run, started only when named (`cluster=True` leaves them out): the
+# product behaves differently where they are installed (cert-manager: who keeps the webhooks' certificate).
+OPT_IN: frozenset[str] = frozenset({"cert-manager"})
 
 
 def select_controllers(names: Iterable[str]) -> list[str]:
@@ -63,7 +68,7 @@ def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None =
     An unknown name is an error rather than ignored: a typo would otherwise silently leave a
     controller off and the cluster would just look stuck."""
     settings = settings or ClusterSettings()
-    names = list(CONTROLLERS) if enabled is None else select_controllers(enabled)
+    names = [n for n in CONTROLLERS if n not in OPT_IN] if enabled is None else select_controllers(enabled)
     runner = ControllerRunner(store, clock)
     for name in names:
         runner.add(CONTROLLERS[name](store, clock, settings))
@@ -71,4 +76,4 @@ def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None =
     return runner
 
 
-__all__ = ["CONTROLLERS", "ClusterSettings", "Controller", "ControllerRunner", "select_controllers", "start_cluster"]
+__all__ = ["CONTROLLERS", "OPT_IN", "ClusterSettings", "Controller", "ControllerRunner", "select_controllers", "start_cluster"]

@@ -328,5 +328,24 @@ def gateway_crds() -> list[JsonObj]:
     ]
 
 
+def cert_manager_crds() -> list[JsonObj]:
+    """cert-manager.io/v1 Certificate, Issuer and ClusterIssuer (installed only with the opt-in
+    `cert-manager` controller: discovery then shows cert-manager.io, as on a cluster running it)."""
+    group = "cert-manager.io"
+    v1 = [("v1", True)]
+    ready = _column("Ready", ".status.conditions[?(@.type==\"Ready\")].status")
+    message = _column("Status", ".status.conditions[?(@.type==\"Ready\")].message", priority=1)
+    return [
+        crd(group, "Certificate", "certificates", versions=v1, short_names=("cert", "certs"),
+            categories=("cert-manager",), columns=[
+                ready, _column("Secret", ".spec.secretName"), _column("Issuer", ".spec.issuerRef.name", priority=1),
+                message, {**_AGE, "description": "CreationTimestamp is a timestamp representing the server time "
+                                                 "when this object was created."}]),
+        crd(group, "Issuer", "issuers", versions=v1, categories=("cert-manager",), columns=[ready, message, _AGE]),
+        crd(group, "ClusterIssuer", "clusterissuers", versions=v1, scope="Cluster", categories=("cert-manager",),
+            columns=[ready, message, _AGE]),
+    ]
+
+
 def preinstalled_crds() -> list[JsonObj]:
     return kuberay_crds() + appwrapper_crds() + kueue_crds() + monitoring_crds() + gateway_crds()

@@ -53,3 +53,18 @@ def test_when_a_stored_certificate_is_replaced() -> None:
     assert str(certs.rotation_reason(broken, NAMES, NOW)).startswith("the stored certificate cannot be read")
     assert certs.from_secret_data({"tls.crt": "x"}) is None
     assert certs.from_secret_data({"tls.crt": "!!", "tls.key": "a", "ca.crt": "a"}) is None
+
+
+def test_cert_manager_keeps_the_certificate_only_where_a_certificate_writes_our_secret() -> None:
+    mine = {"metadata": {"name": "kaiwo-ray-webhooks"}, "spec": {"secretName": "kaiwo-ray-webhook-cert"}}
+    other = {"metadata": {"name": "ca"}, "spec": {"secretName": "kaiwo-ray-webhooks-ca"}}
+    assert certs.cert_manager_certificate(("v1",), [other, mine], "kaiwo-ray-webhook-cert") == "kaiwo-ray-webhooks"
+    assert certs.cert_manager_certificate(("v1",), [other], "kaiwo-ray-webhook-cert") is None  # installed, not used
+    assert certs.cert_manager_certificate((), [mine], "kaiwo-ray-webhook-cert") is None  # not served
+
+
+def test_doctor_warns_of_cert_managers_certificate_only_past_its_usual_renewal() -> None:
+    now = datetime.datetime(2026, 6, 1, tzinfo=datetime.UTC)
+    found = certs.facts(certs.issue(["a.b.svc"], now, validity=datetime.timedelta(hours=3)))
+    assert certs.warning_window(found, by_cert_manager=True) == datetime.timedelta(hours=1, minutes=1, seconds=40)
+    assert certs.warning_window(found, by_cert_manager=False) == certs.LOOKAHEAD

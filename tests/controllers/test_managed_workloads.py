@@ -156,3 +156,116 @@ def test_a_labelled_gpu_deployment_is_queued_tracked_under_its_user_and_runs(
     assert pods and all(p["status"].get("phase") == "Running" for p in pods if not p["metadata"].get(
         "deletionTimestamp"))
 
+
+
+GPU_RAYJOB = """apiVersion: ray.io/v1
+kind: RayJob
+metadata: {{name: {name}, namespace: {namespace}, labels: {{kaiwo.silogen.ai/managed: "true"}}}}
+spec:
+  entrypoint: python -c "print(1)"
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+    headGroupSpec:
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-head, image: rayproject/ray:2.49.1, resources: {{limits: {{cpu: "1", memory: 2Gi}}}}}}]
+    workerGroupSpecs:
+    - groupName: gpu
+      replicas: 1
+      minReplicas: 1
+      maxReplicas: 1
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-worker, image: rayproject/ray:2.49.1, resources: {{limits: {{amd.com/gpu: 1}}}}}}]
+"""
+
+GPU_RAYSERVICE = """apiVersion: ray.io/v1
+kind: RayService
+metadata: {{name: {name}, namespace: {namespace}, labels: {{kaiwo.silogen.ai/managed: "true"}}}}
+spec:
+  serveConfigV2: |
+    applications:
+    - name: app
+      import_path: app:deployment
+      route_prefix: /
+  rayClusterConfig:
+    headGroupSpec:
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-head, image: rayproject/ray:2.49.1, resources: {{limits: {{cpu: "1", memory: 2Gi}}}}}}]
+    workerGroupSpecs:
+    - groupName: gpu
+      replicas: 1
+      minReplicas: 1
+      maxReplicas: 1
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers: [{{name: ray-worker, image: rayproject/ray:2.49.1, resources: {{limits: {{amd.com/gpu: 1}}}}}}]
+"""
+
+
+def _admitted_workload_of(target: Target, namespace: str, owner_kind: str) -> bool:
+    return any(ref.get("kind") == owner_kind for w in target.kube.items(target.kube.kueue_api, "Workload", namespace)
+               if any(c["type"] == "Admitted" and c["status"] == "True"
+                      for c in (w.get("status") or {}).get("conditions") or [])
+               for ref in w["metadata"].get("ownerReferences") or [])
+
+
+def test_a_labelled_gpu_rayjob_is_queued_tracked_under_its_user_and_runs(
+        env: tuple[RunningSandbox, Target], kubectl: Kubectl) -> None:
+    _, target = env
+    namespace = target.namespace("managed-rayjob")
+    kubectl("apply", "-f", "-", stdin=GPU_RAYJOB.format(name="tune", namespace=namespace))
+
+    rayjob = get(target, "ray.io/v1", "RayJob", "tune", namespace)
+    assert rayjob["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+    assert rayjob["metadata"]["labels"]["kaiwo.silogen.ai/user"] == USER
+    tracker = wait_phase(target, "KaiwoJob", "tune", namespace, {"RUNNING", "COMPLETE"})
+    assert tracker["spec"]["user"] == USER
+    assert "rayJob" in tracker["spec"]
+    assert _admitted_workload_of(target, namespace, "RayJob")  # queued through Kueue, and admitted
+    rayjob = get(target, "ray.io/v1", "RayJob", "tune", namespace)
+    assert [r["kind"] for r in rayjob["metadata"]["ownerReferences"] if r.get("controller")] == ["KaiwoJob"]
+
+
+def test_a_labelled_gpu_rayservice_is_queued_tracked_under_its_user_and_runs(
+        env: tuple[RunningSandbox, Target], kubectl: Kubectl) -> None:
+    _, target = env
+    namespace = target.namespace("managed-raysvc")
+    kubectl("apply", "-f", "-", stdin=GPU_RAYSERVICE.format(name="infer", namespace=namespace))
+
+    service = get(target, "ray.io/v1", "RayService", "infer", namespace)
+    assert service["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+    assert service["metadata"]["labels"]["kaiwo.silogen.ai/user"] == USER
+    tracker = wait_phase(target, "KaiwoService", "infer", namespace, "RUNNING")
+    assert tracker["spec"]["user"] == USER
+    assert tracker["spec"]["rayService"]["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["groupName"] == "gpu"
+    assert _admitted_workload_of(target, namespace, "RayService")  # queued through Kueue, and admitted
+    service = get(target, "ray.io/v1", "RayService", "infer", namespace)
+    assert service["metadata"]["labels"]["kaiwo.silogen.ai/run-id"] == tracker["metadata"]["uid"]
+    assert [r["kind"] for r in service["metadata"]["ownerReferences"] if r.get("controller")] == ["KaiwoService"]
+    assert not target.kube.items("workload.codeflare.dev/v1beta2", "AppWrapper", namespace)  # no wrapper made
+    clusters = target.kube.items("ray.io/v1", "RayCluster", namespace)
+    assert clusters and all(c["metadata"]["ownerReferences"][0]["kind"] == "RayService" for c in clusters)
+
+
+def test_deleting_the_rayservice_deletes_its_kaiwoservice_and_back(
+        env: tuple[RunningSandbox, Target], kubectl: Kubectl) -> None:
+    _, target = env
+    namespace = target.namespace("managed-raysvc-del")
+    kubectl("apply", "-f", "-", stdin=GPU_RAYSERVICE.format(name="gone", namespace=namespace))
+    wait_for(lambda: get(target, KAIWO_API, "KaiwoService", "gone", namespace), target.timeout, "the KaiwoService")
+    kubectl("delete", "rayservice", "gone", "-n", namespace)
+    wait_for(lambda: get(target, KAIWO_API, "KaiwoService", "gone", namespace) is None, target.timeout,
+             "the KaiwoService deleted with its RayService")
+
+    kubectl("apply", "-f", "-", stdin=GPU_RAYSERVICE.format(name="back", namespace=namespace))
+    wait_for(lambda: (svc := get(target, "ray.io/v1", "RayService", "back", namespace))
+             and svc["metadata"].get("ownerReferences"), target.timeout, "the RayService adopted by its KaiwoService")
+    kubectl("delete", "kaiwoservice", "back", "-n", namespace)
+    wait_for(lambda: get(target, "ray.io/v1", "RayService", "back", namespace) is None, target.timeout,
+             "the RayService deleted with its KaiwoService")

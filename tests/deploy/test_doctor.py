@@ -188,7 +188,13 @@ def test_the_webhooks_check_warns_of_a_certificate_the_operator_did_not_rotate()
     secret = {"data": bundle.secret_data()}
     service = {"metadata": {"name": "kaiwo-ray-webhooks"}}
     ok = check_webhooks(mutating, validating, service, secret, None, now, NAMESPACE)
-    assert [r.status for r in ok] == ["OK"]
+    assert [r.status for r in ok] == ["OK"] and ok[0].message.endswith("caBundle matches, kept by the operator")
+    # A Secret cert-manager wrote (its annotation) is said to be cert-manager's, and the fix points there.
+    issued = {**secret, "metadata": {"annotations": {"cert-manager.io/certificate-name": "kaiwo-ray-webhooks"}}}
+    kept = check_webhooks(mutating, validating, service, issued, None, now, NAMESPACE)
+    assert kept[0].message.endswith(f"kept by cert-manager (Certificate {NAMESPACE}/kaiwo-ray-webhooks)")
+    overdue = check_webhooks(mutating, validating, service, issued, None, now + datetime.timedelta(days=340), NAMESPACE)
+    assert overdue[0].status == "WARN" and "kubectl describe certificate" in overdue[0].fix
     late = check_webhooks(mutating, validating, service, secret, None, now + datetime.timedelta(days=340), NAMESPACE)
     assert late[0].status == "WARN" and "was not rotated (30 days ahead)" in late[0].message
     expired = check_webhooks(mutating, validating, service, secret, None, now + datetime.timedelta(days=366), NAMESPACE)

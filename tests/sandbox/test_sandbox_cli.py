@@ -161,3 +161,21 @@ def test_authorization_rbac_enforces_roles_for_minted_identities(tmp_path: Path)
         assert status == 403 and denied["message"] == ('namespaces is forbidden: User "dev" cannot list resource '
                                                        '"namespaces" in API group "" at the cluster scope')
         _stop(process)
+
+
+def test_cli_runs_opt_in_add_ons_only_when_named() -> None:
+    import argparse
+
+    from hosts.cli.sandbox import _cluster, add_arguments
+    from kaiwo_sandbox.cluster import CONTROLLERS
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    k = ["--kubeconfig", "k"]
+    assert _cluster(parser.parse_args(k)) is True  # every default controller; cert-manager is not one
+    named = _cluster(parser.parse_args([*k, "--with", "cert-manager"]))
+    assert isinstance(named, list) and named == list(CONTROLLERS)
+    without = _cluster(parser.parse_args([*k, "--without", "kuberay"]))
+    assert isinstance(without, list) and "cert-manager" not in without and "kuberay" not in without
+    with pytest.raises(SystemExit):
+        parser.parse_args([*k, "--with", "kueue"])  # not an add-on

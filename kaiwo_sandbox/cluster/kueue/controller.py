@@ -68,6 +68,7 @@ from kaiwo_sandbox.contracts import (
     PRIORITYCLASSES,
     RAYCLUSTERS,
     RAYJOBS,
+    RAYSERVICES,
     RESOURCEFLAVORS,
     WORKLOADPRIORITYCLASSES,
     WORKLOADS,
@@ -98,7 +99,7 @@ class KueueController(Controller):
     name = "kueue"
     # Configuration kinds first so the cache knows queues before it sees workloads at start.
     watches = (RESOURCEFLAVORS, CLUSTERQUEUES, LOCALQUEUES, WORKLOADPRIORITYCLASSES, NAMESPACES, WORKLOADS,
-               JOBS, RAYJOBS, RAYCLUSTERS, APPWRAPPERS, PODS)
+               JOBS, RAYJOBS, RAYCLUSTERS, RAYSERVICES, APPWRAPPERS, PODS)
 
     def __init__(self, store: Store, clock: Clock, settings: ClusterSettings) -> None:
         super().__init__(store, clock, settings)

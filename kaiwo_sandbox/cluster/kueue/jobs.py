@@ -1,5 +1,5 @@
 """Kueue's job integrations as pure functions over dicts: for each kind Kueue gates (batch Job,
-RayJob, RayCluster, AppWrapper, plain Pod), how to read its pod sets, whether it is suspended,
+RayJob, RayCluster, RayService, AppWrapper, plain Pod), how to read its pod sets, whether it is suspended,
 active or finished, and how to start it with the admitted flavors or stop it again.
 
 `start`/`stop` mutate a deep copy the caller then writes; they never touch the store.
@@ -15,7 +15,7 @@ from typing import Any
 from kaiwo_sandbox.cluster.kuberay.appwrapper_webhook import parse_path
 from kaiwo_sandbox.cluster.kuberay.objects import default_submitter_template
 from kaiwo_sandbox.cluster.pods import controller_of
-from kaiwo_sandbox.contracts import APPWRAPPERS, GVR, JOBS, PODS, RAYCLUSTERS, RAYJOBS, JsonObj
+from kaiwo_sandbox.contracts import APPWRAPPERS, GVR, JOBS, PODS, RAYCLUSTERS, RAYJOBS, RAYSERVICES, JsonObj
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -242,6 +242,30 @@ class RayClusterFramework(Framework):
         return None  # a RayCluster runs until deleted
 
 
+class RayServiceFramework(Framework):
+    """Kueue's top-level RayService integration (v0.17+): one Workload for the head and worker groups of
+    `spec.rayClusterConfig`, gated by KubeRay 1.7's `spec.suspend` (a suspended RayService has no
+    cluster). A RayService runs until deleted."""
+
+    gvr = RAYSERVICES
+    kind = "RayService"
+    framework = "ray.io/rayservice"
+    prefix = "rayservice"
+
+    def podsets(self, obj: JsonObj) -> list[PodSetSpec]:
+        return _ray_cluster_podsets((obj.get("spec") or {}).get("rayClusterConfig") or {},
+                                    ("spec", "rayClusterConfig"))
+
+    def active(self, obj: JsonObj) -> bool:
+        status = obj.get("status") or {}
+        return not (obj.get("spec") or {}).get("suspend") and bool(
+            (status.get("activeServiceStatus") or {}).get("rayClusterName")
+            or (status.get("pendingServiceStatus") or {}).get("rayClusterName"))
+
+    def finished(self, obj: JsonObj) -> Finish | None:
+        return None
+
+
 class AppWrapperFramework(Framework):
     gvr = APPWRAPPERS
     kind = "AppWrapper"
@@ -335,7 +359,7 @@ class PodFramework(Framework):
 
 
 FRAMEWORKS: dict[str, Framework] = {
-    fw.gvr.resource: fw for fw in (Framework(), RayJobFramework(), RayClusterFramework(),
+    fw.gvr.resource: fw for fw in (Framework(), RayJobFramework(), RayClusterFramework(), RayServiceFramework(),
                                    AppWrapperFramework(), PodFramework())
 }
 FRAMEWORK_BY_KIND: dict[str, Framework] = {fw.kind: fw for fw in FRAMEWORKS.values()}
