@@ -10,9 +10,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_NAME
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WORKLOADS, Resource
-from kaiwo_ray.render.context import LABEL_NAME
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api

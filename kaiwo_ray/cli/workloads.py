@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_RUN_ID, LABEL_TYPE
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 from kaiwo_ray.cli.table import age
 from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES, PODS, Resource
-from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
