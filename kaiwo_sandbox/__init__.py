@@ -5,8 +5,9 @@ Layers, lowest first (`make lint` checks that imports point down only; docs/sand
     semantics/  -- pure apiserver semantics, no I/O: selectors, patching, apply, schema, metadata,
                    strategies, builtin/ (the built-in kinds), quantity and time parsing
     registry    -- what is served: the built-in table and CRDs -> ResourceInfo
-    storage/    -- ObjectStore (verbs, write pipeline), history, owners, garbage collection,
-                   persistence, Event expiry; no HTTP
+    storage/    -- ObjectStore (verbs, write pipeline) over tables (objects, indexes), fanout (history,
+                   watchers), admission; subresources, snapshot and persistence, garbage collection,
+                   Event expiry; no HTTP
     runtime/    -- real pods on this machine (`--local-image`, `--local-commands`): network namespaces,
                    processes, probes
     apiserver/  -- the HTTPS/JSON front end over the store: fastpath, routes, auth/, streams/, audit,

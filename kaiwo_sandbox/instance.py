@@ -48,6 +48,8 @@ from kaiwo_sandbox.contracts import (
     rfc3339_micro,
 )
 from kaiwo_sandbox.runtime.processes import LocalRuntime
+from kaiwo_sandbox.storage import snapshot
+from kaiwo_sandbox.storage.crd_install import install_crds
 from kaiwo_sandbox.storage.event_ttl import EventExpiry
 from kaiwo_sandbox.storage.persistence import Persister, load_or_create_token, load_state, save_state
 from kaiwo_sandbox.storage.store import ObjectStore, clone
@@ -187,12 +189,12 @@ class Sandbox:
         if cfg.state_dir is not None:
             state = load_state(cfg.state_dir)
             if state is not None:
-                self.store.load(state)
+                snapshot.restore(self.store, state)
         self._seed()
         if cfg.state_dir is not None:
-            # Durable before serving: the restored counter's jump (store.load) must survive a crash in
+            # Durable before serving: the restored counter's jump (snapshot.restore) must survive a crash in
             # the first second, or a restart after it would hand out this run's versions again.
-            save_state(cfg.state_dir, self.store.dump())
+            save_state(cfg.state_dir, snapshot.dump(self.store))
         exporter = partial(gpu_exporter.add_routes, store=self.store)  # served like a node exporter's port
         runner = web.AppRunner(self.server.application([exporter]), access_log=None, handler_cancellation=True,
                                shutdown_timeout=2.0)
@@ -241,7 +243,7 @@ class Sandbox:
             self._event_expiry = EventExpiry(self.store, cfg.event_ttl)
             self._event_expiry.start()
         if cfg.state_dir is not None:
-            self._persister = Persister(self.store, cfg.state_dir)
+            self._persister = Persister(partial(snapshot.dump, self.store), self.store.fanout.write_listeners, cfg.state_dir)
             self._persister.start()
 
     def _publish_front_proxy(self) -> None:
@@ -314,7 +316,7 @@ class Sandbox:
         if self.config.install_crds:
             cluster = self.config.cluster
             add_ons = cert_manager_crds() if not isinstance(cluster, bool) and "cert-manager" in set(cluster) else []
-            self.store.install_crds(list(self.config.extra_crds) + preinstalled_crds() + add_ons)
+            install_crds(self.store, list(self.config.extra_crds) + preinstalled_crds() + add_ons)
         nodes = self.config.nodes
         for node in nodes:
             name = (node.get("metadata") or {}).get("name", "")

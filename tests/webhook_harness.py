@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-JsonObj = dict[str, Any]
+from kaiwo_ray.api.jsonobj import JsonObj
+
 Handler = Callable[[JsonObj], Awaitable[JsonObj]]
 
 

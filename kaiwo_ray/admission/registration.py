@@ -10,6 +10,7 @@ import copy
 from dataclasses import dataclass
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_MANAGED, LABEL_RUN_ID
 
 NAME = "kaiwo-ray"
 EXEMPT_NAMESPACES = ("kube-system", "kaiwo-system")
@@ -78,9 +79,9 @@ def _webhook(hook: Hook, client: JsonObj, *, mutating: bool) -> JsonObj:
 # without Kaiwo's run-id (what the operator renders for a KaiwoJob/KaiwoService is Kaiwo's already, and
 # its creates do not wait on, or fail with, the webhook server).
 _OBJECT_SELECTORS: dict[tuple[bool, bool], JsonObj] = {
-    (True, False): {"matchLabels": {"kaiwo.silogen.ai/managed": "true"}},
-    (False, False): {"matchExpressions": [{"key": "kaiwo.silogen.ai/managed", "operator": "DoesNotExist"},
-                                          {"key": "kaiwo.silogen.ai/run-id", "operator": "DoesNotExist"}]},
+    (True, False): {"matchLabels": {LABEL_MANAGED: "true"}},
+    (False, False): {"matchExpressions": [{"key": LABEL_MANAGED, "operator": "DoesNotExist"},
+                                          {"key": LABEL_RUN_ID, "operator": "DoesNotExist"}]},
 }
 
 

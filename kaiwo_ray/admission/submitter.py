@@ -15,8 +15,7 @@ from typing import Any
 
 from kaiwo_ray.admission.review import pointer
 from kaiwo_ray.api.jsonobj import JsonObj
-
-SUBMITTED_BY = "kaiwo.silogen.ai/submitted-by"
+from kaiwo_ray.api.labels import SUBMITTED_BY as SUBMITTED_BY  # handed on to the admin API
 
 
 def _annotations(obj: Any) -> Mapping[str, str]:

@@ -26,7 +26,7 @@ from typing import Any
 from kaiwo_ray.admission.review import ALLOW, Verdict, forbidden, pointer
 from kaiwo_ray.admission.submitter import stamp_ops
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE, LABEL_RUN_ID, LABEL_USER
+from kaiwo_ray.api.labels import LABEL_MANAGED, LABEL_QUEUE, LABEL_RUN_ID, LABEL_USER
 from kaiwo_ray.render.names import sanitize_rfc1123
 
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")

@@ -35,19 +35,6 @@ class ApiStatusError(ClusterError):
         self.status = status or {}
 
 
-def resource_path(group: str, version: str, plural: str, namespace: str | None = None, name: str | None = None,
-                  subresource: str | None = None) -> str:
-    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    if namespace:
-        base += f"/namespaces/{quote(namespace, safe='')}"
-    base += f"/{plural}"
-    if name:
-        base += f"/{quote(name, safe='')}"
-    if subresource:
-        base += f"/{subresource}"
-    return base
-
-
 def path_of(res: Resource, namespace: str | None = None, name: str | None = None,
             subresource: str | None = None) -> str:
     """`res.path(...)` with the namespace and name URL-quoted: the CLI's come from its user."""

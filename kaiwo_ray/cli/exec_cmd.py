@@ -50,10 +50,11 @@ def command_of(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.api import resource_path
+    from kaiwo_ray.cli.api import path_of
     from kaiwo_ray.cli.errors import ClusterError
     from kaiwo_ray.cli.pick import choose
     from kaiwo_ray.cli.workloads import fetch, parse_selector, pods_of
+    from kaiwo_ray.kube.resources import PODS
 
     wtype, name = parse_selector(args.workload)
     argv = command_of(args)
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if pod_phase != "Running":
         raise ClusterError(f"pod {pod['metadata']['name']} of {args.workload} is {pod_phase}: exec needs a running "
                            f"container (see `kaiwo logs {args.workload}`)")
-    path = resource_path("", "v1", "pods", namespace, pod["metadata"]["name"], "exec")
+    path = path_of(PODS, namespace, pod["metadata"]["name"], "exec")
     return execute(api, path, container, argv, stdin=args.stdin, tty=args.tty)
 
 

@@ -27,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.api import ApiStatusError, resource_path
+    from kaiwo_ray.cli.api import ApiStatusError, path_of
     from kaiwo_ray.cli.errors import ClusterError
     from kaiwo_ray.cli.pick import choose
     from kaiwo_ray.cli.workloads import fetch, parse_selector, pods_of
+    from kaiwo_ray.kube.resources import PODS
 
     wtype, name = parse_selector(args.workload)
     api = connect(args)
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     pod, container = choose(pods_of(api, workload), args.workload, pod=args.pod, container=args.container)
     query = {"container": container, "follow": args.follow, "previous": args.previous,
              "tailLines": args.tail if args.tail >= 0 else None}
-    path = resource_path("", "v1", "pods", namespace, pod["metadata"]["name"], "log")
+    path = path_of(PODS, namespace, pod["metadata"]["name"], "log")
     try:
         for chunk in api.stream(path, query=query, timeout=None if args.follow else 60):
             sys.stdout.buffer.write(chunk)

@@ -18,11 +18,12 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Label, RichLog
 
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.cli.api import Api, ApiStatusError, resource_path
+from kaiwo_ray.cli.api import Api, ApiStatusError, path_of
 from kaiwo_ray.cli.errors import CliError, ClusterError
 from kaiwo_ray.cli.portforward import Forwarder, parse_ports
 from kaiwo_ray.cli.table import age, render_table
 from kaiwo_ray.cli.workloads import TYPES, container_rows, default_container, phase, pods_of, type_of
+from kaiwo_ray.kube.resources import PODS
 
 REFRESH_SECONDS = 2.0
 
@@ -50,7 +51,7 @@ class ClusterBackend:
         if not pods:
             return "no started pods yet"
         pod = pods[0]
-        response = self.api.raw("GET", resource_path("", "v1", "pods", pod["metadata"]["namespace"],
+        response = self.api.raw("GET", path_of(PODS, pod["metadata"]["namespace"],
                                                      pod["metadata"]["name"], "log"),
                                 query={"container": default_container(pod), "tailLines": tail}, accept="*/*")
         return f"== {pod['metadata']['name']} ==\n" + response.data.decode(errors="replace")
@@ -102,7 +103,7 @@ class ClusterBackend:
         pod = self._running_pod(workload)
         meta = pod["metadata"]
         out, err = io.BytesIO(), io.BytesIO()
-        code = execute(self.api, resource_path("", "v1", "pods", meta["namespace"], meta["name"], "exec"),
+        code = execute(self.api, path_of(PODS, meta["namespace"], meta["name"], "exec"),
                        default_container(pod), ["/bin/sh", "-c", command], stdin=False, tty=False,
                        stdout=out, stderr=err)
         text = (out.getvalue() + err.getvalue()).decode(errors="replace")
@@ -114,7 +115,7 @@ class ClusterBackend:
         pairs = parse_ports(ports.split())
         pod = self._running_pod(workload)
         meta = pod["metadata"]
-        forwarder = Forwarder(self.api, resource_path("", "v1", "pods", meta["namespace"], meta["name"],
+        forwarder = Forwarder(self.api, path_of(PODS, meta["namespace"], meta["name"],
                                                       "portforward"), pairs, "127.0.0.1")
         forwarder.serve()
         where = ", ".join(f"127.0.0.1:{local} -> {remote}" for local, remote in forwarder.ports())

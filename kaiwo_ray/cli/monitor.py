@@ -83,16 +83,17 @@ def gpu_report(api: Api, namespace: str, pods: list[JsonObj], out: BinaryIO) -> 
     """Each running GPU pod's header and its vendor tool's output into `out`; how many pods had GPUs."""
     import io
 
-    from kaiwo_ray.cli.api import resource_path
+    from kaiwo_ray.cli.api import path_of
     from kaiwo_ray.cli.exec_cmd import execute
     from kaiwo_ray.cli.workloads import gpu_vendor_of
+    from kaiwo_ray.kube.resources import PODS
 
     running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
     gpu_pods = [(p, found) for p in running if (found := gpu_vendor_of(p)) is not None]
     for pod, (vendor, container) in gpu_pods:
         out.write(f"== {pod['metadata']['name']} (container {container}, {vendor}) ==\n".encode())
         out.flush()
-        path = resource_path("", "v1", "pods", namespace, pod["metadata"]["name"], "exec")
+        path = path_of(PODS, namespace, pod["metadata"]["name"], "exec")
         for tool in TOOLS[vendor]:
             errors = io.BytesIO()
             code = execute(api, path, container, tool, stdin=False, tty=False, stdout=out, stderr=errors)

@@ -134,9 +134,10 @@ class Forwarder:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kaiwo_ray.cli.api import resource_path
+    from kaiwo_ray.cli.api import path_of
     from kaiwo_ray.cli.errors import ClusterError
     from kaiwo_ray.cli.workloads import fetch, parse_selector, pods_of
+    from kaiwo_ray.kube.resources import PODS
 
     wtype, name = parse_selector(args.workload)
     pairs = parse_ports(args.ports)
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         raise ClusterError(f"{args.workload} has no running pod{' ' + args.pod if args.pod else ''}: "
                            f"see `kaiwo explain {args.workload}`")
     pod = running[0]["metadata"]["name"]
-    forwarder = Forwarder(api, resource_path("", "v1", "pods", namespace, pod, "portforward"), pairs, args.address)
+    forwarder = Forwarder(api, path_of(PODS, namespace, pod, "portforward"), pairs, args.address)
     for local, remote in forwarder.ports():
         print(f"Forwarding from {args.address}:{local} -> {remote} (pod {pod})", flush=True)
     forwarder.serve()

@@ -75,7 +75,7 @@ def describe(obs: Observation) -> str:
 
 
 def observe(api: Api, workload: JsonObj) -> Observation:
-    from kaiwo_ray.cli.api import resource_path
+    from kaiwo_ray.cli.api import path_of
 
     meta = workload.get("metadata") or {}
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
@@ -83,7 +83,7 @@ def observe(api: Api, workload: JsonObj) -> Observation:
     if phase(workload) in ("", "PENDING", "DOWNLOADING", "STARTING"):
         obs.queue_position = _queue_position(api, namespace, name)
     if phase(workload) == "DOWNLOADING":
-        obs.download = api.get_or_none(resource_path("batch", "v1", "jobs", namespace, f"{name}-download"))
+        obs.download = api.get_or_none(path_of(R.JOBS, namespace, f"{name}-download"))
     return obs
 
 

@@ -10,8 +10,9 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_NAME
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
-from kaiwo_ray.render.context import LABEL_NAME
+from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WORKLOADS, Resource
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
@@ -25,7 +26,6 @@ EXAMPLES = """examples:
   kaiwo status nodes           # every node, GPU or not
   kaiwo status usage --by queue --since 30d   # GPU-hours allocated/used/idle/unknown/reclaimed
 """
-KUEUE = ("kueue.x-k8s.io", "v1beta1")
 GPU_KEYS = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
 
 
@@ -45,15 +45,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cluster_arguments(parser, namespace=False)
 
 
-def _items(api: Api, group: str, version: str, plural: str) -> list[JsonObj]:
-    from kaiwo_ray.cli.api import ApiStatusError, resource_path
+def _items(api: Api, res: Resource) -> list[JsonObj]:
+    """Every `res` in the cluster, at the version it serves (Kueue's from discovery)."""
+    from kaiwo_ray.cli.api import ApiStatusError, path_of
     from kaiwo_ray.cli.errors import ClusterError
 
+    served = api.served(res)
+    missing = ClusterError(f"the cluster has no {res.plural}.{res.group or 'core'}: is Kueue installed?")
+    if served is None:
+        raise missing
     try:
-        return list(api.list(resource_path(group, version, plural)).get("items") or [])
+        return list(api.list(path_of(served)).get("items") or [])
     except ApiStatusError as err:
         if err.code == 404:
-            raise ClusterError(f"the cluster has no {plural}.{group or 'core'}: is Kueue installed?") from None
+            raise missing from None
         raise
 
 
@@ -161,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "queues":
         from kaiwo_ray.views.queues import cluster_queue_views
 
-        cluster_queues = _items(api, *KUEUE, "clusterqueues")
-        local_queues = _items(api, *KUEUE, "localqueues")
-        kueue_workloads = _items(api, *KUEUE, "workloads")
+        cluster_queues = _items(api, CLUSTERQUEUES)
+        local_queues = _items(api, LOCALQUEUES)
+        kueue_workloads = _items(api, WORKLOADS)
         queues = cluster_queue_views(cluster_queues, local_queues, kueue_workloads)
         if args.output == "json":
             import json
@@ -178,8 +183,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from kaiwo_ray.views.nodes import node_totals, node_views
 
-    nodes = _items(api, "", "v1", "nodes")
-    pods = _items(api, "", "v1", "pods")
+    nodes = _items(api, NODES)
+    pods = _items(api, PODS)
     views = node_views(nodes, pods)
     if args.what in GPU_KEYS:
         views = [v for v in views if v.gpu_resource == GPU_KEYS[args.what]]

@@ -42,9 +42,10 @@ def usage_rows(usage: UsageReport) -> list[list[str]]:
 
 
 def run(api: Any, args: Any) -> int:
-    from kaiwo_ray.cli.api import ApiStatusError, resource_path
+    from kaiwo_ray.cli.api import ApiStatusError, path_of
     from kaiwo_ray.cli.errors import ClusterError
     from kaiwo_ray.cli.table import render_table
+    from kaiwo_ray.kube.resources import CONFIGMAPS
 
     now = time.time()
     try:
@@ -53,7 +54,7 @@ def run(api: Any, args: Any) -> int:
         sys.stderr.write(f"error: {err}\n")
         return 2
     try:
-        listed = api.list(resource_path("", "v1", "configmaps", args.ledger_namespace), labelSelector=LABEL)
+        listed = api.list(path_of(CONFIGMAPS, args.ledger_namespace), labelSelector=LABEL)
     except ApiStatusError as err:
         if err.code == 403:
             raise ClusterError(f"reading the GPU ledger needs `list configmaps` in {args.ledger_namespace}: "

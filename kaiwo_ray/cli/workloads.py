@@ -11,35 +11,43 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_RUN_ID, LABEL_TYPE
 from kaiwo_ray.cli.errors import ClusterError, UsageError
 from kaiwo_ray.cli.table import age
-from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE
+from kaiwo_ray.kube.resources import KAIWOJOBS, KAIWOSERVICES, PODS, Resource
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
 
-GROUP, VERSION = "kaiwo.silogen.ai", "v1alpha1"
+GROUP, VERSION = KAIWOJOBS.group, KAIWOJOBS.version
 GPU_KEYS = ("amd.com/gpu", "nvidia.com/gpu")
 
 
 @dataclass(frozen=True)
 class WorkloadType:
     short: str  # job | service
-    kind: str
-    plural: str
+    resource: Resource
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def plural(self) -> str:
+        return self.resource.plural
 
     @property
     def qualified(self) -> str:
         return f"{self.kind.lower()}.{GROUP}"
 
     def path(self, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
-        from kaiwo_ray.cli.api import resource_path
+        from kaiwo_ray.cli.api import path_of
 
-        return resource_path(GROUP, VERSION, self.plural, namespace, name, subresource)
+        return path_of(self.resource, namespace, name, subresource)
 
 
-JOB = WorkloadType("job", "KaiwoJob", "kaiwojobs")
-SERVICE = WorkloadType("service", "KaiwoService", "kaiwoservices")
+JOB = WorkloadType("job", KAIWOJOBS)
+SERVICE = WorkloadType("service", KAIWOSERVICES)
 TYPES = (JOB, SERVICE)
 # every name kubectl users might type for each type
 ALIASES = {alias: t for t in TYPES for alias in
@@ -80,10 +88,10 @@ def fetch(api: Api, wtype: WorkloadType, namespace: str, name: str) -> JsonObj:
 
 def pods_of(api: Api, workload: JsonObj) -> list[JsonObj]:
     """The workload's pods (labelled with its run-id), download pods excluded; Ray heads first."""
-    from kaiwo_ray.cli.api import resource_path
+    from kaiwo_ray.cli.api import path_of
 
     meta = workload.get("metadata") or {}
-    pods = api.list(resource_path("", "v1", "pods", meta.get("namespace")),
+    pods = api.list(path_of(PODS, meta.get("namespace")),
                     labelSelector=f"{LABEL_RUN_ID}={meta.get('uid', '')}").get("items") or []
     pods = [p for p in pods if ((p.get("metadata") or {}).get("labels") or {}).get(LABEL_TYPE) != "downloader"]
     return sorted(pods, key=_pod_order)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_MANAGED
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
@@ -22,7 +23,6 @@ from kaiwo_ray.kube.errors import AlreadyExists, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.resources import Resource
 from kaiwo_ray.reconcile.managed import TRACKED, adoption_patch, opted_in, tracker_for, tracks
-from kaiwo_ray.render.context import LABEL_MANAGED
 
 SOURCES: dict[str, Resource] = {"Job": R.JOBS, "Deployment": R.DEPLOYMENTS, "RayJob": R.RAYJOBS,
                                 "RayService": R.RAYSERVICES}

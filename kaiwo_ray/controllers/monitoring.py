@@ -23,6 +23,7 @@ from typing import Any
 
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_NAME, LABEL_TYPE
 from kaiwo_ray.controllers.base import Controller, Key, Watch
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
@@ -30,7 +31,6 @@ from kaiwo_ray.kube.errors import Conflict, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.reconcile import phases as ph
 from kaiwo_ray.reconcile.monitoring import EVENT_COMPONENT, GpuUse, evaluate
-from kaiwo_ray.render.context import LABEL_NAME, LABEL_TYPE
 
 log = logging.getLogger(__name__)
 GPU_PREFIXES = ("amd.com/", "nvidia.com/gpu")

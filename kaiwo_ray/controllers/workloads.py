@@ -20,6 +20,7 @@ from typing import Any
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_NAME, LABEL_RUN_ID, LABEL_TYPE
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.controllers.aimnamespace import namespace_facts
 from kaiwo_ray.controllers.base import Controller, Key, Requeue, Watch, controller_owner_key, own_key
@@ -46,7 +47,7 @@ from kaiwo_ray.reconcile.workload import (
     gpu_demand,
     shared_child,
 )
-from kaiwo_ray.render.context import LABEL_NAME, LABEL_RUN_ID, LABEL_TYPE, PriorityClasses
+from kaiwo_ray.render.context import PriorityClasses
 
 log = logging.getLogger(__name__)
 

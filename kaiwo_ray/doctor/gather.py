@@ -143,7 +143,7 @@ async def _dry_run_through_webhooks(client: KubeClient) -> tuple[bool, str]:
     """A labelled Job created with dryRun=All in `default`: the API server calls the webhooks as for any
     create (TLS verified against the caBundle), the dry run stores nothing, and the webhooks have no side
     effects (sideEffects None). The queue label in the answer is the mutating webhook's work."""
-    from kaiwo_ray.render.context import LABEL_MANAGED, LABEL_QUEUE
+    from kaiwo_ray.api.labels import LABEL_MANAGED, LABEL_QUEUE
 
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"generateName": "kaiwo-ray-doctor-", "labels": {LABEL_MANAGED: "true"}},

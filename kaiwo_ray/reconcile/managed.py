@@ -24,14 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.render.context import (
-    LABEL_MANAGED,
-    LABEL_NAME,
-    LABEL_QUEUE,
-    LABEL_RUN_ID,
-    LABEL_TYPE,
-    LABEL_USER,
-)
+from kaiwo_ray.api.labels import LABEL_MANAGED, LABEL_NAME, LABEL_QUEUE, LABEL_RUN_ID, LABEL_TYPE, LABEL_USER
 
 TRACKS = "kaiwo.silogen.ai/tracks"
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"

@@ -13,6 +13,17 @@ from typing import Any
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import (
+    ANNOTATION_PREFERRED_TOPOLOGY,
+    ANNOTATION_REQUIRED_TOPOLOGY,
+    LABEL_MANAGED,
+    LABEL_PRIORITY,
+    LABEL_QUEUE,
+    LABEL_RUN_ID,
+    LABEL_TYPE,
+    LABEL_USER,
+)
+from kaiwo_ray.api.labels import LABEL_NAME as LABEL_NAME  # handed on: the admin API's cache reads it here
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render.gpus import (
     GpuCheck,
@@ -25,15 +36,6 @@ from kaiwo_ray.render.names import name_with_postfix, sanitize_rfc1123
 
 Workload = KaiwoJob | KaiwoService
 
-LABEL_USER = "kaiwo.silogen.ai/user"
-LABEL_NAME = "kaiwo.silogen.ai/name"
-LABEL_TYPE = "kaiwo.silogen.ai/type"
-LABEL_RUN_ID = "kaiwo.silogen.ai/run-id"
-LABEL_MANAGED = "kaiwo.silogen.ai/managed"
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
-LABEL_PRIORITY = "kueue.x-k8s.io/priority-class"
-ANNOTATION_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-ANNOTATION_PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec, SecretValueReference
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_RUN_ID, LABEL_TYPE
 from kaiwo_ray.api.workloads import (
     AzureBlobDownload,
     Bucket,
@@ -30,7 +31,7 @@ from kaiwo_ray.api.workloads import (
     StorageSpec,
     ValueReference,
 )
-from kaiwo_ray.render.context import LABEL_RUN_ID, LABEL_TYPE, RenderContext, Workload, object_meta
+from kaiwo_ray.render.context import RenderContext, Workload, object_meta
 from kaiwo_ray.render.download_config import dump_download_config
 from kaiwo_ray.render.errors import RenderError
 from kaiwo_ray.render.names import is_dns1123_subdomain, name_with_postfix, volume_name_for

@@ -19,12 +19,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.api.labels import LABEL_QUEUE, LABEL_RUN_ID, LABEL_USER, SUBMITTED_BY
 from kaiwo_ray.telemetry.ledger import Owner, Reclaim, reclaimed_seconds
 
-SUBMITTED_BY = "kaiwo.silogen.ai/submitted-by"
-LABEL_USER = "kaiwo.silogen.ai/user"
-LABEL_RUN_ID = "kaiwo.silogen.ai/run-id"
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 PREEMPTION, MONITORING = "gpu-preemption", "resource-monitoring"
 
 

@@ -10,8 +10,6 @@ from pydantic import BaseModel, ConfigDict
 
 from kaiwo_ray.api.quantity import format_quantity, parse_quantity
 
-LABEL_USER = "kaiwo.silogen.ai/user"
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
 GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
 

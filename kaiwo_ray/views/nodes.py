@@ -10,7 +10,7 @@ from decimal import Decimal
 from pydantic import BaseModel, Field
 
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.render.context import LABEL_NAME
+from kaiwo_ray.api.labels import LABEL_NAME
 from kaiwo_ray.views._objects import (
     GPU_RESOURCES,
     TERMINAL_POD_PHASES,

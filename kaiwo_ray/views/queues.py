@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.render.context import LABEL_NAME
+from kaiwo_ray.api.labels import LABEL_NAME
 from kaiwo_ray.views._objects import ObjectRef, condition, is_true, meta, quantity, show, status
 
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kaiwo_ray.views._objects import LABEL_USER, meta, status
+from kaiwo_ray.api.labels import LABEL_USER
+from kaiwo_ray.views._objects import meta, status
 
 WORKLOAD_KINDS = ("KaiwoJob", "KaiwoService")
 _KIND_ALIASES = {

@@ -19,9 +19,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj, ResourceInfo, StorageKey
+from kaiwo_sandbox.contracts import GVR, NAMESPACES, ApiError, JsonObj, ResourceInfo, StorageKey
 from kaiwo_sandbox.registry import Registry
 from kaiwo_sandbox.storage.owners import ObjKey
+from kaiwo_sandbox.storage.tables import Tables
 
 log = logging.getLogger(__name__)
 
@@ -30,26 +31,15 @@ ORPHAN = "orphan"
 GC_USER = "system:serviceaccount:kube-system:generic-garbage-collector"
 NAMESPACE_USER = "system:serviceaccount:kube-system:namespace-controller"
 
-Located = tuple[ResourceInfo, ObjKey, JsonObj]
-
 
 class CollectedStore(Protocol):
     """What the collectors read and write of the object store (store.ObjectStore, which owns them):
     declared here so that this module does not import the store that imports it."""
 
     registry: Registry
+    tables: Tables  # where objects are, by uid, by owner and by namespace
 
     def resolve(self, gvr: GVR) -> ResourceInfo: ...
-
-    def primary(self, info: ResourceInfo) -> ResourceInfo: ...
-
-    def stored(self, storage: StorageKey, key: ObjKey) -> JsonObj | None: ...
-
-    def by_uid(self, uid: str) -> Located | None: ...
-
-    def dependents_of(self, uid: str) -> list[Located]: ...
-
-    def objects_in_namespace(self, namespace: str) -> list[Located]: ...
 
     def system_update(self, info: ResourceInfo, key: ObjKey, mutate: Callable[[JsonObj], None]) -> None: ...
 
@@ -74,7 +64,7 @@ class GarbageCollector:
         if orphan:
             self._orphan_dependents(uid)
         else:
-            for dep_info, key, _ in self.store.dependents_of(uid):
+            for dep_info, key, _ in self.store.tables.dependents_of(uid):
                 self._dependents[(dep_info.storage, key)] = None
         for ref in meta.get("ownerReferences") or ():
             if ref.get("uid") in self._owners:
@@ -135,14 +125,14 @@ class GarbageCollector:
         infos = self.store.registry.storage_infos(storage)
         if not infos:
             return
-        info = self.store.primary(infos[0])
-        obj = self.store.stored(storage, key)
+        info = self.store.tables.primary(infos[0])
+        obj = self.store.tables.stored(storage, key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return
         refs = obj["metadata"].get("ownerReferences") or []
         solid, dangling, waiting = [], [], []
         for ref in refs:
-            found = self.store.by_uid(str(ref.get("uid", "")))
+            found = self.store.tables.by_uid(str(ref.get("uid", "")))
             if found is None:
                 dangling.append(ref)
                 continue
@@ -161,7 +151,7 @@ class GarbageCollector:
 
             self.store.system_update(info, key, drop_refs)
             return
-        has_dependents = bool(self.store.dependents_of(str(obj["metadata"].get("uid", ""))))
+        has_dependents = bool(self.store.tables.dependents_of(str(obj["metadata"].get("uid", ""))))
         policy = "Foreground" if waiting and has_dependents else "Background"
         self._delete(info, key, policy)
 
@@ -178,7 +168,7 @@ class GarbageCollector:
         """Advance foreground/orphan deletions. Returns True when something changed."""
         changed = False
         for uid in list(self._owners):
-            found = self.store.by_uid(uid)
+            found = self.store.tables.by_uid(uid)
             if found is None:
                 del self._owners[uid]
                 continue
@@ -194,7 +184,7 @@ class GarbageCollector:
                 changed = True
                 continue
             blocking = 0
-            for dep_info, dep_key, dep in self.store.dependents_of(uid):
+            for dep_info, dep_key, dep in self.store.tables.dependents_of(uid):
                 refs = dep["metadata"].get("ownerReferences") or ()
                 if any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in refs):
                     blocking += 1
@@ -208,7 +198,7 @@ class GarbageCollector:
         return changed
 
     def _orphan_dependents(self, uid: str) -> None:
-        for dep_info, dep_key, _ in self.store.dependents_of(uid):
+        for dep_info, dep_key, _ in self.store.tables.dependents_of(uid):
             def drop(new: JsonObj) -> None:
                 refs = new["metadata"].get("ownerReferences") or []
                 kept = [r for r in refs if r.get("uid") != uid]
@@ -221,22 +211,20 @@ class GarbageCollector:
 
     # ------------------------------------------------------------------ namespaces
     def _step_namespaces(self) -> bool:
-        from kaiwo_sandbox.contracts import NAMESPACES
-
         changed = False
         ns_info = self.store.resolve(NAMESPACES)
         for name in list(self._namespaces):
-            namespace = self.store.stored(ns_info.storage, ("", name))
+            namespace = self.store.tables.stored(ns_info.storage, ("", name))
             if namespace is None or not namespace["metadata"].get("deletionTimestamp"):
                 del self._namespaces[name]
                 self._terminating.discard(name)
                 continue
-            contents = self.store.objects_in_namespace(name)
+            contents = self.store.tables.objects_in_namespace(name)
             for info, key, obj in contents:
                 if not obj["metadata"].get("deletionTimestamp"):
                     self._delete(info, key, "Background")
                     changed = True
-            if self.store.objects_in_namespace(name):
+            if self.store.tables.objects_in_namespace(name):
                 del self._namespaces[name]  # re-queued by `removed` when its content goes
                 continue
             del self._namespaces[name]

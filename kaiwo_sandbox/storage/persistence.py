@@ -10,12 +10,12 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
 from kaiwo_sandbox.contracts import JsonObj
-from kaiwo_sandbox.storage.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +85,9 @@ def load_or_create_token(state_dir: Path, make: str) -> str:
     return make
 
 
-# A save is a whole snapshot taken on the event loop: with 10,000 KaiwoJobs and their Jobs, pods,
-# Workloads and Events one took ~0.5 s, and saving every second made it 57% of the sandbox's CPU
-# (the API server and the simulated cluster starved; seen in benchmarks/chaos.py --scale 10000).
+# A save is a whole snapshot taken on the event loop, and its cost grows with the store: at 10,000
+# KaiwoJobs with their Jobs, pods, Workloads and Events it is about half a second, so saving every
+# second would starve the API server and the simulated cluster (benchmarks/chaos.py --scale 10000).
 # The pause after a save therefore grows with what the save cost, so saving stays under a tenth of
 # the loop's time; `stop` still saves last, so only a crash loses the writes of the last pause.
 SAVE_SHARE = 0.1
@@ -99,15 +99,17 @@ def pause_after_save(interval: float, took: float) -> float:
 
 
 class Persister:
-    """Saves the store while it runs (debounced, at most a tenth of the time) and once more on `stop`."""
+    """Saves the store while it runs (debounced, at most a tenth of the time) and once more on `stop`:
+    `dump` takes the snapshot (`snapshot.dump`), `write_listeners` are the store's ("something changed")."""
 
-    def __init__(self, store: ObjectStore, state_dir: Path, interval: float = 1.0) -> None:
-        self.store = store
+    def __init__(self, dump: Callable[[], JsonObj], write_listeners: list[Callable[[], None]], state_dir: Path,
+                 interval: float = 1.0) -> None:
+        self.dump = dump
         self.state_dir = state_dir
         self.interval = interval
         self._dirty = False
         self._task: asyncio.Task[None] | None = None
-        store.write_listeners.append(self._mark)
+        write_listeners.append(self._mark)
 
     def _mark(self) -> None:
         self._dirty = True
@@ -127,7 +129,7 @@ class Persister:
     def save(self) -> None:
         self._dirty = False
         try:
-            save_state(self.state_dir, self.store.dump())
+            save_state(self.state_dir, self.dump())
         except OSError as exc:
             log.error("sandbox: saving state to %s failed: %s", self.state_dir, exc)
 

@@ -1,17 +1,20 @@
 """The write pipeline's stages, as the apiserver runs them on every write (HTTP or in-process):
-decode (check_body, decode_typed), default (and prune, with fieldValidation), validate, and record
-managedFields. Admission runs between defaulting and validation, in the store (its hooks are store
-state). Pure functions of the resource's `ResourceInfo` and the object.
+decode (check_body, decode_typed), patch (apply_patch), merge a subresource's part (merge_subresource),
+default (and prune, with fieldValidation), validate, and record managedFields. Admission runs between
+defaulting and validation (admission.py: its hooks are state). Pure functions of the resource's
+`ResourceInfo` and the objects.
 """
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Container
 from typing import Any
 
 import orjson
 
-from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj, ResourceInfo
-from kaiwo_sandbox.semantics import apply
+from kaiwo_sandbox.contracts import GVR, ApiError, JsonObj, PatchType, ResourceInfo
+from kaiwo_sandbox.semantics import apply, patching
 from kaiwo_sandbox.semantics import schema as schema_module
 from kaiwo_sandbox.semantics.builtin import defaults as builtin_defaults
 from kaiwo_sandbox.semantics.builtin.decoding import check_builtin_types
@@ -22,6 +25,42 @@ JsonList = list[JsonObj]
 # etcd's default --max-request-bytes. The real server stores protobuf (or JSON for custom resources);
 # the sandbox measures the object's JSON, so a built-in object near the limit is refused a little earlier.
 MAX_STORED_OBJECT_BYTES = 1536 * 1024
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphabet
+
+
+def clone(obj: Any) -> Any:
+    """Deep copy of a JSON value (orjson round trip: ~10x faster than copy.deepcopy)."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def random_suffix(length: int = 5) -> str:
+    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(length))
+
+
+def generate_name(prefix: str, taken: Container[tuple[str, str]], namespace: str) -> str:
+    """names.SimpleNameGenerator: `prefix` cut to leave room for 5 random characters, a name not `taken`."""
+    prefix = prefix[: 63 - 5] if len(prefix) > 63 - 5 else prefix
+    for _ in range(8):
+        name = prefix + random_suffix()
+        if (namespace, name) not in taken:
+            return name
+    return prefix + random_suffix(8)
+
+
+def strip_volatile(obj: JsonObj) -> JsonObj:
+    """The object without what every write changes anyway (to detect no-op writes)."""
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    meta.pop("managedFields", None)
+    out = dict(obj)
+    out["metadata"] = meta
+    return out
+
+
+def require_verb(info: ResourceInfo, verb: str) -> None:
+    if verb not in info.verbs:
+        raise ApiError.method_not_allowed(f"{verb} is not supported on resources of kind "
+                                          f"\"{info.resource}.{info.group}\"".replace(".\"", "\""))
 
 
 def check_body(info: ResourceInfo, gvr: GVR, obj: Any) -> JsonObj:
@@ -127,3 +166,47 @@ def record_manager(info: ResourceInfo, gvr: GVR, old: JsonObj | None, new: JsonO
     return apply.record_update(old, new, manager=manager, api_version=gvr.api_version, group=info.group,
                                kind=info.kind, subresource=subresource, now=now,
                                schema=info.schemas.get(gvr.version), status_subresource=info.has_status)
+
+
+def apply_patch(info: ResourceInfo, doc: JsonObj, patch: Any, patch_type: PatchType) -> Any:
+    """`patch` applied to `doc` (the caller's own copy: a merge patch edits it in place)."""
+    if patch_type == "merge":
+        return patching.apply_merge_patch_in_place(doc, patch)
+    if patch_type == "json":
+        return patching.apply_json_patch(doc, patch)
+    if patch_type == "strategic":
+        if info.custom or not patching.strategic_merge_supported(info.group, info.kind):
+            raise ApiError.unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+        return patching.apply_strategic_merge_patch(doc, patch, group=info.group, kind=info.kind)
+    raise ApiError.unsupported_media_type(f"unsupported patch type {patch_type!r}")
+
+
+def merge_subresource(info: ResourceInfo, old: JsonObj, obj: JsonObj, subresource: str | None) -> JsonObj:
+    """The candidate a write of `subresource` makes of `old`: the main resource keeps the stored
+    status, /status keeps all but status, /finalize (namespaces) takes only spec.finalizers."""
+    if subresource is None:
+        if info.has_status:
+            obj.pop("status", None)
+            if "status" in old:
+                obj["status"] = old["status"]
+        return obj
+    if subresource == "status":
+        if not info.has_status:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        # Stored objects are never modified, so the new one shares all but status (and the
+        # top level and metadata, which later steps set fields of) with the old one.
+        new: JsonObj = dict(old)
+        new["metadata"] = dict(new["metadata"])
+        if "managedFields" in (obj.get("metadata") or {}):
+            new["metadata"]["managedFields"] = obj["metadata"]["managedFields"]
+        new.pop("status", None)
+        if "status" in obj:
+            new["status"] = obj["status"]
+        return new
+    if subresource == "finalize" and info.resource == "namespaces":
+        new = clone(old)
+        new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])
+        return new
+    raise ApiError(404, "NotFound", "the server could not find the requested resource")

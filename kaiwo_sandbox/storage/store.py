@@ -5,30 +5,31 @@ decode (+ uid, creationTimestamp) -> PrepareForCreate -> (patch) -> defaulting -
 admission -> validation -> managedFields -> resourceVersion/generation -> commit -> notify
 subscribers and watchers; then garbage collection reacts (gc.py).
 
+`ObjectStore` is that pipeline and the reads, over collaborators with one job each:
+- `tables.Tables`: the committed objects, their key order, the owner index, the resourceVersion counter;
+- `fanout.Fanout`: history and who hears of each change (HTTP watches, subscribers, persistence);
+- `admission.Admission`: in-process hooks, PodSecurity and the scopes of one HTTP write;
+- `pipeline` and `namespaces`: the pure stages of a write;
+- `gc.GarbageCollector`: what the garbage collector and the namespace controller do after a change.
+Beside it: `subresources` (binding, scale), `snapshot` (dump and restore), `crd_install`.
+
 Stored objects are never mutated after commit: a write builds a new dict and swaps it in. That
 lets history, watch events and HTTP serialisation share snapshots without copying; the public
-`Store` methods hand out copies (an orjson round trip, much cheaper than deepcopy).
+methods without `_owned`/`_ref` hand out copies (an orjson round trip, much cheaper than deepcopy).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-import secrets
 import uuid
-from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
-
-import orjson
 
 from kaiwo_sandbox.contracts import (
     CRDS,
     GVR,
     NAMESPACES,
-    PODS,
     AdmissionHook,
     ApiError,
     Clock,
@@ -41,73 +42,24 @@ from kaiwo_sandbox.contracts import (
     rfc3339,
 )
 from kaiwo_sandbox.registry import Registry
-from kaiwo_sandbox.semantics import apply, event_conversion, patching, scale, strategies
-from kaiwo_sandbox.semantics.builtin import pod_security
+from kaiwo_sandbox.semantics import apply, event_conversion, patching, strategies
 from kaiwo_sandbox.semantics.listing import ListResult, Selection, decode_continue, encode_continue
-from kaiwo_sandbox.storage import crd_registration, pipeline
+from kaiwo_sandbox.storage import crd_registration, pipeline, subresources
+from kaiwo_sandbox.storage.admission import Admission, AdmissionNotes, FieldPaths
+from kaiwo_sandbox.storage.fanout import EventList, Fanout, require_reached
 from kaiwo_sandbox.storage.gc import GarbageCollector
-from kaiwo_sandbox.storage.history import History
-from kaiwo_sandbox.storage.owners import ObjKey, OwnerIndex
+from kaiwo_sandbox.storage.namespaces import namespace_for, namespace_of, require_open
+from kaiwo_sandbox.storage.owners import ObjKey
+from kaiwo_sandbox.storage.pipeline import clone, strip_volatile
+from kaiwo_sandbox.storage.tables import Bucket, Tables, key_of
 
-log = logging.getLogger(__name__)
+__all__ = ["SYSTEM_USER", "ObjectStore", "clone"]
 
 SYSTEM_USER = "system:sandbox"
 DEFAULT_HISTORY = 10_000
 
-# Aliases: inside ObjectStore the name `list` is the method.
-JsonList = list[JsonObj]
-FieldPaths = list[str]
-EventList = list[WatchEvent]
-Located = tuple[ResourceInfo, ObjKey, JsonObj]
-LocatedList = list[Located]
-
-_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's utilrand alphabet
+JsonList = list[JsonObj]  # inside ObjectStore the name `list` is the method
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
-
-
-def clone(obj: Any) -> Any:
-    """Deep copy of a JSON value (orjson round trip: ~10x faster than copy.deepcopy)."""
-    return orjson.loads(orjson.dumps(obj))
-
-
-def random_suffix(length: int = 5) -> str:
-    return "".join(secrets.choice(_NAME_ALPHABET) for _ in range(length))
-
-
-def _key_string(key: ObjKey) -> str:
-    return f"{key[0]}/{key[1]}"
-
-
-KeyOrder = list[str]  # a bucket's keys as "namespace/name", sorted (`ObjectStore.list` shadows `list` in the class)
-
-
-def _key_of(key_string: str) -> ObjKey:
-    """The inverse of `_key_string` (neither a namespace nor a name holds a "/")."""
-    namespace, _, name = key_string.partition("/")
-    return namespace, name
-
-
-def _strip_volatile(obj: JsonObj) -> JsonObj:
-    """The object without what every write changes anyway (to detect no-op writes)."""
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("resourceVersion", None)
-    meta.pop("managedFields", None)
-    out = dict(obj)
-    out["metadata"] = meta
-    return out
-
-
-# How far the resourceVersion counter jumps when state is restored: more writes than a run can make
-# in the persister's interval, whose versions a crash may have lost after clients saw them.
-RESTORE_GAP = 100_000
-
-
-@dataclass(slots=True)
-class AdmissionNotes:
-    """What admission plugins said about one write besides yes or no."""
-
-    warnings: list[str] = dataclasses.field(default_factory=list)  # each becomes a `Warning: 299` header
-    annotations: dict[str, str] = dataclasses.field(default_factory=dict)  # for the audit record
 
 
 class ObjectStore:
@@ -116,39 +68,22 @@ class ObjectStore:
     def __init__(self, clock: Clock | None = None, *, history_limit: int = DEFAULT_HISTORY) -> None:
         self.clock: Clock = clock or RealClock()
         self.registry = Registry()
-        self._data: dict[StorageKey, dict[ObjKey, JsonObj]] = {}
-        self._order: dict[StorageKey, KeyOrder] = {}  # each bucket's keys in list order (`_key_order`)
-        self._rv = 0
-        self.history = History(history_limit)
-        self._subscribers: list[Callable[[WatchEvent], None]] = []
-        self._watchers: dict[StorageKey, list[Callable[[WatchEvent], None]]] = {}
-        self._hooks: list[AdmissionHook] = []
-        self.owners = OwnerIndex()
-        self.write_listeners: list[Callable[[], None]] = []  # persistence: "something changed"
-        self._field_validation = "Ignore"  # the fieldValidation of the HTTP write in progress
-        self.unknown_fields: list[str] = []  # what that write dropped (for Warn's Warning headers)
-        self._notes: AdmissionNotes | None = None  # what admission said about the HTTP write in progress
-        self._webhooks: AdmissionHook | None = None  # the HTTP write's admission webhooks (`webhook_admission`)
+        self.tables = Tables(self.registry)
+        self.fanout = Fanout(history_limit)
+        self.admission = Admission()
         self.gc = GarbageCollector(self)
 
     # ------------------------------------------------------------------ identity
     @property
     def resource_version(self) -> int:
-        return self._rv
+        return self.tables.rv
 
     def resolve(self, gvr: GVR) -> ResourceInfo:
         return self.registry.resolve(gvr)
 
     def primary(self, info: ResourceInfo) -> ResourceInfo:
         """The resource that owns a storage (core events for events.k8s.io events)."""
-        if info.storage_group is None:
-            return info
-        found = self.registry.find(*info.storage)
-        return found if found is not None else info
-
-    def storage_gvr(self, info: ResourceInfo) -> GVR:
-        owner = self.primary(info)
-        return owner.gvr(owner.stored_version)
+        return self.tables.primary(info)
 
     def view(self, info: ResourceInfo, version: str, obj: JsonObj) -> JsonObj:
         """A stored snapshot as seen through `info`/`version` (no copy when nothing changes)."""
@@ -168,12 +103,6 @@ class ObjectStore:
         obj["kind"] = info.kind
         return obj
 
-    def _bucket(self, info: ResourceInfo) -> dict[ObjKey, JsonObj]:
-        return self._data.setdefault(info.storage, {})
-
-    def _namespace_of(self, info: ResourceInfo, namespace: str | None) -> str:
-        return (namespace or "") if info.namespaced else ""
-
     # ------------------------------------------------------------------ reads
     def get(self, gvr: GVR, namespace: str | None, name: str) -> JsonObj:
         result: JsonObj = clone(self.get_ref(gvr, namespace, name))
@@ -182,7 +111,7 @@ class ObjectStore:
     def get_ref(self, gvr: GVR, namespace: str | None, name: str) -> JsonObj:
         """The stored snapshot (read-only) in `gvr`'s form; 404 when absent."""
         info = self.resolve(gvr)
-        obj = self._bucket(info).get((self._namespace_of(info, namespace), name))
+        obj = self.tables.bucket(info).get((namespace_of(info, namespace), name))
         if obj is None:
             raise ApiError.not_found(gvr, name)
         return self.view(info, gvr.version, obj)
@@ -197,7 +126,7 @@ class ObjectStore:
         """Every stored object of `gvr`'s kind as stored (read-only, unordered, no copy): for the
         store's own housekeeping, which would otherwise clone and sort tens of thousands of objects."""
         info = self.primary(self.resolve(gvr))
-        return list(self._bucket(info).values())
+        return list(self.tables.bucket(info).values())
 
     def list(self, gvr: GVR, namespace: str | None = None, *, label_selector: str | None = None,
              field_selector: str | None = None) -> tuple[list[JsonObj], str]:
@@ -215,27 +144,27 @@ class ObjectStore:
         selection = Selection.parse(label_selector, field_selector, info.kind)
         if limit is not None and limit <= 0:
             limit = None  # the apiserver pages only when limit > 0
-        at_rv = self._rv
+        at_rv = self.tables.rv
         start = ""
         if continue_token:
             if resource_version not in (None, "", "0"):
                 raise ApiError.bad_request("specifying resource version is not allowed when using continue")
             at_rv, start = decode_continue(continue_token)
-            if at_rv < self.history.floor:
+            if at_rv < self.fanout.history.floor:
                 raise ApiError(410, "Expired", "The provided continue parameter is too old to display a "
                                "consistent list result. You can start a new list without the continue "
                                "parameter, or use the continue value from the response to resume the list.")
         elif resource_version_match == "Exact" and resource_version:
             at_rv = self.parse_resource_version(resource_version)
-            self._require_reached(at_rv)
-            self.history.require(at_rv)
+            require_reached(at_rv, self.tables.rv)
+            self.fanout.history.require(at_rv)
         elif resource_version_match not in (None, "", "NotOlderThan", "Exact"):
             raise ApiError.bad_request(f"resourceVersionMatch: Unsupported value: \"{resource_version_match}\"")
         bucket = self._snapshot(info, at_rv)
-        order = self._key_order(info, bucket)
+        order = self.tables.key_order(info, bucket)
         low, high = 0, len(order)
         if namespace:  # one namespace's keys are a contiguous run ("ns/" up to "ns0": "0" follows "/")
-            prefix = self._namespace_of(info, namespace)
+            prefix = namespace_of(info, namespace)
             low, high = bisect_left(order, f"{prefix}/"), bisect_left(order, f"{prefix}0")
         if start:
             low = max(low, bisect_right(order, start))
@@ -243,7 +172,7 @@ class ObjectStore:
         next_token: str | None = None
         remaining: int | None = None
         for index in range(low, high):
-            obj = bucket[_key_of(order[index])]
+            obj = bucket[key_of(order[index])]
             if selection.everything or selection.matches(obj):
                 if limit and len(items) >= limit:
                     next_token = encode_continue(at_rv, order[index - 1])
@@ -253,25 +182,12 @@ class ObjectStore:
                 items.append(self.view(info, gvr.version, obj))
         return ListResult(items, str(at_rv), next_token, remaining)
 
-    def _key_order(self, info: ResourceInfo, bucket: dict[ObjKey, JsonObj]) -> KeyOrder:
-        """`bucket`'s keys as "namespace/name", sorted: etcd's key order, in which the apiserver lists
-        and pages. Kept for each live bucket as objects come and go (`_commit`, `_remove`), so that a
-        page is a bisect and a walk of its own length; sorting every key for every page made a
-        paginated list of 20,000 Jobs quadratic (1.2 s of the sandbox's CPU for one informer's list)."""
-        live = self._data.get(info.storage)
-        if bucket is not live:  # a snapshot rewound from history: its own order
-            return sorted(map(_key_string, bucket))
-        order = self._order.get(info.storage)
-        if order is None:
-            order = self._order[info.storage] = sorted(map(_key_string, bucket))
-        return order
-
-    def _snapshot(self, info: ResourceInfo, at_rv: int) -> dict[ObjKey, JsonObj]:
+    def _snapshot(self, info: ResourceInfo, at_rv: int) -> Bucket:
         """The storage as it was at `at_rv`, rebuilt by undoing newer events from history."""
-        bucket = self._bucket(info)
-        if at_rv >= self._rv:
+        bucket = self.tables.bucket(info)
+        if at_rv >= self.tables.rv:
             return bucket
-        return self.history.rewind(bucket, self.primary(info).storage, at_rv)
+        return self.fanout.history.rewind(bucket, self.primary(info).storage, at_rv)
 
     @staticmethod
     def parse_resource_version(value: str) -> int:
@@ -280,107 +196,45 @@ class ObjectStore:
         except ValueError:
             raise ApiError.bad_request(f'invalid resource version "{value}"') from None
 
-    # ------------------------------------------------------------------ subscriptions
+    # ------------------------------------------------------------------ handed to the collaborators
+    # The simulated cluster (through `contracts.Store`) and the API server reach every verb through
+    # one object; these hand their calls to the collaborator that does the work.
     def subscribe(self, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
-
-    def add_watcher(self, storage: StorageKey, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
-        """Like `subscribe`, but only for one storage (what HTTP watches use)."""
-        callbacks = self._watchers.setdefault(storage, [])
-        callbacks.append(callback)
-
-        def remove() -> None:
-            if callback in callbacks:
-                callbacks.remove(callback)
-
-        return remove
+        return self.fanout.subscribe(callback)
 
     def add_admission_hook(self, hook: AdmissionHook) -> Callable[[], None]:
-        self._hooks.append(hook)
+        return self.admission.add_hook(hook)
 
-        def remove() -> None:
-            if hook in self._hooks:
-                self._hooks.remove(hook)
-
-        return remove
+    def add_watcher(self, storage: StorageKey, callback: Callable[[WatchEvent], None]) -> Callable[[], None]:
+        return self.fanout.add_watcher(storage, callback)
 
     def events_since(self, info: ResourceInfo, rv: int) -> EventList:
         """Committed events of `info`'s storage newer than `rv`; 410 when history no longer has them,
         504 for a version this server has not reached (the watch cache's TooLargeResourceVersion)."""
-        self._require_reached(rv)
-        return self.history.since(self.primary(info).storage, rv)
+        return self.fanout.since(self.primary(info).storage, rv, self.tables.rv)
 
-    def _require_reached(self, rv: int) -> None:
-        if rv > self._rv:
-            raise ApiError(504, "Timeout", f"Too large resource version: {rv}, current: {self._rv}",
-                           {"causes": [{"reason": "ResourceVersionTooLarge",
-                                        "message": "Too large resource version"}], "retryAfterSeconds": 1})
+    def field_validation(self, mode: str) -> AbstractContextManager[FieldPaths]:
+        return self.admission.field_validation(mode)
 
-    def _emit(self, kind: str, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
-        event = WatchEvent(kind, self.storage_gvr(info), obj, old, self._rv)  # type: ignore[arg-type]
-        self.history.record(event)
-        for callback in list(self._watchers.get(self.primary(info).storage, ())):
-            callback(event)
-        for subscriber in list(self._subscribers):
-            try:
-                subscriber(event)
-            except Exception:
-                log.exception("sandbox: subscriber failed on %s %s", kind, event.gvr)
-        for listener in self.write_listeners:
-            listener()
+    def admission_notes(self) -> AbstractContextManager[AdmissionNotes]:
+        return self.admission.notes()
 
-    def expire_history(self) -> None:
-        """Forget all history (fault injection: the next resume or continue gets 410)."""
-        self.history.forget(self._rv)
+    def webhook_admission(self, hook: AdmissionHook) -> AbstractContextManager[None]:
+        return self.admission.webhooks(hook)
 
-    @contextmanager
-    def field_validation(self, mode: str) -> Iterator[FieldPaths]:
-        """Scope one write's `fieldValidation`: Strict rejects unknown fields of custom resources
-        with 400 instead of pruning them; Warn prunes and collects them in the yielded list (for
-        Warning headers); Ignore just prunes. The store is synchronous, so this scopes one request."""
-        previous = self._field_validation
-        self._field_validation = mode
-        self.unknown_fields = []
-        try:
-            yield self.unknown_fields
-        finally:
-            self._field_validation = previous
+    decode_typed = staticmethod(pipeline.decode_typed)
 
-    @contextmanager
-    def admission_notes(self) -> Iterator[AdmissionNotes]:
-        """Scope one HTTP write: the warnings (`Warning` headers) and audit annotations admission plugins
-        give it are collected in the yielded notes; outside a scope (the store's own and the simulated
-        controllers' writes) they are dropped, as nobody would read them."""
-        previous, self._notes = self._notes, AdmissionNotes()
-        try:
-            yield self._notes
-        finally:
-            self._notes = previous
+    def bind(self, namespace: str, name: str, node_name: str, *, dry_run: bool = False,
+             user: str = SYSTEM_USER) -> JsonObj:
+        return subresources.bind(self, namespace, name, node_name, dry_run=dry_run)
 
-    @contextmanager
-    def webhook_admission(self, hook: AdmissionHook) -> Iterator[None]:
-        """Scope one HTTP write's mutating admission webhooks: `hook` runs after the in-tree admission
-        hooks, on the defaulted candidate. Webhooks are HTTP calls and the store is synchronous, so the
-        API server calls them between passes of the same write (see apiserver/webhooks/dispatch.py):
-        the hook here only captures the candidate, or replays the patches the webhooks answered."""
-        previous, self._webhooks = self._webhooks, hook
-        try:
-            yield
-        finally:
-            self._webhooks = previous
+    def get_scale(self, gvr: GVR, namespace: str | None, name: str) -> JsonObj:
+        return subresources.get_scale(self, gvr, namespace, name)
 
-    def _note(self, review: pod_security.Review) -> None:
-        if self._notes is not None:
-            self._notes.warnings.extend(review.warnings)
-            self._notes.annotations.update(review.annotations)
-        if review.denial is not None:
-            raise review.denial
+    def update_scale(self, gvr: GVR, namespace: str | None, name: str, requested: JsonObj, *, dry_run: bool = False,
+                     field_manager: str | None = None, user: str = SYSTEM_USER) -> JsonObj:
+        return subresources.update_scale(self, gvr, namespace, name, requested, dry_run=dry_run,
+                                         field_manager=field_manager, user=user)
 
     # ------------------------------------------------------------------ writes: create
     def create(self, gvr: GVR, obj: JsonObj, *, namespace: str | None = None, dry_run: bool = False,
@@ -395,16 +249,17 @@ class ObjectStore:
                      managed: bool = True, admit: bool = True) -> JsonObj:
         """Create from a dict the store may keep (freshly decoded). Returns the stored snapshot."""
         info = self.resolve(gvr)
-        self._require_verb(info, "create")
-        obj = self._check_body(info, gvr, obj)
+        pipeline.require_verb(info, "create")
+        obj = pipeline.check_body(info, gvr, obj)
         meta = obj["metadata"]
-        ns = self._namespace_for(info, meta, namespace)
+        ns = namespace_for(info, meta, namespace)
         if meta.get("resourceVersion"):
             raise ApiError.bad_request("resourceVersion should not be set on objects to be created")
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = self._generate_name(info, ns, str(meta["generateName"]))
+            meta["name"] = pipeline.generate_name(str(meta["generateName"]), self.tables.bucket(info), ns)
         if info.namespaced:
-            self._require_namespace_open(ns, info, str(meta.get("name") or ""))
+            require_open(self.tables.bucket(self.resolve(NAMESPACES)).get(("", ns)), ns, info,
+                         str(meta.get("name") or ""))
         for system_field in _SYSTEM_META:
             meta.pop(system_field, None)
         obj = self._to_storage(info, obj)
@@ -414,19 +269,19 @@ class ObjectStore:
         meta["creationTimestamp"] = rfc3339(self.clock.now())
         uid, created_at = meta["uid"], meta["creationTimestamp"]
         strategies.prepare_create(info, obj)
-        obj = self._default(info, obj, owned=True)  # the store keeps the body it was handed
-        if admit and (self._hooks or self._webhooks is not None):
-            self._admit("CREATE", gvr, obj, None, user)
-        self._validate(info, obj, None)
+        obj = self.admission.default(info, obj, owned=True)  # the store keeps the body it was handed
+        if admit and self.admission.mutating:
+            self.admission.admit("CREATE", gvr, obj, None, user)
+        pipeline.validate(info, obj, None)
         if admit and info.namespaced:  # validating admission: PodSecurity
-            self._pod_security(info, obj, ns)
+            self.admission.pod_security(info, obj, lambda: self.find_ref(NAMESPACES, None, ns))
         meta = obj["metadata"]
         name = str(meta["name"])
         key = (ns, name)
-        if key in self._bucket(info):
+        if key in self.tables.bucket(info):
             raise ApiError.already_exists(gvr, name)
         if info.resource == "customresourcedefinitions" and info.group == CRDS.group:
-            self._check_crd(obj)
+            crd_registration.check(obj)
         for system_field, value in (("uid", uid), ("creationTimestamp", created_at)):
             meta[system_field] = value  # hooks and defaulting must not rewrite them
         if strategies.has_generation(info):
@@ -434,57 +289,15 @@ class ObjectStore:
         else:
             meta.pop("generation", None)
         if managed:
-            obj = self._record_manager(info, gvr, None, obj, field_manager or user, None)
+            obj = pipeline.record_manager(info, gvr, None, obj, field_manager or user, None, rfc3339(self.clock.now()))
         if dry_run:
             return self.view(info, gvr.version, obj)
         pipeline.check_stored_size(obj)
-        self._rv += 1
-        obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._commit(info, key, obj, None)
+        obj["metadata"]["resourceVersion"] = str(self.tables.next_rv())
+        self.tables.put(info, key, obj, None)
         self._emit("ADDED", info, obj, None)
         self._after_commit(info, obj, None)
         return self.view(info, gvr.version, obj)
-
-    def _generate_name(self, info: ResourceInfo, ns: str, prefix: str) -> str:
-        # names.SimpleNameGenerator: prefix cut to leave room for 5 random characters.
-        prefix = prefix[: 63 - 5] if len(prefix) > 63 - 5 else prefix
-        bucket = self._bucket(info)
-        for _ in range(8):
-            name = prefix + random_suffix()
-            if (ns, name) not in bucket:
-                return name
-        return prefix + random_suffix(8)
-
-    def _namespace_for(self, info: ResourceInfo, meta: JsonObj, namespace: str | None) -> str:
-        if not info.namespaced:
-            meta.pop("namespace", None)
-            return ""
-        in_body = meta.get("namespace")
-        if namespace and in_body and in_body != namespace:
-            raise ApiError.bad_request("the namespace of the provided object does not match the namespace "
-                                       "sent on the request")
-        ns = namespace or in_body
-        if not ns:
-            raise ApiError.bad_request("the server could not find the requested resource: namespace is required")
-        meta["namespace"] = ns
-        return str(ns)
-
-    def _require_namespace_open(self, ns: str, info: ResourceInfo, name: str) -> None:
-        namespace = self._bucket(self.resolve(NAMESPACES)).get(("", ns))
-        if namespace is None:
-            raise ApiError.not_found(NAMESPACES, ns)
-        if namespace["metadata"].get("deletionTimestamp"):
-            qualified = f"{info.resource}.{info.group}" if info.group else info.resource
-            raise ApiError(403, "Forbidden", f'{qualified} "{name}" is forbidden: unable to create new content '
-                           f"in namespace {ns} because it is being terminated",
-                           {"name": name, "group": info.group, "kind": info.resource,
-                            "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                                        "message": f"namespace {ns} is being terminated"}]})
-
-    def _require_verb(self, info: ResourceInfo, verb: str) -> None:
-        if verb not in info.verbs:
-            raise ApiError.method_not_allowed(f"{verb} is not supported on resources of kind "
-                                              f"\"{info.resource}.{info.group}\"".replace(".\"", "\""))
 
     # ------------------------------------------------------------------ writes: update
     def update(self, gvr: GVR, obj: JsonObj, *, subresource: str | None = None, dry_run: bool = False,
@@ -499,8 +312,8 @@ class ObjectStore:
                      name: str | None = None, managed: bool = True, admit: bool = True) -> JsonObj:
         """PUT. `namespace`/`name` are the URL's (checked against the body's)."""
         info = self.resolve(gvr)
-        self._require_verb(info, "update")
-        obj = self._check_body(info, gvr, obj)
+        pipeline.require_verb(info, "update")
+        obj = pipeline.check_body(info, gvr, obj)
         meta = obj["metadata"]
         if name is not None and meta.get("name") not in (None, name):
             raise ApiError.bad_request(f"the name of the object ({meta.get('name')}) does not match the name "
@@ -510,9 +323,9 @@ class ObjectStore:
             raise ApiError.invalid(info.kind, info.group, "",
                                    [{"reason": "FieldValueRequired", "message": "Required value: name is "
                                      "required", "field": "metadata.name"}])
-        ns = self._namespace_for(info, meta, namespace)
+        ns = namespace_for(info, meta, namespace)
         key = (ns, str(name))
-        old = self._bucket(info).get(key)
+        old = self.tables.bucket(info).get(key)
         if old is None:
             raise ApiError.not_found(gvr, str(name))
         return self._update_from(info, gvr, key, old, obj, subresource=subresource, dry_run=dry_run,
@@ -529,7 +342,7 @@ class ObjectStore:
             raise ApiError.conflict(gvr, key[1], "the object has been modified; please apply your changes "
                                     "to the latest version and try again")
         obj = self._to_storage(info, obj)
-        new = self._merge_subresource(info, old, obj, subresource)
+        new = pipeline.merge_subresource(info, old, obj, subresource)
         new_meta = new["metadata"]
         old_meta = old["metadata"]
         for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -542,12 +355,13 @@ class ObjectStore:
             new_meta["managedFields"] = old_meta["managedFields"]
         new_meta["resourceVersion"] = old_rv
         if subresource is None:
-            new = self._default(info, new)
-            if admit and (self._hooks or self._webhooks is not None):
-                self._admit("UPDATE", gvr, new, old, user)
-        self._validate(info, new, old)
+            new = self.admission.default(info, new)
+            if admit and self.admission.mutating:
+                self.admission.admit("UPDATE", gvr, new, old, user)
+        pipeline.validate(info, new, old)
         if admit and subresource is None and info.namespaced and info.resource != "pods":
-            self._pod_security(info, new, key[0])  # workload templates (pod updates are not judged)
+            # workload templates (pod updates are not judged)
+            self.admission.pod_security(info, new, lambda: self.find_ref(NAMESPACES, None, key[0]))
         if old_meta.get("deletionTimestamp"):
             added = set(new["metadata"].get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
             if added:
@@ -555,52 +369,26 @@ class ObjectStore:
                     "reason": "FieldValueForbidden", "field": "metadata.finalizers",
                     "message": "Forbidden: no new finalizers can be added if the object is being deleted, "
                                f"found new finalizers {sorted(added)!r}".replace("'", '"')}])
-        if _strip_volatile(new) == _strip_volatile(old):
+        if strip_volatile(new) == strip_volatile(old):
             return self.view(info, gvr.version, old)  # no-op: no new resourceVersion, no event
         if "generation" in new["metadata"] and strategies.spec_changed(info, old, new):
             new["metadata"]["generation"] = int(old_meta.get("generation") or 0) + 1
         if managed:
-            new = self._record_manager(info, gvr, old, new, manager, subresource)
+            new = pipeline.record_manager(info, gvr, old, new, manager, subresource, rfc3339(self.clock.now()))
         if dry_run:
             return self.view(info, gvr.version, new)
-        return self.view(info, gvr.version, self._commit_update(info, key, old, new))
+        return self.view(info, gvr.version, self.commit_update(info, key, old, new))
 
-    def _merge_subresource(self, info: ResourceInfo, old: JsonObj, obj: JsonObj,
-                           subresource: str | None) -> JsonObj:
-        if subresource is None:
-            if info.has_status:
-                obj.pop("status", None)
-                if "status" in old:
-                    obj["status"] = old["status"]
-            return obj
-        if subresource == "status":
-            if not info.has_status:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            # Stored objects are never modified, so the new one shares all but status (and the
-            # top level and metadata, which later steps set fields of) with the old one.
-            new: JsonObj = dict(old)
-            new["metadata"] = dict(new["metadata"])
-            if "managedFields" in (obj.get("metadata") or {}):
-                new["metadata"]["managedFields"] = obj["metadata"]["managedFields"]
-            new.pop("status", None)
-            if "status" in obj:
-                new["status"] = obj["status"]
-            return new
-        if subresource == "finalize" and info.resource == "namespaces":
-            new = clone(old)
-            new.setdefault("spec", {})["finalizers"] = list((obj.get("spec") or {}).get("finalizers") or [])
-            return new
-        raise ApiError(404, "NotFound", "the server could not find the requested resource")
-
-    def _commit_update(self, info: ResourceInfo, key: ObjKey, old: JsonObj, new: JsonObj) -> JsonObj:
+    def commit_update(self, info: ResourceInfo, key: ObjKey, old: JsonObj, new: JsonObj) -> JsonObj:
+        """Commit `new` over `old` (both stored at `key`), checked and admitted already: a new
+        resourceVersion, then MODIFIED, or DELETED when it removes the last finalizer."""
         pipeline.check_stored_size(new)
-        self._rv += 1
-        new["metadata"]["resourceVersion"] = str(self._rv)
+        new["metadata"]["resourceVersion"] = str(self.tables.next_rv())
         if new["metadata"].get("deletionTimestamp") and not strategies.finalizers_left(info, new):
             # The write that removes the last finalizer deletes the object: watchers see DELETED.
             self._remove(info, key, new, old)
             return new
-        self._commit(info, key, new, old)
+        self.tables.put(info, key, new, old)
         self._emit("MODIFIED", info, new, old)
         self._after_commit(info, new, old)
         return new
@@ -618,14 +406,14 @@ class ObjectStore:
                     subresource: str | None = None, field_manager: str | None = None, force: bool = False,
                     dry_run: bool = False, user: str = SYSTEM_USER) -> JsonObj:
         info = self.resolve(gvr)
-        self._require_verb(info, "patch")
+        pipeline.require_verb(info, "patch")
         if subresource not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if subresource == "status" and not info.has_status:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        ns = self._namespace_of(info, namespace)
+        ns = namespace_of(info, namespace)
         key = (ns, name)
-        old = self._bucket(info).get(key)
+        old = self.tables.bucket(info).get(key)
         manager = field_manager or user
         if patch_type == "apply":
             return self._apply(info, gvr, key, old, patch, manager=manager, force=force, dry_run=dry_run,
@@ -633,7 +421,7 @@ class ObjectStore:
         if old is None:
             raise ApiError.not_found(gvr, name)
         view = self.view(info, gvr.version, old)
-        well_typed = self._well_typed(info, gvr, view)  # before patching: a merge patch edits its copy in place
+        well_typed = pipeline.well_typed(info, gvr, view)  # before patching: a merge patch edits its copy in place
         if patch_type == "merge" and subresource == "status":
             # Of a /status patch only status (and metadata) is kept, and nothing below modifies
             # either in place: the patched object may share what the patch leaves alone with the
@@ -642,12 +430,12 @@ class ObjectStore:
             if isinstance(patched.get("metadata"), dict):
                 patched["metadata"] = dict(patched["metadata"])
         else:
-            patched = self._apply_patch(info, clone(view), patch, patch_type)
+            patched = pipeline.apply_patch(info, clone(view), patch, patch_type)
         if not isinstance(patched, dict):
             raise ApiError.bad_request("the patched object is not a JSON object")
-        patched = self._check_body(info, gvr, patched)
+        patched = pipeline.check_body(info, gvr, patched)
         if well_typed:  # an object planted malformed in-process stays patchable
-            self.decode_typed(info, gvr, patched)
+            pipeline.decode_typed(info, gvr, patched)
         patched_meta = patched["metadata"]
         if patched_meta.get("name", name) != name:
             raise ApiError.bad_request(f"the name of the object ({patched_meta.get('name')}) does not match "
@@ -658,19 +446,6 @@ class ObjectStore:
             patched["metadata"].pop("namespace", None)
         return self._update_from(info, gvr, key, old, patched, subresource=subresource, dry_run=dry_run,
                                  manager=manager, user=user)
-
-    def _apply_patch(self, info: ResourceInfo, doc: JsonObj, patch: Any, patch_type: PatchType) -> Any:
-        if patch_type == "merge":
-            return patching.apply_merge_patch_in_place(doc, patch)  # `doc` is the caller's own copy
-        if patch_type == "json":
-            return patching.apply_json_patch(doc, patch)
-        if patch_type == "strategic":
-            if info.custom or not patching.strategic_merge_supported(info.group, info.kind):
-                raise ApiError.unsupported_media_type(
-                    "the body of the request was in an unknown format - accepted media types include: "
-                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
-            return patching.apply_strategic_merge_patch(doc, patch, group=info.group, kind=info.kind)
-        raise ApiError.unsupported_media_type(f"unsupported patch type {patch_type!r}")
 
     def _apply(self, info: ResourceInfo, gvr: GVR, key: ObjKey, old: JsonObj | None, applied: Any, *,
                manager: str, force: bool, dry_run: bool, user: str, subresource: str | None,
@@ -686,7 +461,7 @@ class ObjectStore:
         if not applied.get("apiVersion") or not applied.get("kind"):
             raise ApiError.bad_request("invalid object type: apiVersion and kind must be set in an applied "
                                        "configuration")
-        self.decode_typed(info, gvr, applied)
+        pipeline.decode_typed(info, gvr, applied)
         live = None if old is None else clone(self.view(info, gvr.version, old))
         merged = apply.server_side_apply(
             live, applied, manager=manager, force=force, api_version=gvr.api_version, group=info.group,
@@ -698,7 +473,7 @@ class ObjectStore:
             merged.setdefault("metadata", {})["name"] = key[1]
             return self.create_owned(gvr, merged, namespace=key[0] or None, dry_run=dry_run, user=user,
                                      managed=False)
-        merged = self._check_body(info, gvr, merged)
+        merged = pipeline.check_body(info, gvr, merged)
         if info.namespaced:
             merged["metadata"]["namespace"] = key[0]
         return self._update_from(info, gvr, key, old, merged, subresource=subresource, dry_run=dry_run,
@@ -715,9 +490,9 @@ class ObjectStore:
                    resource_version: str | None = None, uid: str | None = None, dry_run: bool = False,
                    user: str = SYSTEM_USER) -> JsonObj:
         info = self.resolve(gvr)
-        self._require_verb(info, "delete")
-        key = (self._namespace_of(info, namespace), name)
-        old = self._bucket(info).get(key)
+        pipeline.require_verb(info, "delete")
+        key = (namespace_of(info, namespace), name)
+        old = self.tables.bucket(info).get(key)
         if old is None:
             raise ApiError.not_found(gvr, name)
         old_meta = old["metadata"]
@@ -739,8 +514,7 @@ class ObjectStore:
                 return self.view(info, gvr.version, old)
             final = dict(old)
             final["metadata"] = dict(old_meta)
-            self._rv += 1
-            final["metadata"]["resourceVersion"] = str(self._rv)
+            final["metadata"]["resourceVersion"] = str(self.tables.next_rv())
             self._remove(info, key, final, old, orphan=policy == "Orphan")
             return self.view(info, gvr.version, final)
         new: JsonObj = clone(old)
@@ -761,16 +535,16 @@ class ObjectStore:
             new.setdefault("status", {})["phase"] = "Terminating"
         if dry_run:
             return self.view(info, gvr.version, new)
-        if _strip_volatile(new) == _strip_volatile(old):
+        if strip_volatile(new) == strip_volatile(old):
             return self.view(info, gvr.version, old)
-        committed = self._commit_update(info, key, old, new)
+        committed = self.commit_update(info, key, old, new)
         return self.view(info, gvr.version, committed)
 
     def delete_collection(self, gvr: GVR, namespace: str | None, *, label_selector: str | None = None,
                           field_selector: str | None = None, propagation_policy: str | None = None,
                           dry_run: bool = False, user: str = SYSTEM_USER) -> JsonList:
         info = self.resolve(gvr)
-        self._require_verb(info, "deletecollection")
+        pipeline.require_verb(info, "deletecollection")
         page = self.list_page(gvr, namespace, label_selector=label_selector, field_selector=field_selector)
         deleted: JsonList = []
         for item in page.items:
@@ -786,256 +560,49 @@ class ObjectStore:
     def _remove(self, info: ResourceInfo, key: ObjKey, final: JsonObj, old: JsonObj, *,
                 orphan: bool = False) -> None:
         """Drop an object for good (resourceVersion already bumped on `final`) and let GC react."""
-        bucket = self._bucket(info)
-        if bucket.pop(key, None) is not None and (order := self._order.get(info.storage)) is not None:
-            at = bisect_left(order, _key_string(key))
-            if at < len(order) and order[at] == _key_string(key):
-                del order[at]
-        self.owners.removed((info.storage, key), final, old)
+        self.tables.remove(info, key, final, old)
         self._emit("DELETED", info, final, old)
         if info.group == CRDS.group and info.resource == CRDS.resource:
             self._unregister_crd(final)
         self.gc.removed(info, final, orphan=orphan)
 
-    # ------------------------------------------------------------------ subresources
-    def bind(self, namespace: str, name: str, node_name: str, *, dry_run: bool = False,
-             user: str = SYSTEM_USER) -> JsonObj:
-        """POST pods/binding: set spec.nodeName once (what the scheduler does)."""
-        info = self.resolve(PODS)
-        key = (namespace, name)
-        old = self._bucket(info).get(key)
+    def system_update(self, info: ResourceInfo, key: ObjKey, mutate: Callable[[JsonObj], None]) -> None:
+        """A bookkeeping write (GC, namespace finalizer): no admission, no managedFields."""
+        old = self.tables.bucket(info).get(key)
         if old is None:
-            raise ApiError.not_found(PODS, name)
-        if old["metadata"].get("deletionTimestamp"):
-            raise ApiError.conflict(GVR("", "v1", "pods/binding"), name, f"pod {name} is being deleted, cannot "
-                                    "be assigned to a host")
-        bound = (old.get("spec") or {}).get("nodeName")
-        if bound:
-            raise ApiError.conflict(GVR("", "v1", "pods/binding"), name,
-                                    f'pod {name} is already assigned to node "{bound}"')
+            return
         new: JsonObj = clone(old)
-        new.setdefault("spec", {})["nodeName"] = node_name
-        status = new.setdefault("status", {})
-        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                           "lastTransitionTime": rfc3339(self.clock.now())})
-        status["conditions"] = conditions
-        if dry_run:
-            return new
-        committed: JsonObj = self._commit_update(info, key, old, new)
-        return committed
+        mutate(new)
+        if strip_volatile(new) == strip_volatile(old):
+            return
+        self.commit_update(info, key, old, new)
 
-    def get_scale(self, gvr: GVR, namespace: str | None, name: str) -> JsonObj:
-        info = self.resolve(gvr)
-        if "scale" not in info.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        return scale.scale_of(info, self.get_ref(gvr, namespace, name))
-
-    def update_scale(self, gvr: GVR, namespace: str | None, name: str, requested: JsonObj, *, dry_run: bool = False,
-                     field_manager: str | None = None, user: str = SYSTEM_USER) -> JsonObj:
-        info = self.resolve(gvr)
-        if "scale" not in info.subresources:
-            raise ApiError(404, "NotFound", "the server could not find the requested resource")
-        replicas = (requested.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise ApiError.invalid("Scale", "autoscaling", name, [{
-                "reason": "FieldValueInvalid", "field": "spec.replicas",
-                "message": f"Invalid value: {replicas}: must be greater than or equal to 0"}])
-        current = clone(self.get_ref(gvr, namespace, name))
-        sent_rv = (requested.get("metadata") or {}).get("resourceVersion")
-        if sent_rv:
-            current["metadata"]["resourceVersion"] = sent_rv
-        scale.set_path(current, scale.scale_paths(info)["specReplicasPath"], replicas)
-        self.update_owned(gvr, current, dry_run=dry_run, field_manager=field_manager, user=user,
-                          namespace=namespace, name=name)
-        result = self.get_scale(gvr, namespace, name)
-        if dry_run:
-            result["spec"]["replicas"] = replicas
-        return result
-
-    # ------------------------------------------------------------------ pipeline steps
-    def _check_body(self, info: ResourceInfo, gvr: GVR, obj: Any) -> JsonObj:
-        return pipeline.check_body(info, gvr, obj)
-
-    decode_typed = staticmethod(pipeline.decode_typed)
-
-    def _well_typed(self, info: ResourceInfo, gvr: GVR, obj: JsonObj) -> bool:
-        return pipeline.well_typed(info, gvr, obj)
-
-    def _default(self, info: ResourceInfo, obj: JsonObj, *, owned: bool = False) -> JsonObj:
-        return pipeline.default(info, obj, owned=owned, field_validation=self._field_validation,
-                                unknown_sink=self.unknown_fields)
-
-    def _admit(self, operation: str, gvr: GVR, obj: JsonObj, old: JsonObj | None, user: str) -> None:
-        for hook in list(self._hooks):
-            hook(operation, gvr, obj, old, user)  # old is the stored snapshot: hooks only read it
-        if self._webhooks is not None:  # after the in-tree plugins, as the apiserver orders them
-            self._webhooks(operation, gvr, obj, old, user)
-
-    def _pod_security(self, info: ResourceInfo, obj: JsonObj, namespace: str) -> None:
-        """The PodSecurity plugin: pods (enforce, audit, warn) and workload templates (audit, warn)."""
-        if info.group == "" and info.resource == "pods":
-            self._note(pod_security.review_pod(obj, self.find_ref(NAMESPACES, None, namespace)))
-        elif (info.group, info.resource) in pod_security.POD_TEMPLATE_PATHS:
-            self._note(pod_security.review_pod_controller(info.group, info.resource, obj,
-                                                          self.find_ref(NAMESPACES, None, namespace)))
-
-    def _validate(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
-        pipeline.validate(info, obj, old)
-
-    def _record_manager(self, info: ResourceInfo, gvr: GVR, old: JsonObj | None, new: JsonObj, manager: str,
-                        subresource: str | None) -> JsonObj:
-        return pipeline.record_manager(info, gvr, old, new, manager, subresource, rfc3339(self.clock.now()))
-
-    def _commit(self, info: ResourceInfo, key: ObjKey, obj: JsonObj, old: JsonObj | None) -> None:
-        bucket = self._bucket(info)
-        if key not in bucket and (order := self._order.get(info.storage)) is not None:
-            insort(order, _key_string(key))
-        bucket[key] = obj
-        self.owners.committed((info.storage, key), old, obj)
+    # ------------------------------------------------------------------ after a commit
+    def _emit(self, kind: str, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
+        owner = self.primary(info)
+        event = WatchEvent(kind, owner.gvr(owner.stored_version), obj, old, self.tables.rv)  # type: ignore[arg-type]
+        self.fanout.publish(owner.storage, event)
 
     def _after_commit(self, info: ResourceInfo, obj: JsonObj, old: JsonObj | None) -> None:
         if info.group == CRDS.group and info.resource == CRDS.resource:
-            self._register_crd(obj)
+            crd_registration.register(self.registry, obj)
         if (obj["metadata"].get("ownerReferences") and
                 (old is None or old["metadata"].get("ownerReferences") != obj["metadata"]["ownerReferences"])):
             self.gc.check_owners(info, obj)
         if obj["metadata"].get("deletionTimestamp"):
             self.gc.deletion_started(info, obj)
 
-    # ------------------------------------------------------------------ lookups for GC
-    def stored(self, storage: StorageKey, key: ObjKey) -> JsonObj | None:
-        """The object stored at `key` in `storage` as it is (not a copy: read, never mutate)."""
-        return self._data.get(storage, {}).get(key)
-
-    def by_uid(self, uid: str) -> tuple[ResourceInfo, ObjKey, JsonObj] | None:
-        where = self.owners.locate(uid)
-        if where is None:
-            return None
-        storage, key = where
-        infos = self.registry.storage_infos(storage)
-        obj = self._data.get(storage, {}).get(key)
-        if not infos or obj is None:
-            return None
-        return self.primary(infos[0]), key, obj
-
-    def dependents_of(self, uid: str) -> LocatedList:
-        found: LocatedList = []
-        for storage, key in self.owners.dependents(uid):
-            infos = self.registry.storage_infos(storage)
-            obj = self._data.get(storage, {}).get(key)
-            if infos and obj is not None:
-                found.append((self.primary(infos[0]), key, obj))
-        return found
-
-    def objects_in_namespace(self, namespace: str) -> LocatedList:
-        found: LocatedList = []
-        for storage, bucket in self._data.items():
-            infos = self.registry.storage_infos(storage)
-            if not infos or not infos[0].namespaced:
-                continue
-            info = self.primary(infos[0])
-            found.extend((info, key, obj) for key, obj in bucket.items() if key[0] == namespace)
-        return found
-
-    def system_update(self, info: ResourceInfo, key: ObjKey, mutate: Callable[[JsonObj], None]) -> None:
-        """A bookkeeping write (GC, namespace finalizer): no admission, no managedFields."""
-        old = self._bucket(info).get(key)
-        if old is None:
-            return
-        new: JsonObj = clone(old)
-        mutate(new)
-        if _strip_volatile(new) == _strip_volatile(old):
-            return
-        self._commit_update(info, key, old, new)
-
-    # ------------------------------------------------------------------ CRDs
-    def _check_crd(self, crd: JsonObj) -> None:
-        crd_registration.check(crd)
-
-    def _register_crd(self, crd: JsonObj) -> None:
-        crd_registration.register(self.registry, crd)
-
     def _unregister_crd(self, crd: JsonObj) -> None:
         """A deleted CRD takes its objects with it (each deleted, with its watch event), then its resource."""
         info = crd_registration.served(self.registry, crd)
         if info is None:
             return
-        bucket = self._data.get(info.storage, {})
+        bucket = self.tables.bucket(info)
         for key in sorted(bucket):
             obj = bucket[key]
             final = dict(obj)
             final["metadata"] = dict(obj["metadata"])
-            self._rv += 1
-            final["metadata"]["resourceVersion"] = str(self._rv)
+            final["metadata"]["resourceVersion"] = str(self.tables.next_rv())
             self._remove(info, key, final, obj)
-        self._data.pop(info.storage, None)
-        self._order.pop(info.storage, None)
+        self.tables.drop(info.storage)
         self.registry.remove(info.group, info.resource)
-
-    def install_crds(self, crds: Iterable[JsonObj]) -> int:
-        """Install CRDs at startup; one already stored (from `--state`) gets the shipped spec, so an
-        upgrade of kaiwo-ray upgrades its CRDs. Returns how many were created or changed."""
-        changed = 0
-        crd_info = self.resolve(CRDS)
-        for crd in crds:
-            name = (crd.get("metadata") or {}).get("name", "")
-            existing = self._bucket(crd_info).get(("", name))
-            if existing is None:
-                self.create_owned(CRDS, clone(crd), managed=False, admit=False)
-                changed += 1
-            elif existing.get("spec") != self._default(crd_info, clone(crd)).get("spec"):
-                updated = clone(existing)
-                updated["spec"] = clone(crd.get("spec"))
-                self.update_owned(CRDS, updated, managed=False, admit=False)
-                changed += 1
-        return changed
-
-    # ------------------------------------------------------------------ persistence
-    def dump(self) -> JsonObj:
-        """Everything needed to restart where we stopped: objects and the resourceVersion counter."""
-        crd_bucket = self._data.get(self.resolve(CRDS).storage, {})
-        objects = list(crd_bucket.values())
-        for storage, bucket in self._data.items():
-            if storage != (CRDS.group, CRDS.resource):
-                objects.extend(bucket.values())
-        return {"resourceVersion": self._rv, "objects": objects}
-
-    def load(self, state: JsonObj) -> None:
-        """Restore a `dump` (before anything else is written). History starts empty: watches that
-        resume from a resourceVersion older than the restart get 410, as after an etcd compaction."""
-        objects = state.get("objects") or []
-        restored: list[tuple[ResourceInfo, JsonObj]] = []
-        for obj in objects:
-            api_version = str(obj.get("apiVersion", ""))
-            group, _, version = api_version.rpartition("/")
-            info = self._info_for_kind(group, version, str(obj.get("kind", "")))
-            if info is None:
-                log.warning("sandbox: dropping stored %s %s: kind not served", api_version, obj.get("kind"))
-                continue
-            meta = obj.get("metadata") or {}
-            key = (meta.get("namespace") or "", meta.get("name", ""))
-            self._commit(info, key, obj, self._bucket(info).get(key))
-            if info.group == CRDS.group and info.resource == CRDS.resource:
-                self._register_crd(obj)
-            restored.append((info, obj))
-        # What a restarted kube-controller-manager does when its informers sync: the garbage collector
-        # and the namespace controller pick up, from the objects themselves, the deletions under way
-        # (foreground, orphan, Terminating namespaces) and the dependents whose owners are gone.
-        for info, obj in restored:
-            if obj["metadata"].get("ownerReferences"):
-                self.gc.check_owners(info, obj)
-            if obj["metadata"].get("deletionTimestamp"):
-                self.gc.deletion_started(info, obj)
-        # The saved counter may lag what clients saw (a crash loses up to a second of writes): jump
-        # past every version the previous run could have handed out, so none is ever reused for
-        # other objects. A watch or list at any of them is then older than the history: 410, relist.
-        self._rv = max(self._rv, int(state.get("resourceVersion") or 0)) + RESTORE_GAP
-        self.history.forget(self._rv)
-
-    def _info_for_kind(self, group: str, version: str, kind: str) -> ResourceInfo | None:
-        for info in self.registry:
-            if info.group == group and info.kind == kind and info.storage_group is None:
-                return info
-        return None
-

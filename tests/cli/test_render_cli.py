@@ -7,17 +7,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from hosts.cli.main import main
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli import render as render_cli
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-JsonObj = dict[str, Any]
 
 CPU_JOB = """\
 apiVersion: kaiwo.silogen.ai/v1alpha1

@@ -19,6 +19,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hosts.runtime.controller_host import Operator
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.controllers.queueconfig import QueueConfigController
@@ -27,7 +28,6 @@ from kaiwo_sandbox.contracts import GVR, ApiError
 from kaiwo_sandbox.testing import RunningSandbox, polling, start_sandbox
 
 T = TypeVar("T")
-JsonObj = dict[str, Any]
 
 KAIWO = ("kaiwo.silogen.ai", "v1alpha1", "kaiwoqueueconfigs")
 KAIWOCONFIG = ("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs")

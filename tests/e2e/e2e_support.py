@@ -24,10 +24,10 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError
 from urllib3.exceptions import HTTPError
 
+from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.testing import polling
 
 T = TypeVar("T")
-JsonObj = dict[str, Any]
 
 KAIWO_API = "kaiwo.silogen.ai/v1alpha1"
 CONFIG_API = "config.kaiwo.silogen.ai/v1alpha1"

@@ -11,56 +11,25 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from real_install import INSTALL_SECONDS, ROOT, SA_USER, Kubectl, get_json, needs_real_pods
 
-from kaiwo_ray.api.crd import all_crds
-from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.reconcile.gpupreemption import PREFIX
 from kaiwo_sandbox.cluster.nodes.gpusim import ANNOTATION as GPU_UTILIZATION
-from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually
 
-ROOT = Path(__file__).resolve().parents[2]
-SA_USER = "system:serviceaccount:kaiwo-system:kaiwo-ray"
-INSTALL_SECONDS = 180  # apply -> RayService Ready; docs/install.md gives the measured figure
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None,
-                                reason="the real install runs pods in network namespaces (needs root, ip, kubectl)")
-
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=default_nodes(), cluster=True, time_factor=1.0, authorization="RBAC",
-                       extra_crds=list(all_crds()), local_images=["kaiwo-ray"]) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: RunningSandbox, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    cache = tmp_path_factory.mktemp("kubectl-cache")
-    binary = shutil.which("kubectl")
-    assert binary is not None
-
-    def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([binary, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir", str(cache),
-                                 *args], capture_output=True, text=True, timeout=120, input=stdin, cwd=ROOT)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
-        return result
-    return run
+pytestmark = needs_real_pods
 
 
 def _unreachable(err: Exception) -> bool:
@@ -68,21 +37,18 @@ def _unreachable(err: Exception) -> bool:
     return isinstance(err, AssertionError) and ("Unable to connect" in str(err) or "handshake timeout" in str(err))
 
 
-def _json(kubectl: Kubectl, *args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json").stdout)
-
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
 def _rayservice_ready(kubectl: Kubectl) -> dict[str, Any] | None:
-    service = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    service = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
     return service if _condition(service, "Ready").get("status") == "True" else None
 
 
 def _all_pods_ready(kubectl: Kubectl) -> list[dict[str, Any]] | None:
-    pods = _json(kubectl, "pods", "-n", "kaiwo-system")["items"]
+    pods = get_json(kubectl, "pods", "-n", "kaiwo-system")["items"]
     ready = [p for p in pods if p["status"].get("phase") == "Running" and _condition(p, "Ready").get("status") == "True"]
     return pods if pods and len(ready) == len(pods) else None
 
@@ -104,7 +70,7 @@ def test_rayservice_serves_the_operator_and_admin_api_from_a_real_ray_cluster(in
                                                                              kubectl: Kubectl) -> None:
     apps = installed["status"]["activeServiceStatus"]["applicationStatuses"]
     assert {name: app["status"] for name, app in apps.items()} == {"operator": "RUNNING", "admin": "RUNNING"}
-    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+    head = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
     # both applications and every controller run on the head (whose environment holds their settings)
     nodes = {n["node_id"]: n["node_ip"] for n in _ray_json(kubectl, "ray", "list", "nodes", "--format", "json")}
     actors = _ray_json(kubectl, "ray", "list", "actors", "--format", "json", "--filter", "state=ALIVE")
@@ -122,15 +88,15 @@ def test_rayservice_serves_the_operator_and_admin_api_from_a_real_ray_cluster(in
 
 
 def test_the_operator_runs_as_its_service_account_with_no_forbidden_request(installed: dict[str, Any],
-                                                                             sandbox: RunningSandbox,
+                                                                             real_pods: RunningSandbox,
                                                                              kubectl: Kubectl) -> None:
     def leases() -> list[dict[str, Any]] | None:
-        items = _json(kubectl, "leases", "-n", "kaiwo-system")["items"]
+        items = get_json(kubectl, "leases", "-n", "kaiwo-system")["items"]
         held = [lease for lease in items if (lease.get("spec") or {}).get("holderIdentity")]
         return held or None
     held = eventually(lambda: leases(), timeout=60, interval=1.0, message="the controllers hold Leases in kaiwo-system")
     assert held
-    records = sandbox.audit.records(user=SA_USER)
+    records = real_pods.audit.records(user=SA_USER)
     assert records, "nothing was requested with the kaiwo-ray service account's token"
     forbidden = [(r.verb, r.resource, r.namespace, r.name) for r in records if r.code == 403]
     assert forbidden == []
@@ -138,16 +104,16 @@ def test_the_operator_runs_as_its_service_account_with_no_forbidden_request(inst
 
 def test_a_kaiwojob_runs_under_the_installed_operator(installed: dict[str, Any], kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "examples/cpu-job.yaml")
-    jobs = _json(kubectl, "kaiwojobs", "-A")["items"]
+    jobs = get_json(kubectl, "kaiwojobs", "-A")["items"]
     assert jobs
     job = jobs[0]
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
 
     def running() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", ns, name).get("status") or {}).get("status")
+        status = (get_json(kubectl, "kaiwojob", "-n", ns, name).get("status") or {}).get("status")
         return status if status in ("RUNNING", "COMPLETE") else None
     eventually(running, timeout=90, interval=1.0, message=f"KaiwoJob {ns}/{name} runs")
-    children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
+    children = get_json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
     assert len(children) == 1
 
 
@@ -155,7 +121,7 @@ def test_a_serve_application_that_fails_to_import_leaves_the_rayservice_not_read
         installed: dict[str, Any], kubectl: Kubectl) -> None:
     """Bad input: KubeRay submits the config, Ray reports DEPLOY_FAILED with the import error, and the
     RayService stays not Ready with that message; the installed one is untouched."""
-    service = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    service = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
     broken = {"apiVersion": "ray.io/v1", "kind": "RayService",
               "metadata": {"name": "broken", "namespace": "default"},
               "spec": {"serveConfigV2": "applications:\n  - name: app\n    import_path: no_such_module:app\n"
@@ -170,14 +136,14 @@ def test_a_serve_application_that_fails_to_import_leaves_the_rayservice_not_read
     kubectl("apply", "-f", "-", stdin=json.dumps(broken))
 
     def failed() -> dict[str, Any] | None:
-        status = _json(kubectl, "rayservice", "-n", "default", "broken").get("status") or {}
+        status = get_json(kubectl, "rayservice", "-n", "default", "broken").get("status") or {}
         apps = (status.get("pendingServiceStatus") or status.get("activeServiceStatus") or {}).get(
             "applicationStatuses") or {}
         app = apps.get("app") or {}
         return app if app.get("status") == "DEPLOY_FAILED" else None
     app = eventually(failed, timeout=120, interval=2.0, message="Ray reports the application DEPLOY_FAILED")
     assert "no_such_module" in app["message"]
-    status = _json(kubectl, "rayservice", "-n", "default", "broken")
+    status = get_json(kubectl, "rayservice", "-n", "default", "broken")
     assert _condition(status, "Ready").get("status") != "True"
     kubectl("delete", "rayservice", "-n", "default", "broken", "--wait=false")
     assert _rayservice_ready(kubectl) is not None
@@ -191,7 +157,7 @@ def test_a_local_pod_that_exits_non_zero_shows_its_exit_code_logs_and_backs_off(
     kubectl("apply", "-f", "-", stdin=json.dumps(pod))
 
     def backing_off() -> dict[str, Any] | None:
-        status = _json(kubectl, "pod", "-n", "default", "crasher")["status"]
+        status = get_json(kubectl, "pod", "-n", "default", "crasher")["status"]
         container = ((status.get("containerStatuses") or [{}])[0])
         waiting = (container.get("state") or {}).get("waiting") or {}
         return container if waiting.get("reason") == "CrashLoopBackOff" else None
@@ -203,12 +169,12 @@ def test_a_local_pod_that_exits_non_zero_shows_its_exit_code_logs_and_backs_off(
 
 
 def _ray_json(kubectl: Kubectl, *command: str) -> Any:
-    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]["metadata"]["name"]
+    head = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]["metadata"]["name"]
     return json.loads(kubectl("exec", "-n", "kaiwo-system", head, "--", *command).stdout)
 
 
 def test_one_telemetry_actor_on_every_gpu_telemetry_node(installed: dict[str, Any], kubectl: Kubectl) -> None:
-    workers = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/group=gpu-telemetry")["items"]
+    workers = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/group=gpu-telemetry")["items"]
     assert len(workers) == 3  # deploy/sandbox: one per GPU node of the default node set
     assert len({w["spec"]["nodeName"] for w in workers}) == 3
     worker_ips = {w["status"]["podIP"] for w in workers}
@@ -240,7 +206,7 @@ def test_idle_gpu_job_is_preempted_and_a_busy_one_is_not_under_the_shipped_role(
                                                  "requests": {"amd.com/gpu": "8"}}}]}}}})
 
     def phase(name: str) -> str:
-        for item in _json(kubectl, "gpuworkloads", "-n", namespace)["items"]:
+        for item in get_json(kubectl, "gpuworkloads", "-n", namespace)["items"]:
             if item["spec"]["workloadRef"]["name"] == name:
                 return str((item.get("status") or {}).get("phase") or "")
         return ""
@@ -257,17 +223,17 @@ def test_idle_gpu_job_is_preempted_and_a_busy_one_is_not_under_the_shipped_role(
     assert phase("busy") == "Active"
     kubectl("get", "job", "-n", namespace, "busy")
     kubectl("delete", "namespace", namespace)  # its Jobs hold every AMD GPU: give them back for what follows
-    eventually(lambda: not _json(kubectl, "pods", "-n", namespace)["items"], timeout=60, interval=1.0,
+    eventually(lambda: not get_json(kubectl, "pods", "-n", namespace)["items"], timeout=60, interval=1.0,
                message="the preemption namespace's pods gone")
 
 
 @pytest.fixture(scope="module")
-def admin_url(installed: dict[str, Any], sandbox: RunningSandbox, tmp_path_factory: pytest.TempPathFactory
+def admin_url(installed: dict[str, Any], real_pods: RunningSandbox, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[str]:
     """The admin API as a user reaches it: `kubectl port-forward svc/kaiwo-ray-admin` to the head's Serve proxy."""
     binary = shutil.which("kubectl")
     assert binary is not None
-    process = subprocess.Popen([binary, "--kubeconfig", str(sandbox.kubeconfig_path), "port-forward", "-n",
+    process = subprocess.Popen([binary, "--kubeconfig", str(real_pods.kubeconfig_path), "port-forward", "-n",
                                 "kaiwo-system", "svc/kaiwo-ray-admin", ":8000"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
     try:
@@ -289,7 +255,7 @@ def admin_url(installed: dict[str, Any], sandbox: RunningSandbox, tmp_path_facto
 
 
 def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
-        admin_url: str, sandbox: RunningSandbox, kubectl: Kubectl) -> None:
+        admin_url: str, real_pods: RunningSandbox, kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
          "metadata": {"name": "workload-reader", "namespace": "default"},
@@ -302,7 +268,7 @@ def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]}]))
     kubectl("apply", "-f", "examples/cpu-job.yaml")
     path = "/api/v1/namespaces/default/kaiwojobs/cpu-job"
-    alice, bob = sandbox.mint_token("alice"), sandbox.mint_token("bob")
+    alice, bob = real_pods.mint_token("alice"), real_pods.mint_token("bob")
     with httpx.Client(base_url=admin_url, timeout=30) as http:
         assert http.get(path).status_code == 401
         assert http.get(path, headers={"Authorization": f"Bearer {bob}"}).status_code == 403
@@ -312,14 +278,14 @@ def test_admin_api_through_port_forward_authenticates_and_authorizes_each_user(
 
 
 def test_the_admin_api_is_served_through_the_kubernetes_api_from_the_head(installed: dict[str, Any],
-                                                                          sandbox: RunningSandbox,
+                                                                          real_pods: RunningSandbox,
                                                                           kubectl: Kubectl,
                                                                           tmp_path: Path) -> None:
     """The aggregated-api component as installed: the APIService turns Available once the listener in the
     head's Serve replica answers; kubectl lists the group and prints WorkloadSummaries with a user's own
     kubeconfig; RBAC refuses a user without the rule."""
     group = "admin.kaiwo.silogen.ai"
-    eventually(lambda: _condition(_json(kubectl, "apiservice", f"v1alpha1.{group}"), "Available").get("status")
+    eventually(lambda: _condition(get_json(kubectl, "apiservice", f"v1alpha1.{group}"), "Available").get("status")
                == "True", timeout=120, interval=1.0, message="the APIService Available")
     assert "workloadsummaries" in kubectl("api-resources", f"--api-group={group}").stdout
     kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([
@@ -337,7 +303,7 @@ def test_the_admin_api_is_served_through_the_kubernetes_api_from_the_head(instal
     assert binary is not None
 
     def as_user(user: str, *args: str) -> subprocess.CompletedProcess[str]:
-        config = sandbox.kubeconfig_for(sandbox.mint_token(user), tmp_path / user / "kubeconfig")
+        config = real_pods.kubeconfig_for(real_pods.mint_token(user), tmp_path / user / "kubeconfig")
         return subprocess.run([binary, "--kubeconfig", str(config), *args], capture_output=True, text=True,
                               timeout=60)
 
@@ -351,7 +317,7 @@ def test_the_admin_api_is_served_through_the_kubernetes_api_from_the_head(instal
 
 
 def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no_console_error(
-        admin_url: str, sandbox: RunningSandbox) -> None:
+        admin_url: str, real_pods: RunningSandbox) -> None:
     browser_path = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
     if not browser_path or not driver_path:
@@ -367,7 +333,7 @@ def test_dashboard_loads_in_chromium_through_the_port_forward_with_charts_and_no
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     try:
         driver.set_page_load_timeout(60)
-        token = sandbox.mint_token("kaiwo-admin", ["system:masters"])
+        token = real_pods.mint_token("kaiwo-admin", ["system:masters"])
         # The token is in the page's storage before its scripts run, as after a user saved it.
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
                                {"source": f"localStorage.setItem('kaiwoToken', {json.dumps(token)});"})
@@ -401,15 +367,15 @@ def scrape_jobs(kubectl: Kubectl) -> list[dict[str, Any]]:
     """Prometheus scrape jobs from the shipped ServiceMonitor and PodMonitor, as the Prometheus operator
     derives them: the targets their selectors and ports name, the path, the scheme and the bearer token
     from the Secret they reference."""
-    pods = [p for p in _json(kubectl, "pods", "-n", "kaiwo-system")["items"] if p["status"].get("podIP")]
-    services = _json(kubectl, "services", "-n", "kaiwo-system")["items"]
+    pods = [p for p in get_json(kubectl, "pods", "-n", "kaiwo-system")["items"] if p["status"].get("podIP")]
+    services = get_json(kubectl, "services", "-n", "kaiwo-system")["items"]
 
     def token(credentials: dict[str, str]) -> str:
-        secret = _json(kubectl, "secret", "-n", "kaiwo-system", credentials["name"])
+        secret = get_json(kubectl, "secret", "-n", "kaiwo-system", credentials["name"])
         return base64.b64decode(secret["data"][credentials["key"]]).decode()
 
     jobs: list[dict[str, Any]] = []
-    for monitor in _json(kubectl, "podmonitors", "-n", "kaiwo-system")["items"]:
+    for monitor in get_json(kubectl, "podmonitors", "-n", "kaiwo-system")["items"]:
         for index, endpoint in enumerate(monitor["spec"]["podMetricsEndpoints"]):
             targets = [f"{p['status']['podIP']}:{port}" for p in pods
                        if _selects(monitor["spec"]["selector"], p["metadata"].get("labels") or {})
@@ -417,7 +383,7 @@ def scrape_jobs(kubectl: Kubectl) -> list[dict[str, Any]]:
             jobs.append({"job_name": f"podMonitor/{monitor['metadata']['name']}/{index}", "targets": targets,
                          "path": endpoint.get("path", "/metrics"), "scheme": endpoint.get("scheme", "http"),
                          "token": token(endpoint["authorization"]["credentials"])})
-    for monitor in _json(kubectl, "servicemonitors", "-n", "kaiwo-system")["items"]:
+    for monitor in get_json(kubectl, "servicemonitors", "-n", "kaiwo-system")["items"]:
         for index, endpoint in enumerate(monitor["spec"]["endpoints"]):
             targets = []
             for service in services:
@@ -483,10 +449,10 @@ def test_debian_prometheus_scrapes_every_shipped_monitor_target(installed: dict[
 
 # The disruptive steps come last: a new head restarts the Ray cluster (its workers rejoin), and the checks
 # after it (doctor, the examples, the upgrades) show the install recovered.
-def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], sandbox: RunningSandbox,
+def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any], real_pods: RunningSandbox,
                                                        admin_url: str) -> None:
     result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
-                             str(sandbox.kubeconfig_path), "--admin-url", admin_url],
+                             str(real_pods.kubeconfig_path), "--admin-url", admin_url],
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     failed = [line for line in result.stdout.splitlines() if line.lstrip().startswith(("FAIL", "TODO"))]
     assert result.returncode == 0 and failed == [], result.stdout + result.stderr
@@ -494,11 +460,11 @@ def test_doctor_passes_every_check_against_the_install(installed: dict[str, Any]
 
 def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates(installed: dict[str, Any],
                                                                                 kubectl: Kubectl) -> None:
-    head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+    head = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
     kubectl("delete", "pod", "-n", "kaiwo-system", head["metadata"]["name"], "--wait=false")
 
     def new_head_serving() -> dict[str, Any] | None:
-        heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"]
+        heads = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"]
         fresh = [p for p in heads if p["metadata"]["uid"] != head["metadata"]["uid"]
                  and _condition(p, "Ready").get("status") == "True"]
         if not fresh:
@@ -513,12 +479,12 @@ def test_head_pod_deleted_comes_back_and_the_operator_resumes_without_duplicates
     kubectl("apply", "-f", "-", stdin=manifest)
 
     def resumed() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", "default", "after-failover").get("status") or {}).get("status")
+        status = (get_json(kubectl, "kaiwojob", "-n", "default", "after-failover").get("status") or {}).get("status")
         return status if status in ("RUNNING", "COMPLETE") else None
     eventually(resumed, timeout=90, interval=1.0, message="a KaiwoJob submitted after the failover runs")
-    for job in _json(kubectl, "kaiwojobs", "-A")["items"]:
+    for job in get_json(kubectl, "kaiwojobs", "-A")["items"]:
         ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-        children = _json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
+        children = get_json(kubectl, "jobs", "-n", ns, "-l", f"kaiwo.silogen.ai/name={name}")["items"]
         assert len(children) == 1, f"{ns}/{name} has {len(children)} Jobs"
 
 
@@ -561,10 +527,10 @@ def test_a_new_serve_config_rolls_without_losing_a_workload(installed: dict[str,
     manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: during-upgrade") \
         .replace("sleep 5", "sleep 600")
     kubectl("apply", "-f", "-", stdin=manifest)
-    eventually(lambda: (_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade").get("status") or {}).get(
+    eventually(lambda: (get_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade").get("status") or {}).get(
         "status") == "RUNNING", timeout=90, interval=1.0, message="the workload runs before the upgrade")
-    uid = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
-    service = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    uid = get_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
+    service = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
     config = yaml.safe_load(service["spec"]["serveConfigV2"])
     for app in config["applications"]:
         app["runtime_env"] = {"env_vars": {"KAIWO_UPGRADE_MARK": "2"}}  # a new config: every replica restarts
@@ -572,8 +538,8 @@ def test_a_new_serve_config_rolls_without_losing_a_workload(installed: dict[str,
             json.dumps({"spec": {"serveConfigV2": yaml.safe_dump(config)}}))
 
     def upgraded() -> bool:
-        head = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
-        status = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")["status"]
+        head = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", "ray.io/node-type=head")["items"][0]
+        status = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")["status"]
         statuses = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
         running = bool(statuses) and all(a["status"] == "RUNNING" for a in statuses.values())
         out = kubectl("exec", "-n", "kaiwo-system", head["metadata"]["name"], "--", "sh", "-c",
@@ -582,9 +548,9 @@ def test_a_new_serve_config_rolls_without_losing_a_workload(installed: dict[str,
                       check=False).stdout
         return running and "KAIWO_UPGRADE_MARK" in out
     eventually(upgraded, timeout=180, interval=2.0, message="Ray runs the new config, both applications RUNNING")
-    job = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
+    job = get_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
     assert job["metadata"]["uid"] == uid and (job.get("status") or {}).get("status") == "RUNNING"
-    children = _json(kubectl, "jobs", "-n", "default", "-l", "kaiwo.silogen.ai/name=during-upgrade")["items"]
+    children = get_json(kubectl, "jobs", "-n", "default", "-l", "kaiwo.silogen.ai/name=during-upgrade")["items"]
     assert len(children) == 1
 
 
@@ -594,9 +560,9 @@ def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(in
     """Step 8: a new image tag changes the Ray cluster's pods, so KubeRay prepares a new cluster, moves the
     Services once both applications serve there, and deletes the old one; the workload running since
     before is untouched, the new operator takes over, and no child is duplicated."""
-    before = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
+    before = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")
     old_cluster = before["status"]["activeServiceStatus"]["rayClusterName"]
-    uid = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
+    uid = get_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")["metadata"]["uid"]
     head_image = before["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"]
     new_image = head_image.rsplit(":", 1)[0] + ":0.1.1"
     kubectl("patch", "rayservice", "-n", "kaiwo-system", "kaiwo-ray", "--type=json", "-p", json.dumps([
@@ -606,7 +572,7 @@ def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(in
          "value": new_image}]))
 
     def rolled() -> str | None:
-        status = _json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray").get("status") or {}
+        status = get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray").get("status") or {}
         active = status.get("activeServiceStatus") or {}
         name = str(active.get("rayClusterName") or "")
         apps = active.get("applicationStatuses") or {}
@@ -615,16 +581,16 @@ def test_a_new_image_tag_rolls_to_a_new_ray_cluster_without_losing_a_workload(in
         return name if kubectl("get", "raycluster", "-n", "kaiwo-system", old_cluster, check=False).returncode else None
     new_cluster = eventually(rolled, timeout=300, interval=2.0, ignoring=_unreachable,
                              message="the new cluster serves and the old one is gone")
-    heads = _json(kubectl, "pods", "-n", "kaiwo-system", "-l", f"ray.io/cluster={new_cluster},ray.io/node-type=head")
+    heads = get_json(kubectl, "pods", "-n", "kaiwo-system", "-l", f"ray.io/cluster={new_cluster},ray.io/node-type=head")
     assert heads["items"][0]["spec"]["containers"][0]["image"] == new_image
-    job = _json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
+    job = get_json(kubectl, "kaiwojob", "-n", "default", "during-upgrade")
     assert job["metadata"]["uid"] == uid and (job.get("status") or {}).get("status") == "RUNNING"
     manifest = (ROOT / "examples/cpu-job.yaml").read_text().replace("name: cpu-job", "name: after-upgrade")
     kubectl("apply", "-f", "-", stdin=manifest)
-    eventually(lambda: (_json(kubectl, "kaiwojob", "-n", "default", "after-upgrade").get("status") or {}).get(
+    eventually(lambda: (get_json(kubectl, "kaiwojob", "-n", "default", "after-upgrade").get("status") or {}).get(
         "status") in ("RUNNING", "COMPLETE"), timeout=120, interval=1.0, message="the new operator runs a new job")
     for name in ("during-upgrade", "after-upgrade"):
-        children = _json(kubectl, "jobs", "-n", "default", "-l", f"kaiwo.silogen.ai/name={name}")["items"]
+        children = get_json(kubectl, "jobs", "-n", "default", "-l", f"kaiwo.silogen.ai/name={name}")["items"]
         assert len(children) == 1, f"{name} has {len(children)} Jobs"
 
 
@@ -652,5 +618,5 @@ def test_uninstall_leaves_no_object_of_ours_and_no_user_workload_deleted(install
     eventually(gone, timeout=120, interval=1.0, message="every object of the install gone")
     assert kubectl("get", "job", "-n", "default", "users-own", check=False).returncode == 0
     # the real Ray processes went with their pods
-    assert not [p for p in _json(kubectl, "pods", "-A")["items"]
+    assert not [p for p in get_json(kubectl, "pods", "-A")["items"]
                 if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/part-of") == "kaiwo-ray"]

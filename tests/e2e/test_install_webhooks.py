@@ -13,54 +13,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from real_install import INSTALL_SECONDS, ROOT, SA_USER, Kubectl, get_json, needs_real_pods
 
-from kaiwo_ray.api.crd import all_crds
-from kaiwo_ray.nodes import default_nodes
-from kaiwo_sandbox.testing import RunningSandbox, eventually, start_sandbox
+from kaiwo_sandbox.testing import RunningSandbox, eventually
 
-ROOT = Path(__file__).resolve().parents[2]
-SA_USER = "system:serviceaccount:kaiwo-system:kaiwo-ray"
-INSTALL_SECONDS = 180
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("kubectl") is None,
-                                reason="the real install runs pods in network namespaces (needs root, ip, kubectl)")
-
-Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-@pytest.fixture(scope="module")
-def sandbox() -> Iterator[RunningSandbox]:
-    with start_sandbox(nodes=default_nodes(), cluster=True, time_factor=1.0, authorization="RBAC",
-                       extra_crds=list(all_crds()), local_images=["kaiwo-ray"]) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def kubectl(sandbox: RunningSandbox, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    cache = tmp_path_factory.mktemp("kubectl-cache")
-    binary = shutil.which("kubectl")
-    assert binary is not None
-
-    def run(*args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([binary, "--kubeconfig", str(sandbox.kubeconfig_path), "--cache-dir", str(cache),
-                                 *args], capture_output=True, text=True, timeout=120, input=stdin, cwd=ROOT)
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr}")
-        return result
-    return run
-
-
-def _json(kubectl: Kubectl, *args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json").stdout)
+pytestmark = needs_real_pods
 
 
 def _ready(obj: dict[str, Any]) -> bool:
@@ -76,7 +39,7 @@ def installed(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Non
         "resources": [os.path.relpath(ROOT / "deploy" / "sandbox", overlay)],
         "components": [os.path.relpath(ROOT / "deploy" / "components" / "webhooks", overlay)]}))
     kubectl("apply", "-k", str(overlay))
-    eventually(lambda: _ready(_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")),
+    eventually(lambda: _ready(get_json(kubectl, "rayservice", "-n", "kaiwo-system", "kaiwo-ray")),
                timeout=INSTALL_SECONDS, message="the RayService is Ready", interval=1.0,
                ignoring=lambda err: isinstance(err, (AssertionError, KeyError)))
 
@@ -91,9 +54,9 @@ def installed(kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory) -> Non
 
 
 def test_the_installed_webhooks_queue_and_track_a_labelled_plain_gpu_job(installed: None, kubectl: Kubectl) -> None:
-    secret = _json(kubectl, "secret", "-n", "kaiwo-system", "kaiwo-ray-webhook-cert")
+    secret = get_json(kubectl, "secret", "-n", "kaiwo-system", "kaiwo-ray-webhook-cert")
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
-        hooks = _json(kubectl, kind, "kaiwo-ray")["webhooks"]
+        hooks = get_json(kubectl, kind, "kaiwo-ray")["webhooks"]
         assert {h["clientConfig"].get("caBundle") for h in hooks} == {secret["data"]["ca.crt"]}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "plain-gpu", "namespace": "default", "labels": {"kaiwo.silogen.ai/managed": "true"}},
@@ -104,7 +67,7 @@ def test_the_installed_webhooks_queue_and_track_a_labelled_plain_gpu_job(install
     assert json.loads(dry.stdout)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
     assert kubectl("get", "job", "-n", "default", "plain-gpu", check=False).returncode != 0  # nothing stored
     kubectl("apply", "-f", "-", stdin=json.dumps(job))
-    labels = _json(kubectl, "job", "-n", "default", "plain-gpu")["metadata"]["labels"]
+    labels = get_json(kubectl, "job", "-n", "default", "plain-gpu")["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo" and labels["kaiwo.silogen.ai/user"]
 
     def tracked() -> dict[str, Any] | None:
@@ -114,7 +77,7 @@ def test_the_installed_webhooks_queue_and_track_a_labelled_plain_gpu_job(install
     assert tracker["spec"]["user"] == labels["kaiwo.silogen.ai/user"]
 
     def ran() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", "default", "plain-gpu").get("status") or {}).get("status")
+        status = (get_json(kubectl, "kaiwojob", "-n", "default", "plain-gpu").get("status") or {}).get("status")
         return status if status in ("RUNNING", "COMPLETE") else None
     eventually(ran, timeout=120, interval=1.0, message="the tracked plain Job runs")
 
@@ -128,19 +91,19 @@ def test_an_invalid_kaiwojob_is_refused_at_apply_and_a_kaiwojob_runs(installed: 
     kubectl("apply", "-f", "examples/cpu-job.yaml")  # its Job (Kaiwo's run-id) is never sent to the webhooks
 
     def running() -> str | None:
-        status = (_json(kubectl, "kaiwojob", "-n", "default", "cpu-job").get("status") or {}).get("status")
+        status = (get_json(kubectl, "kaiwojob", "-n", "default", "cpu-job").get("status") or {}).get("status")
         return status if status in ("RUNNING", "COMPLETE") else None
     eventually(running, timeout=90, interval=1.0, message="cpu-job runs")
 
 
-def test_doctor_passes_and_the_service_account_met_no_403(installed: None, sandbox: RunningSandbox) -> None:
+def test_doctor_passes_and_the_service_account_met_no_403(installed: None, real_pods: RunningSandbox) -> None:
     result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "doctor", "--kubeconfig",
-                             str(sandbox.kubeconfig_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+                             str(real_pods.kubeconfig_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
     lines = result.stdout.splitlines()
     failed = [line for line in lines if line.lstrip().startswith(("FAIL", "TODO"))]
     assert result.returncode == 0 and failed == [], result.stdout + result.stderr
     assert any(line.startswith("OK    webhooks: certificate valid until ") for line in lines), result.stdout
     assert "OK    webhooks: the API server reached them: a dry-run labelled Job in default was mutated" in lines
-    forbidden = [(r.verb, r.resource, r.namespace, r.name) for r in sandbox.audit.records(user=SA_USER)
+    forbidden = [(r.verb, r.resource, r.namespace, r.name) for r in real_pods.audit.records(user=SA_USER)
                  if r.code == 403]
     assert forbidden == []

@@ -12,12 +12,12 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.render import render_default_queue_config, render_file
 from kaiwo_ray.manifests import load_documents
 from kaiwo_sandbox.testing import start_sandbox
@@ -26,7 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 # What the API server assigns on create; rendering from a file leaves owner UIDs empty.
 FAKE_OWNER_UID = "3f1c2a4e-8b7d-4c6a-9e5f-0a1b2c3d4e5f"
-JsonObj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from kaiwo_ray.api.config import KaiwoConfigSpec, NodesConfig
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.reconcile import queueconfig as qc
 
-JsonObj = dict[str, Any]
 KQC_UID = "kqc-uid"
 CQ_UID = "cq-uid"
 OWNER = {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoQueueConfig", "name": "kaiwo", "uid": KQC_UID,

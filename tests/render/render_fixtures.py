@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.workloads import KaiwoJob, KaiwoService
 from kaiwo_ray.render import render_all, render_main
-
-JsonObj = dict[str, Any]
 
 
 def job(spec: JsonObj | None = None, **meta: Any) -> KaiwoJob:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.render.nodepools import (
     NodeDiscoveryError,
@@ -18,8 +17,6 @@ from kaiwo_ray.render.nodepools import (
     merge_default_queue_config,
     node_shape,
 )
-
-JsonObj = dict[str, Any]
 
 AMD = {"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM", "beta.amd.com/gpu.family.AI": "8"}
 NVIDIA = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import KaiwoQueueConfigSpec
 from kaiwo_ray.render.nodepools import (
     MAX_FLAVORS_PER_RESOURCE_GROUP,
@@ -19,8 +18,6 @@ from kaiwo_ray.render.nodepools import (
     merge_default_queue_config,
     node_shape,
 )
-
-JsonObj = dict[str, Any]
 
 gpu_labels = st.sampled_from(
     [

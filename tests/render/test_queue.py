@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from kaiwo_ray.api.config import KaiwoConfigSpec
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import ClusterQueueEntry, KaiwoQueueConfig
 from kaiwo_ray.render.nodepools import default_queue_config
 from kaiwo_ray.render.queue import (
@@ -14,8 +13,6 @@ from kaiwo_ray.render.queue import (
     render_local_queue,
     render_queue_config,
 )
-
-JsonObj = dict[str, Any]
 
 KQC_OWNER = {
     "apiVersion": "kaiwo.silogen.ai/v1alpha1",

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.queueconfig import ClusterQueueEntry, ClusterQueueSpec, KaiwoQueueConfig
 from kaiwo_ray.render.queue import KueueVersion, cluster_queue_spec, render_queue_config
 
-JsonObj = dict[str, Any]
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=10)
 RESOURCES = ["cpu", "memory", "amd.com/gpu", "nvidia.com/gpu", "example.com/fpga"]
 QUANTITIES = st.sampled_from(["1", "500m", "16Gi", "30923764531", "0", "2.5"]) | st.integers(0, 1000)

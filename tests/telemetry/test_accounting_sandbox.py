@@ -27,7 +27,7 @@ from e2e_harness import RunningOperator, in_process_operator
 from e2e_support import Kube
 from late_source import LateSource
 
-from kaiwo_ray.admission.submitter import SUBMITTED_BY
+from kaiwo_ray.api.labels import SUBMITTED_BY
 from kaiwo_ray.controllers.accounting import AccountingSettings
 from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
 from kaiwo_ray.controllers.manager import HostSettings

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from kaiwo_ray.admission.submitter import SUBMITTED_BY, stamp_ops
+from kaiwo_ray.admission.submitter import stamp_ops
+from kaiwo_ray.api.labels import SUBMITTED_BY
 from kaiwo_ray.telemetry.charging import monitor_reclaim, resolve, tracker_reclaim
 from kaiwo_ray.telemetry.ledger import Holder, Ledger, Owner, Reclaim, reclaimed_seconds
 from kaiwo_ray.telemetry.usage import UsageIndex, counters, report, to_csv

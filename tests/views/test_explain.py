@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.views.explain import (
     Explanation,
     ReasonCode,
@@ -23,7 +24,6 @@ from kaiwo_ray.views.explain import (
 )
 
 DATA = json.loads((Path(__file__).parent / "data" / "sandbox_world.json").read_text())
-JsonObj = dict[str, Any]
 
 
 def world_of(name: str, data: dict[str, list[JsonObj]] | None = None, **overrides: Any) -> WorkloadWorld:

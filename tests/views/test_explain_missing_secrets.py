@@ -8,7 +8,7 @@ from typing import Any
 
 import kubernetes
 
-from kaiwo_ray.render.context import LABEL_NAME
+from kaiwo_ray.api.labels import LABEL_NAME
 from kaiwo_ray.views.explain import ReasonCode, collect_world, explain
 from kaiwo_sandbox.pytest_plugin import SandboxFactory
 from kaiwo_sandbox.testing import eventually

@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_harness import OperatorSandbox, operator_sandbox
 from e2e_support import wait_for
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.views.explain import Explanation, ReasonCode, collect_world, explain
 
 NS = "explain-e2e"
-JsonObj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

@@ -59,7 +59,7 @@ class Authorizer:
         self.mode: AuthorizationMode = mode
         self._policy: Policy | None = None
         for gvr in (ROLES, CLUSTER_ROLES, ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS):
-            store.add_watcher((gvr.group, gvr.resource), self._changed)
+            store.fanout.add_watcher((gvr.group, gvr.resource), self._changed)
 
     def _changed(self, event: WatchEvent) -> None:
         self._policy = None

@@ -224,6 +224,32 @@ class ContainerRun:
     def ready(self, now: float) -> bool:
         return self.state == "running" and self.ready_at is not None and now >= self.ready_at
 
+    def started(self, at: float, ready_at: float | None) -> None:
+        """The container runs from `at` (ready from `ready_at`; None: not until a probe says so)."""
+        self.state = "running"
+        self.started_at = at
+        self.ready_at = ready_at
+        self.terminated = None
+        self.restart_at = None
+        self.waiting_reason = ""
+        self.waiting_message = ""
+
+    def refused(self, message: str, retry_at: float | None) -> None:
+        """The container cannot be created (a missing Secret or ConfigMap, say): it waits, with the
+        kubelet's reason and message, until `retry_at` (None: until something unblocks it)."""
+        self.state = "waiting"
+        self.restart_at = retry_at
+        self.waiting_reason = "CreateContainerConfigError"
+        self.waiting_message = message
+
+
+def tell_once(told: dict[str, str], events: list[tuple[str, ...]], container: str, message: str) -> None:
+    """A Failed event for `container`'s config error, once per distinct message (the kubelet's
+    retries repeat it; the event would repeat too, every sync)."""
+    if told.get(container) != message:
+        told[container] = message
+        events.append(("Warning", "Failed", container, f"Error: {message}"))
+
 
 def restart_backoff(restart_count: int) -> float:
     """CrashLoopBackOff before restart number `restart_count + 1`: 10 s doubling, at most 5 min."""
@@ -314,22 +340,11 @@ class PodTimeline:
     def _start(self, run: ContainerRun, at: float) -> None:
         message = self.blocked.get(run.plan.name)
         if message is not None:
-            run.state = "waiting"
-            run.restart_at = None
-            run.waiting_reason = "CreateContainerConfigError"
-            run.waiting_message = message
-            if self._told.get(run.plan.name) != message:
-                self._told[run.plan.name] = message
-                self.events.append(("Warning", "Failed", run.plan.name, f"Error: {message}"))
+            run.refused(message, None)
+            tell_once(self._told, self.events, run.plan.name, message)
             return
         self._told.pop(run.plan.name, None)
-        run.waiting_message = ""
-        run.state = "running"
-        run.started_at = at
-        run.ready_at = at + self.plan.ready_seconds
-        run.terminated = None
-        run.restart_at = None
-        run.waiting_reason = ""
+        run.started(at, at + self.plan.ready_seconds)
         self.events.append(("Normal", "Started", run.plan.name))
 
     def _step(self, at: float) -> None:

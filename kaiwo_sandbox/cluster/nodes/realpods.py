@@ -18,6 +18,7 @@ from kaiwo_sandbox.cluster.nodes.podsim import (
     PodTimeline,
     Termination,
     restart_backoff,
+    tell_once,
 )
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.runtime.podspec import ContainerConfigError
@@ -142,24 +143,13 @@ class RealPodTimeline(PodTimeline):
             self.starter(spec)
         except ContainerConfigError as err:
             message = str(err)
-            run.state = "waiting"
-            run.waiting_reason = "CreateContainerConfigError"
-            run.waiting_message = message
-            run.restart_at = at + 1.0  # the kubelet retries on its next sync
-            if self.config_errors.get(run.plan.name) != message:
-                self.config_errors[run.plan.name] = message
-                self.events.append(("Warning", "Failed", run.plan.name, f"Error: {message}"))
+            run.refused(message, at + 1.0)  # the kubelet retries on its next sync
+            tell_once(self.config_errors, self.events, run.plan.name, message)
             return
         self.config_errors.pop(run.plan.name, None)
-        run.state = "running"
-        run.started_at = at
-        run.terminated = None
-        run.restart_at = None
-        run.waiting_reason = ""
-        run.waiting_message = ""
         probes = [ProbeState(kind, spec[key], at) for key, kind in PROBE_KINDS if spec.get(key)]
         self.probes[run.plan.name] = probes
-        run.ready_at = None if any(p.kind == "readiness" for p in probes) else at
+        run.started(at, None if any(p.kind == "readiness" for p in probes) else at)
         self.events.append(("Normal", "Started", run.plan.name))
 
     def _advance_probes(self, run: ContainerRun, now: float) -> None:

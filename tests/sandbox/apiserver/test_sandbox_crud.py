@@ -225,7 +225,7 @@ def test_expired_continue_token_is_410(sandbox: RunningSandbox, core: Any) -> No
         core.create_namespaced_config_map("default", {"metadata": {"name": f"cm-{i}"}})
     first = core.list_namespaced_config_map("default", limit=1)
     core.create_namespaced_config_map("default", {"metadata": {"name": "later"}})
-    sandbox.call(sandbox.store.expire_history)
+    sandbox.call(lambda: sandbox.store.fanout.expire(sandbox.store.resource_version))
     with pytest.raises(ApiException) as exc:
         core.list_namespaced_config_map("default", limit=1, _continue=first.metadata._continue)
     assert (exc.value.status, _error(exc)["reason"]) == (410, "Expired")

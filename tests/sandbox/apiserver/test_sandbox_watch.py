@@ -68,7 +68,7 @@ def test_watch_resume_past_history_gets_410_error_event() -> None:
         _cm(small_core, "a")
         rv = small_core.read_namespaced_config_map("a", "default").metadata.resource_version
         _cm(small_core, "b")
-        sandbox.call(sandbox.store.expire_history)  # as if "b" was compacted away
+        sandbox.call(lambda: sandbox.store.fanout.expire(sandbox.store.resource_version))  # "b" compacted away
         events = list(sandbox.stream(f"{CMS}?watch=1&resourceVersion={rv}&timeoutSeconds=5"))
     assert len(events) == 1
     assert events[0]["type"] == "ERROR"

@@ -17,6 +17,8 @@ from kaiwo_sandbox.contracts import (
     ApiError,
     WatchEvent,
 )
+from kaiwo_sandbox.storage import snapshot
+from kaiwo_sandbox.storage.crd_install import install_crds
 from kaiwo_sandbox.storage.store import ObjectStore
 
 
@@ -131,7 +133,7 @@ def test_list_across_namespaces_and_copies(store: ObjectStore) -> None:
 def test_kueue_objects_are_stored_once_across_versions(store: ObjectStore) -> None:
     from kaiwo_sandbox.cluster.crds import kueue_crds
 
-    store.install_crds(kueue_crds())
+    install_crds(store, kueue_crds())
     store.create(WORKLOADS, {"metadata": {"name": "w"}, "spec": {"queueName": "q"}}, namespace="default")
     old = store.get(GVR("kueue.x-k8s.io", "v1beta1", "workloads"), "default", "w")
     assert old["apiVersion"] == "kueue.x-k8s.io/v1beta1"
@@ -144,9 +146,9 @@ def test_kueue_objects_are_stored_once_across_versions(store: ObjectStore) -> No
 
 def test_dump_and_load_keep_objects_and_resource_version(store: ObjectStore) -> None:
     store.create(CONFIGMAPS, {"metadata": {"name": "kept"}}, namespace="default")
-    state = store.dump()
+    state = snapshot.dump(store)
     restored = ObjectStore()
-    restored.load(state)
+    snapshot.restore(restored, state)
     assert restored.get(CONFIGMAPS, "default", "kept")["metadata"]["uid"] == \
         store.get(CONFIGMAPS, "default", "kept")["metadata"]["uid"]
     created = restored.create(CONFIGMAPS, {"metadata": {"name": "new"}}, namespace="default")
@@ -162,11 +164,11 @@ def test_unknown_resource_is_404(store: ObjectStore) -> None:
 def test_preinstalled_crds_are_upgraded_in_place(store: ObjectStore) -> None:
     from kaiwo_sandbox.cluster.crds import kueue_crds
 
-    assert store.install_crds(kueue_crds()) == 6
-    assert store.install_crds(kueue_crds()) == 0  # unchanged: nothing rewritten
+    assert install_crds(store, kueue_crds()) == 6
+    assert install_crds(store, kueue_crds()) == 0  # unchanged: nothing rewritten
     newer = kueue_crds()
     newer[-1]["spec"]["names"]["shortNames"] = ["topo"]
-    assert store.install_crds(newer) == 1
+    assert install_crds(store, newer) == 1
     info = store.registry.find("kueue.x-k8s.io", "topologies")
     assert info is not None and info.short_names == ("topo",)
 

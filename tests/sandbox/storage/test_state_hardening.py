@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,7 @@ def test_saving_a_large_store_takes_at_most_a_tenth_of_the_loop(tmp_path: Path) 
     assert pause_after_save(1.0, 0.5) == pytest.approx(4.5)
 
     class SlowStore:  # what a Persister uses of the store: its listeners and a costly dump
-        write_listeners: list = []
+        write_listeners: list[Callable[[], None]] = []
 
         def __init__(self) -> None:
             self.dumps = 0
@@ -156,7 +157,7 @@ def test_saving_a_large_store_takes_at_most_a_tenth_of_the_loop(tmp_path: Path) 
 
     async def run() -> int:
         store = SlowStore()
-        persister = Persister(store, tmp_path / "state", interval=0.001)  # type: ignore[arg-type]
+        persister = Persister(store.dump, store.write_listeners, tmp_path / "state", interval=0.001)
         persister.start()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 1.0
