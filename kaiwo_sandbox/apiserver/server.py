@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from kaiwo_sandbox.apiserver import discovery
+from kaiwo_sandbox.apiserver import discovery, discovery_v2
 from kaiwo_sandbox.apiserver.aggregation.proxy import Aggregator
 from kaiwo_sandbox.apiserver.aggregation.registrations import Backend
 from kaiwo_sandbox.apiserver.audit import AuditLog, AuditRecord
@@ -242,7 +242,7 @@ class ApiServer:
         if api_path is None:
             return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
         if not api_path.resource:
-            return self._discovery(api_path)
+            return self._discovery(api_path, request.headers)
         query = request.query
         verb = _verb(request.method, api_path, query_flag(query.get("watch")))
         code = 500
@@ -342,9 +342,29 @@ class ApiServer:
             return json_response(discovery.SERVER_VERSION)
         return web.Response(text="ok", content_type="text/plain")
 
-    def _discovery(self, path: ApiPath) -> web.Response:
+    def _aggregated_discovery(self, path: ApiPath, version: str, if_none_match: str) -> web.Response:
+        """`/api` or `/apis` as an APIGroupDiscoveryList (discovery_v2.py): the aggregated groups as the
+        aggregator last synced them. 304 when the client's ETag still holds."""
+        registry = self.store.registry
+        if path.named_group:
+            aggregated = self.aggregator.discovery_groups(set(registry.groups())) if self.aggregator else []
+            document = discovery_v2.groups(registry, aggregated, version)
+        else:
+            document = discovery_v2.core(registry, version)
+        body = orjson.dumps(document)
+        tag = discovery_v2.etag(body)
+        headers = {"ETag": tag, "Vary": "Accept"}
+        if if_none_match == tag:
+            return web.Response(status=304, headers=headers)
+        response = web.Response(body=body, headers=headers)
+        response.headers["Content-Type"] = discovery_v2.media_type(version)
+        return response
+
+    def _discovery(self, path: ApiPath, headers: Any) -> web.Response:
         registry = self.store.registry
         body: JsonObj | None
+        if path.version == "" and path.group == "" and (version := discovery_v2.negotiate(headers.get("Accept", ""))):
+            return self._aggregated_discovery(path, version, headers.get("If-None-Match", ""))
         if path.version == "" and not path.named_group:
             body = discovery.api_versions(self.address)
         elif path.version == "" and path.group == "":

@@ -21,10 +21,12 @@ from admin_support import RunningApp, free_port, kaiwojob, serve_app
 from aggregation_support import (
     APISERVICE,
     APISERVICES,
+    DISCOVERY_V2,
     GROUP,
     VERSION,
     apiservice,
     available,
+    discovered,
     expose,
     register,
 )
@@ -129,6 +131,59 @@ def test_kubectl_lists_the_group_and_prints_the_table(world: tuple[RunningSandbo
     items = json.loads(as_json.stdout)["items"]
     assert [(i["kind"], i["metadata"]["name"], i["workload"]["kind"], i["queue"]) for i in items] == [
         ("WorkloadSummary", "job.one", "KaiwoJob", "kaiwo"), ("WorkloadSummary", "job.two", "KaiwoJob", "kaiwo")]
+
+
+def test_kubectl_api_resources_reads_aggregated_discovery(world: tuple[RunningSandbox, RunningApp, int],
+                                                          tmp_path: Path) -> None:
+    """kubectl asks `/api` and `/apis` for apidiscovery.k8s.io/v2 and, answered so, never fetches a
+    group/version's legacy document: the admin group's resources come from the merged document."""
+    sb, _, _ = world
+    alice = user_config(sb, "alice", tmp_path)
+    run = kubectl(sb, alice, "api-resources", f"--api-group={GROUP}", "-v=8", f"--cache-dir={tmp_path / 'cache'}")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1].split() == ["workloadsummaries", "kws", f"{GROUP}/{VERSION}", "true",
+                                                  "WorkloadSummary"]
+    log = run.stderr
+    assert f'"Request" verb="GET" url="{sb.url}/apis?timeout=32s"' in log or f"GET {sb.url}/apis?timeout=32s" in log, log
+    assert f"Accept: {DISCOVERY_V2}" in log, log
+    assert f"Content-Type: {DISCOVERY_V2}" in log, log
+    assert f"/apis/{GROUP}/{VERSION}?" not in log and f"/apis/{GROUP}/{VERSION}\"" not in log, log
+
+
+def test_aggregated_discovery_documents(world: tuple[RunningSandbox, RunningApp, int]) -> None:
+    """`/api` and `/apis` as APIGroupDiscoveryList (v2, and v2beta1 for older kubectl): built-in groups,
+    CRDs and the aggregated group with its subresources; ETag and 304; plain JSON stays legacy."""
+    sb, _, _ = world
+    code, headers, body = sb.http("GET", "/api", headers={"Accept": f"{DISCOVERY_V2},application/json"})
+    assert code == 200 and headers["content-type"] == DISCOVERY_V2, body
+    core = json.loads(body)
+    assert (core["kind"], core["apiVersion"]) == ("APIGroupDiscoveryList", "apidiscovery.k8s.io/v2")
+    [item] = core["items"]
+    assert "name" not in item["metadata"] and item["versions"][0]["version"] == "v1"
+    pods = next(r for r in item["versions"][0]["resources"] if r["resource"] == "pods")
+    assert (pods["responseKind"], pods["scope"], pods["singularResource"]) == (
+        {"group": "", "version": "", "kind": "Pod"}, "Namespaced", "pod")
+    assert {"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "verbs": ["create"]} in pods["subresources"]
+    beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    code, headers, body = sb.http("GET", "/apis", headers={"Accept": beta})
+    assert code == 200 and headers["content-type"] == beta
+    document = json.loads(body)
+    assert document["apiVersion"] == "apidiscovery.k8s.io/v2beta1"
+    names = [i["metadata"]["name"] for i in document["items"]]
+    assert names.index("apps") < names.index(KAIWO) < names.index(GROUP)
+    ours = next(i for i in document["items"] if i["metadata"]["name"] == GROUP)
+    [version] = ours["versions"]
+    assert (version["version"], version["freshness"]) == (VERSION, "Current")
+    [summaries] = version["resources"]
+    assert (summaries["resource"], summaries["scope"], summaries["shortNames"]) == ("workloadsummaries", "Namespaced",
+                                                                                    ["kws"])
+    assert [s["subresource"] for s in summaries["subresources"]] == ["explain", "events", "gpus"]
+    code, again, _ = sb.http("GET", "/apis", headers={"Accept": beta, "If-None-Match": headers["etag"]})
+    assert code == 304 and again["etag"] == headers["etag"]
+    code, headers, body = sb.http("GET", "/apis")
+    assert code == 200 and headers["content-type"] == "application/json"
+    assert json.loads(body)["kind"] == "APIGroupList"
 
 
 def test_rbac_answers_403_at_the_aggregator_and_at_the_admin_api(world: tuple[RunningSandbox, RunningApp, int],
@@ -240,6 +295,13 @@ def test_an_unavailable_backend_is_503_with_its_condition_saying_why(world: tupl
         # the group is in discovery all the same, as kube-aggregator lists every APIService's group
         groups = [g["name"] for g in json.loads(sb.http("GET", "/apis")[2])["groups"]]
         assert GROUP in groups and "broken.example.com" in groups
+        # ... and in aggregated discovery as Stale, with no resources: client-go leaves a stale version
+        # out of the groups it converts (SplitGroupsAndResources), so kubectl lists every other group
+        stale = eventually(lambda: discovered(sb, "broken.example.com", "v1") or None, 30, "a stale entry")
+        assert stale == {"version": "v1", "freshness": "Stale"}
+        listed = kubectl(sb, sb.kubeconfig_path, "api-resources", f"--cache-dir={tmp_path / 'cache'}")
+        assert listed.returncode == 0, listed.stderr
+        assert "workloadsummaries" in listed.stdout and "broken.example.com" not in listed.stdout
         # a Service whose endpoint does not listen: the discovery check fails with the dial error
         expose(sb, "kaiwo-system", "missing", free_port())
         def failed_check() -> dict[str, Any] | None:
