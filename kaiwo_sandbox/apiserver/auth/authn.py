@@ -38,6 +38,8 @@ class UserInfo:
     uid: str = ""
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(key, values) pairs: what impersonation's Impersonate-Extra-* headers add, passed on by the aggregator."""
+    impersonator: str = ""
+    """Who acts as this user (Impersonate-User): the authenticated user's name, for the audit log."""
 
     def to_json(self) -> JsonObj:
         out: JsonObj = {"username": self.name, "groups": list(self.groups)}
