@@ -31,8 +31,21 @@ from serve.state import AdminSettings, AdminState
 API_TITLE = "kaiwo-ray admin API"
 
 
+async def admin_client(settings: AdminSettings) -> KubeClient:
+    """The admin API's own client: in a pod, its own ServiceAccount's mounted token where one is given
+    (deploy/base/serviceaccount.yaml), else the pod's; outside, the kubeconfig."""
+    if not settings.in_cluster:
+        return await KubeClient.from_kubeconfig(settings.kubeconfig)
+    from pathlib import Path
+
+    from kaiwo_ray.kube import incluster
+
+    own = Path(settings.service_account_dir) if settings.service_account_dir else None
+    return KubeClient.in_cluster(incluster.load(directory=own) if own is not None else None)
+
+
 async def open_state(settings: AdminSettings) -> AdminState:
-    client = KubeClient.in_cluster() if settings.in_cluster else await KubeClient.from_kubeconfig(settings.kubeconfig)
+    client = await admin_client(settings)
     cache = ClusterCache(client)
     auth: Authorizer = (KubernetesAuth(client, ttl=settings.auth_cache_seconds) if settings.auth == "kubernetes"
                         else NoAuth())

@@ -12,10 +12,12 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from kaiwo_ray.kube.client import KubeClient
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+_HEADER_TOKEN = "!#$&'*+-.^_`|~"  # legal in a header name besides letters and digits (RFC 7230 tchar, less %)
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
@@ -50,14 +52,18 @@ class Access:
 
 
 def impersonation(user: User) -> list[tuple[str, str]]:
-    """Headers that make a write the user's own at the API server (kubectl --as/--as-group): RBAC,
-    admission webhooks, the audit log and managedFields then see the user, not the admin API, whose
-    role holds `impersonate` on users, groups and service accounts instead of write rights on workloads.
-    A service account is impersonated by its user name (the API server adds its groups). Extra and uid
-    are not passed: impersonating them needs rights on `userextras`/`uids` the role does not grant."""
+    """Headers that make a write the user's own at the API server (kubectl --as/--as-group/--as-uid/
+    --as-user-extra): RBAC, admission webhooks, the audit log and managedFields then see the user, uid and
+    extra included, not the admin API, whose role holds `impersonate` on users, groups, service accounts,
+    uids and userextras instead of write rights on workloads. A service account is impersonated by its
+    user name (the API server adds its groups). Extra keys are %-escaped as client-go escapes them."""
     headers = [("Impersonate-User", user.name)]
     if not user.name.startswith("system:serviceaccount:"):
         headers += [("Impersonate-Group", group) for group in user.groups if group != "system:authenticated"]
+    if user.uid:
+        headers.append(("Impersonate-Uid", user.uid))
+    for key, values in user.extra:
+        headers += [(f"Impersonate-Extra-{quote(key, safe=_HEADER_TOKEN)}", value) for value in values]
     return headers
 
 
