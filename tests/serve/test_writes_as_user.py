@@ -48,7 +48,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningSan
             for obj in yaml.safe_load_all(source.read_text()):
                 _create(sb, obj)
         rules = [{"apiGroups": [KAIWO], "resources": ["kaiwojobs", "kaiwoservices"],
-                  "verbs": ["get", "list", "watch", "create", "delete"]}]
+                  "verbs": ["get", "list", "watch", "create", "patch", "delete"]}]
         _create(sb, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                      "metadata": {"name": "submitter", "namespace": "team-a"}, "rules": rules})
         _create(sb, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -146,3 +146,31 @@ def test_a_user_the_cluster_would_refuse_is_refused(world: tuple[RunningSandbox,
         assert refused.status_code == 403, refused.text
         assert 'User "bob" cannot create resource "kaiwojobs"' in refused.json()["message"]
     assert sb.http("GET", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/his")[0] == 404
+
+
+def test_a_kaiwo_submit_through_the_kubernetes_api_is_the_users_own_too(
+        world: tuple[RunningSandbox, RunningApp], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The other path: `kaiwo submit` applies through the Kubernetes API with the user's own kubeconfig
+    (never the admin URL), under field manager `kaiwo-cli:<user>`, so the audit log and managedFields
+    name the user as they do for a submit through the admin API."""
+    from kaiwo_ray.cli.kaiwo import main
+
+    sb, _ = world
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KAIWOCONFIG", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(sb.kubeconfig_for(sb.mint_token("alice"), tmp_path / "kubeconfig")))
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(kaiwojob("by-cli", "team-a")))
+    sb.audit.clear()
+    capsys.readouterr()
+    assert main(["submit", "-f", str(manifest)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == "kaiwojob.kaiwo.silogen.ai/by-cli created"
+    code, _, body = sb.http("GET", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/by-cli")
+    assert code == 200, body
+    assert [m["manager"] for m in json.loads(body)["metadata"]["managedFields"]] == ["kaiwo-cli:alice"]
+    writes = [(r.user, r.impersonator, r.verb, r.code) for r in sb.audit.records(resource="kaiwojobs")
+              if r.verb not in ("get", "list", "watch")]
+    assert writes == [("alice", "", "patch", 201)]
+    assert not sb.audit.records(user=SA)  # the admin API took no part
+    sb.http("DELETE", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/by-cli")
