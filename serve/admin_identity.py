@@ -21,6 +21,7 @@ from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists
 from kaiwo_ray.kube.resources import NAMESPACES, SECRETS, Resource
 from kaiwo_ray.permissions import Rule
+from serve.auth import IMPERSONATED_EXTRA
 
 NAMESPACE, NAME = "kaiwo-system", "kaiwo-ray-admin-api"
 TOKEN_SECRET = f"{NAME}-token"
@@ -36,7 +37,7 @@ ROLEBINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", True)
 ADMIN_API_RULES: tuple[Rule, ...] = (
     Rule(("kaiwo.silogen.ai",), ("kaiwojobs", "kaiwoservices"), ("get", "list", "watch")),
     Rule(("",), ("users", "groups", "serviceaccounts"), ("impersonate",)),
-    Rule(("authentication.k8s.io",), ("uids", "userextras"), ("impersonate",)),
+    Rule(("authentication.k8s.io",), ("uids", *(f"userextras/{key}" for key in IMPERSONATED_EXTRA)), ("impersonate",)),
     Rule(("",), ("events", "nodes", "persistentvolumeclaims", "pods"), ("list", "watch")),
     Rule(("",), ("pods/log",), ("get",)),
     Rule(("apps",), ("deployments",), ("list", "watch")),

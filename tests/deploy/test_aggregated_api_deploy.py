@@ -9,6 +9,7 @@ from typing import Any
 from deploy_support import find
 
 from serve.admin_identity import ADMIN_API_RULES
+from serve.auth import IMPERSONATED_EXTRA
 from serve.deployment import SERVICE_ACCOUNT_DIR_VARIABLE, AdminOptions
 
 GROUP = "admin.kaiwo.silogen.ai"
@@ -66,7 +67,8 @@ def test_the_admin_apis_role_reads_workloads_and_impersonates_instead_of_writing
     impersonate = [r for r in role["rules"] if "impersonate" in r["verbs"]]
     assert impersonate == [{"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"],
                             "verbs": ["impersonate"]},
-                           {"apiGroups": ["authentication.k8s.io"], "resources": ["uids", "userextras"],
+                           {"apiGroups": ["authentication.k8s.io"],
+                            "resources": ["uids", *(f"userextras/{key}" for key in IMPERSONATED_EXTRA)],
                             "verbs": ["impersonate"]}]
     writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
     assert [r for r in role["rules"] if writes & set(r["verbs"])] == [

@@ -138,12 +138,16 @@ def test_the_admin_apis_account_reads_impersonates_and_writes_no_workload(
     assert result.stdout.strip() == ("yes" if allowed else "no"), result.stderr
 
 
-@pytest.mark.parametrize("resource", ["uids", "userextras"])
-def test_the_admin_apis_account_may_impersonate_uids_and_extra(sandbox: RunningSandbox, resource: str) -> None:
+@pytest.mark.parametrize(("resource", "subresource"), [
+    ("uids", ""), ("userextras", "authentication.kubernetes.io/pod-name"),
+    ("userextras", "authentication.kubernetes.io/credential-id")])
+def test_the_admin_apis_account_may_impersonate_uids_and_extra(sandbox: RunningSandbox, resource: str,
+                                                               subresource: str) -> None:
     """(kubectl auth can-i resolves a resource through discovery, which names no `uids`: a review instead.)"""
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
         "user": ADMIN_SA, "groups": ["system:serviceaccounts", "system:serviceaccounts:kaiwo-system"],
-        "resourceAttributes": {"verb": "impersonate", "group": "authentication.k8s.io", "resource": resource}}}
+        "resourceAttributes": {"verb": "impersonate", "group": "authentication.k8s.io", "resource": resource,
+                               "subresource": subresource}}}
     for user, allowed in ((ADMIN_SA, True), (SA, False)):
         review["spec"]["user"] = user
         code, _, body = sandbox.http("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)

@@ -37,19 +37,6 @@ from serve.state import AdminSettings
 
 KAIWO = "kaiwo.silogen.ai"
 PREFIX = f"/apis/{GROUP}/{VERSION}"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
-
-def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": name, "namespace": "team-a"}, "rules": rules}
-
-
-def _binding(user: str, role: str) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": user, "namespace": "team-a"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}
 
 
 SUMMARIES_RULE = {"apiGroups": [GROUP], "resources": ["workloadsummaries", "workloadsummaries/explain"],
@@ -68,12 +55,8 @@ def world() -> Iterator[tuple[RunningSandbox, RunningApp, int]]:
             for name in ("one", "two"):
                 code, _, body = sb.http("POST", f"/apis/{KAIWO}/v1alpha1/namespaces/{ns}/kaiwojobs", kaiwojob(name, ns))
                 assert code == 201, body
-        for obj, plural in ((_role("reader", [SUMMARIES_RULE, WORKLOADS_RULE]), "roles"),
-                            (_role("summaries-only", [SUMMARIES_RULE]), "roles"),
-                            (_binding("alice", "reader"), "rolebindings"),
-                            (_binding("bob", "summaries-only"), "rolebindings")):
-            code, _, body = sb.http("POST", f"{RBAC}/namespaces/team-a/{plural}", obj)
-            assert code == 201, body
+        sb.grant("alice", "team-a", [SUMMARIES_RULE, WORKLOADS_RULE], role="reader")
+        sb.grant("bob", "team-a", [SUMMARIES_RULE], role="summaries-only")
         port = free_port()
         app = serve_app(AdminSettings(kubeconfig=str(sb.kubeconfig_path), auth="kubernetes",
                                       aggregated_bind=f"127.0.0.1:{port}"))

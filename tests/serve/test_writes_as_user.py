@@ -80,10 +80,11 @@ def _as(app: RunningApp, sb: RunningSandbox, user: str) -> httpx.Client:
 
 
 def _may(sb: RunningSandbox, verb: str, *, user: str = SA, group: str = KAIWO, resource: str = "kaiwojobs",
-         namespace: str = "team-a") -> bool:
+         namespace: str = "team-a", subresource: str = "") -> bool:
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
         "user": user, "groups": ["system:serviceaccounts", "system:serviceaccounts:kaiwo-system", "system:authenticated"],
-        "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "namespace": namespace}}}
+        "resourceAttributes": {"verb": verb, "group": group, "resource": resource, "namespace": namespace,
+                               "subresource": subresource}}}
     code, _, body = sb.http("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
     assert code == 201, body
     return bool(json.loads(body)["status"]["allowed"])
@@ -93,10 +94,12 @@ def test_the_admin_apis_role_may_not_create_or_delete_workloads(world: tuple[Run
     sb, _ = world
     assert _may(sb, "list") and _may(sb, "watch")
     assert not _may(sb, "create") and not _may(sb, "delete")
-    for group, resource in (("", "users"), ("", "groups"), ("authentication.k8s.io", "uids"),
-                            ("authentication.k8s.io", "userextras")):
-        assert _may(sb, "impersonate", group=group, resource=resource, namespace="")
-        assert not _may(sb, "impersonate", user=OPERATOR, group=group, resource=resource, namespace="")
+    for group, resource, sub in (("", "users", ""), ("", "groups", ""), ("authentication.k8s.io", "uids", ""),
+                                 ("authentication.k8s.io", "userextras", "authentication.kubernetes.io/pod-name")):
+        assert _may(sb, "impersonate", group=group, resource=resource, namespace="", subresource=sub)
+        assert not _may(sb, "impersonate", user=OPERATOR, group=group, resource=resource, namespace="", subresource=sub)
+    assert not _may(sb, "impersonate", group="authentication.k8s.io", resource="userextras", namespace="",
+                    subresource="scopes")
 
 
 def test_the_admin_api_acts_as_its_own_account(world: tuple[RunningSandbox, RunningApp]) -> None:
@@ -125,8 +128,8 @@ def test_a_submit_and_a_delete_are_the_users_own(world: tuple[RunningSandbox, Ru
 
 
 def test_a_service_accounts_submit_carries_its_uid(world: tuple[RunningSandbox, RunningApp]) -> None:
-    """A ServiceAccount's token authenticates with the account's uid: the write impersonates it too
-    (Impersonate-Uid), so the audit log names the uid the cluster knows."""
+    """A ServiceAccount's token authenticates with the account's uid and its credential-id extra: the
+    write impersonates both (Impersonate-Uid, Impersonate-Extra-*), so the audit log names them."""
     sb, app = world
     uid = json.loads(sb.http("GET", "/api/v1/namespaces/team-a/serviceaccounts/ci")[2])["metadata"]["uid"]
     sb.audit.clear()
@@ -136,6 +139,9 @@ def test_a_service_accounts_submit_carries_its_uid(world: tuple[RunningSandbox, 
         assert submitted.status_code == 201, submitted.text
     [write] = [r for r in sb.audit.records(resource="kaiwojobs") if r.verb == "create"]
     assert (write.user, write.uid, write.impersonator) == ("system:serviceaccount:team-a:ci", uid, SA)
+    # and its token's credential-id (extra), which the admin API's role may impersonate
+    assert list(write.extra) == ["authentication.kubernetes.io/credential-id"]
+    assert write.extra["authentication.kubernetes.io/credential-id"][0].startswith("JTI=")
     sb.http("DELETE", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/from-ci")
 
 
@@ -174,3 +180,16 @@ def test_a_kaiwo_submit_through_the_kubernetes_api_is_the_users_own_too(
     assert writes == [("alice", "", "patch", 201)]
     assert not sb.audit.records(user=SA)  # the admin API took no part
     sb.http("DELETE", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/by-cli")
+
+
+def test_impersonation_headers_carry_uid_and_extra_escaped_as_client_go_does() -> None:
+    from serve.auth import User, impersonation
+
+    user = User("alice", ("team", "system:authenticated"), "u-1",
+                (("authentication.kubernetes.io/credential-id", ("JTI=x",)), ("scopes", ("a", "b"))))
+    assert impersonation(user) == [
+        ("Impersonate-User", "alice"), ("Impersonate-Group", "team"), ("Impersonate-Uid", "u-1"),
+        ("Impersonate-Extra-authentication.kubernetes.io%2Fcredential-id", "JTI=x")]  # `scopes` is not granted
+    account = User("system:serviceaccount:team-a:ci", ("system:serviceaccounts",), "u-2")
+    assert impersonation(account) == [("Impersonate-User", "system:serviceaccount:team-a:ci"),
+                                      ("Impersonate-Uid", "u-2")]
