@@ -202,6 +202,11 @@ def test_the_kubernetes_client_reaches_the_group_with_a_users_token(world: tuple
         with pytest.raises(kubernetes.client.ApiException) as missing:
             api.get_namespaced_custom_object(GROUP, VERSION, "team-a", "workloadsummaries", "job.absent")
         assert missing.value.status == 404
+        # its dynamic client discovers the group (legacy discovery: it asks for plain JSON)
+        dynamic = kubernetes.dynamic.DynamicClient(client)
+        summaries = dynamic.resources.get(api_version=f"{GROUP}/{VERSION}", kind="WorkloadSummary")
+        assert summaries.name == "workloadsummaries" and summaries.namespaced
+        assert [i.metadata.name for i in summaries.get(namespace="team-a").items] == ["job.one", "job.two"]
     finally:
         client.close()
     # both paths give the same answers: the subresource through the aggregator, /api/v1 directly
