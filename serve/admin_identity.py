@@ -22,6 +22,7 @@ from kaiwo_ray.kube.errors import AlreadyExists
 from kaiwo_ray.kube.resources import NAMESPACES, SECRETS, Resource
 from kaiwo_ray.permissions import Rule
 from serve.auth import IMPERSONATED_EXTRA
+from serve.state import AdminSettings
 
 NAMESPACE, NAME = "kaiwo-system", "kaiwo-ray-admin-api"
 TOKEN_SECRET = f"{NAME}-token"
@@ -126,3 +127,14 @@ def provision_local(kubeconfig: Path, target: Path, *, timeout: float = 30.0) ->
     authenticates as it to `target`."""
     token = asyncio.run(_provision(str(kubeconfig), timeout))
     return kubeconfig_as(kubeconfig, token, target)
+
+
+async def admin_client(settings: AdminSettings) -> KubeClient:
+    """The admin API's own client: in a pod, its own ServiceAccount's mounted token where one is given
+    (deploy/base/serviceaccount.yaml), else the pod's; outside, the kubeconfig."""
+    if not settings.in_cluster:
+        return await KubeClient.from_kubeconfig(settings.kubeconfig)
+    from kaiwo_ray.kube import incluster
+
+    own = Path(settings.service_account_dir) if settings.service_account_dir else None
+    return KubeClient.in_cluster(incluster.load(directory=own) if own is not None else None)

@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from kaiwo_ray.kube.client import KubeClient
 from serve import errors
+from serve.admin_identity import admin_client
 from serve.auth import Authorizer, KubernetesAuth, NoAuth
 from serve.cache import ClusterCache
 from serve.limits import BodyLimit
@@ -29,19 +29,6 @@ from serve.metrics import AdminMetrics
 from serve.state import AdminSettings, AdminState
 
 API_TITLE = "kaiwo-ray admin API"
-
-
-async def admin_client(settings: AdminSettings) -> KubeClient:
-    """The admin API's own client: in a pod, its own ServiceAccount's mounted token where one is given
-    (deploy/base/serviceaccount.yaml), else the pod's; outside, the kubeconfig."""
-    if not settings.in_cluster:
-        return await KubeClient.from_kubeconfig(settings.kubeconfig)
-    from pathlib import Path
-
-    from kaiwo_ray.kube import incluster
-
-    own = Path(settings.service_account_dir) if settings.service_account_dir else None
-    return KubeClient.in_cluster(incluster.load(directory=own) if own is not None else None)
 
 
 async def open_state(settings: AdminSettings) -> AdminState:

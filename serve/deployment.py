@@ -96,6 +96,7 @@ def start_metrics_from_env(options: AdminOptions, env: Mapping[str, str]) -> Met
 
     ray_namespace = options.ray_namespace or ""
     sources = MetricsSources(kubeconfig=options.kubeconfig, in_cluster=options.in_cluster,
+                             service_account_dir=options.settings(env).service_account_dir,
                              stats_source=actor_stats_source(ray_namespace) if ray_namespace else None,
                              gpu_samples=AggregatorSamples(ray_namespace) if ray_namespace else None)
     server = MetricsServer(metrics_options, sources)
