@@ -18,8 +18,8 @@ Tokens are opaque random strings rather than JWTs: nothing in the project reads 
 from __future__ import annotations
 
 import secrets
-import uuid
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
