@@ -50,6 +50,9 @@ ADMIN_API_RULES: tuple[Rule, ...] = (
     Rule(("authentication.k8s.io",), ("tokenreviews",), ("create",)),
     Rule(("authorization.k8s.io",), ("subjectaccessreviews",), ("create",)),
 )
+# The Role kaiwo-ray-admin-api-ledger-reader, in the ledger's namespace: its ConfigMaps (serve/usage.py).
+LEDGER_RULES: tuple[Rule, ...] = (Rule(("",), ("configmaps",), ("list",)),)
+ROLES = Resource(RBAC, "v1", "roles", "Role", True)
 
 
 def _meta(name: str, namespace: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -63,10 +66,14 @@ def _subject() -> list[dict[str, str]]:
     return [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
 
 
-def objects() -> list[tuple[Resource, dict[str, Any]]]:
+def _rules(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
+    return [{"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)} for r in rules]
+
+
+def objects(ledger_namespace: str = NAMESPACE) -> list[tuple[Resource, dict[str, Any]]]:
     """What gives the admin API its identity, in the order they are created (kustomize's order)."""
-    rules = [{"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)}
-             for r in ADMIN_API_RULES]
+    rules = _rules(ADMIN_API_RULES)
+    ledger = f"{NAME}-ledger-reader"
 
     def binding(kind: str, name: str, role_kind: str, role: str, namespace: str | None = None) -> dict[str, Any]:
         return {"apiVersion": f"{RBAC}/v1", "kind": kind, "metadata": _meta(name, namespace),
@@ -80,6 +87,9 @@ def objects() -> list[tuple[Resource, dict[str, Any]]]:
                                       "system:auth-delegator")),
         (ROLEBINDINGS, binding("RoleBinding", f"{NAME}-auth-reader", "Role",
                                "extension-apiserver-authentication-reader", "kube-system")),
+        (ROLES, {"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": _meta(ledger, ledger_namespace),
+                 "rules": _rules(LEDGER_RULES)}),
+        (ROLEBINDINGS, binding("RoleBinding", ledger, "Role", ledger, ledger_namespace)),
         (SECRETS, {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
                    "metadata": _meta(TOKEN_SECRET, NAMESPACE,
                                      annotations={"kubernetes.io/service-account.name": NAME})}),
@@ -99,10 +109,13 @@ async def _token(client: KubeClient, timeout: float) -> str:
 
 async def _provision(kubeconfig: str | None, timeout: float) -> str:
     client = await KubeClient.from_kubeconfig(kubeconfig)
+    ledger_namespace = AdminSettings().ledger_namespace  # where this process's admin API reads the ledger
     try:
-        with contextlib.suppress(AlreadyExists):
-            await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        for res, body in objects():
+        for namespace in dict.fromkeys((NAMESPACE, ledger_namespace)):
+            with contextlib.suppress(AlreadyExists):
+                await client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": namespace}})
+        for res, body in objects(ledger_namespace):
             with contextlib.suppress(AlreadyExists):
                 await client.create(res, body, body["metadata"].get("namespace"))
         return await _token(client, timeout)

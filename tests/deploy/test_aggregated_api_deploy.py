@@ -8,7 +8,7 @@ from typing import Any
 
 from deploy_support import find
 
-from serve.admin_identity import ADMIN_API_RULES
+from serve.admin_identity import ADMIN_API_RULES, LEDGER_RULES
 from serve.auth import IMPERSONATED_EXTRA
 from serve.deployment import SERVICE_ACCOUNT_DIR_VARIABLE, AdminOptions
 
@@ -92,6 +92,12 @@ def test_the_admin_api_has_its_own_account_and_the_operators_none_of_its_rights(
     for name in roles - {"system:auth-delegator"}:
         role = next(o for o in rendered if o["kind"] in ("ClusterRole", "Role") and o["metadata"]["name"] == name)
         assert not [r for r in role["rules"] if "impersonate" in r["verbs"]], name
+    ledger = find(rendered, "Role", "kaiwo-ray-admin-api-ledger-reader")
+    assert ledger["metadata"]["namespace"] == "kaiwo-system"  # KAIWO_LEASE_NAMESPACE: where the ledger lives
+    assert ledger["rules"] == [{"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+                               for r in LEDGER_RULES]
+    ledger_binding = find(rendered, "RoleBinding", "kaiwo-ray-admin-api-ledger-reader")
+    assert [{k: s[k] for k in SERVICE_ACCOUNT} for s in ledger_binding["subjects"]] == [SERVICE_ACCOUNT]
     find(rendered, "ServiceAccount", "kaiwo-ray-admin-api")
     secret = find(rendered, "Secret", "kaiwo-ray-admin-api-token")
     assert secret["type"] == "kubernetes.io/service-account-token"

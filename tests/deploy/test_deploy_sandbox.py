@@ -130,6 +130,9 @@ ADMIN_SA = "system:serviceaccount:kaiwo-system:kaiwo-ray-admin-api"
     ("create", "tokenreviews.authentication.k8s.io", "", True),
     ("create", "subjectaccessreviews.authorization.k8s.io", "", True),
     ("get", "configmaps", "kube-system", False),  # only extension-apiserver-authentication, by name
+    ("list", "configmaps", "kaiwo-system", True),  # the GPU ledger's
+    ("list", "configmaps", "team", False),
+    ("create", "configmaps", "kaiwo-system", False),
 ])
 def test_the_admin_apis_account_reads_impersonates_and_writes_no_workload(
         kubectl: Kubectl, verb: str, resource: str, namespace: str, allowed: bool) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kaiwo_sandbox.testing import start_sandbox
 from serve.admin_identity import USER, provision_local
+from serve.state import AdminSettings
 
 
 def test_provision_local_writes_a_kubeconfig_of_the_admin_apis_own_account(tmp_path: Path) -> None:
@@ -28,5 +29,8 @@ def test_provision_local_writes_a_kubeconfig_of_the_admin_apis_own_account(tmp_p
         assert kubectl("auth", "can-i", "list", "kaiwojobs.kaiwo.silogen.ai", "-A").stdout.strip() == "yes"
         assert kubectl("auth", "can-i", "create", "kaiwojobs.kaiwo.silogen.ai", "-n", "x").stdout.strip() == "no"
         assert kubectl("auth", "can-i", "impersonate", "users").stdout.strip() == "yes"
+        ledger = AdminSettings().ledger_namespace  # the GPU ledger's ConfigMaps (serve/usage.py)
+        assert kubectl("auth", "can-i", "list", "configmaps", "-n", ledger).stdout.strip() == "yes"
+        assert kubectl("auth", "can-i", "list", "configmaps", "-n", "default").stdout.strip() == "no"
         reader = kubectl("get", "configmap", "extension-apiserver-authentication", "-n", "kube-system", "-o", "name")
         assert reader.stdout.strip() == "configmap/extension-apiserver-authentication", reader.stderr
