@@ -183,6 +183,24 @@ class RunningSandbox:
         """A token for a second client identity (member of `groups` and system:authenticated)."""
         return self.call(self.sandbox.mint_token, user, tuple(groups))
 
+    def grant(self, user: str, namespace: str, rules: list[JsonObj], *, role: str | None = None) -> str:
+        """Role `role` (default: the user's name) with `rules` in `namespace`, bound to User `user` (created
+        through the API, as an admin would), and a token for that user."""
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}"
+        role = role or user
+        for plural, obj in (
+                ("roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                           "metadata": {"name": role, "namespace": namespace}, "rules": rules}),
+                ("rolebindings", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                  "metadata": {"name": user, "namespace": namespace},
+                                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+                                  "subjects": [{"kind": "User", "name": user,
+                                                "apiGroup": "rbac.authorization.k8s.io"}]})):
+            code, _, body = self.http("POST", f"{rbac}/{plural}", obj)
+            if code != 201:
+                raise AssertionError(f"creating {plural} in {namespace}: {code} {body!r}")
+        return self.mint_token(user)
+
     def service_account_token(self, namespace: str, name: str, seconds: int = 3600) -> str:
         """A token of the (existing) ServiceAccount NAMESPACE/NAME."""
         return self.call(self.sandbox.service_account_token, namespace, name, seconds)

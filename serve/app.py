@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 
-from kaiwo_ray.kube.client import KubeClient
 from serve import errors
+from serve.admin_identity import admin_client
 from serve.auth import Authorizer, KubernetesAuth, NoAuth
 from serve.cache import ClusterCache
 from serve.limits import BodyLimit
@@ -32,7 +32,7 @@ API_TITLE = "kaiwo-ray admin API"
 
 
 async def open_state(settings: AdminSettings) -> AdminState:
-    client = KubeClient.in_cluster() if settings.in_cluster else await KubeClient.from_kubeconfig(settings.kubeconfig)
+    client = await admin_client(settings)
     cache = ClusterCache(client)
     auth: Authorizer = (KubernetesAuth(client, ttl=settings.auth_cache_seconds) if settings.auth == "kubernetes"
                         else NoAuth())

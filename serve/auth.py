@@ -12,10 +12,17 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from kaiwo_ray.kube.client import KubeClient
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+# The extra keys a write passes on: what the API server's ServiceAccount tokens carry. RBAC grants
+# impersonating an extra key by key (`userextras/<key>`, no wildcard but `*`), so the admin API's role
+# lists these (deploy/base/rbac-admin-api.yaml) and other keys (an OIDC provider's) are not passed.
+IMPERSONATED_EXTRA = tuple(f"authentication.kubernetes.io/{key}" for key in
+                           ("credential-id", "node-name", "node-uid", "pod-name", "pod-uid"))
+_HEADER_TOKEN = "!#$&'*+-.^_`|~"  # legal in a header name besides letters and digits (RFC 7230 tchar, less %)
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
@@ -50,14 +57,20 @@ class Access:
 
 
 def impersonation(user: User) -> list[tuple[str, str]]:
-    """Headers that make a write the user's own at the API server (kubectl --as/--as-group): RBAC,
-    admission webhooks, the audit log and managedFields then see the user, not the admin API, whose
-    role holds `impersonate` on users, groups and service accounts instead of write rights on workloads.
-    A service account is impersonated by its user name (the API server adds its groups). Extra and uid
-    are not passed: impersonating them needs rights on `userextras`/`uids` the role does not grant."""
+    """Headers that make a write the user's own at the API server (kubectl --as/--as-group/--as-uid/
+    --as-user-extra): RBAC, admission webhooks, the audit log and managedFields then see the user, uid and
+    extra included, not the admin API, whose role holds `impersonate` on users, groups, service accounts,
+    uids and the userextras of IMPERSONATED_EXTRA instead of write rights on workloads. A service account is impersonated by its
+    user name (the API server adds its groups). Extra keys are %-escaped as client-go escapes them."""
     headers = [("Impersonate-User", user.name)]
     if not user.name.startswith("system:serviceaccount:"):
         headers += [("Impersonate-Group", group) for group in user.groups if group != "system:authenticated"]
+    if user.uid:
+        headers.append(("Impersonate-Uid", user.uid))
+    for key, values in user.extra:
+        if key not in IMPERSONATED_EXTRA:
+            continue
+        headers += [(f"Impersonate-Extra-{quote(key, safe=_HEADER_TOKEN)}", value) for value in values]
     return headers
 
 

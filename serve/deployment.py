@@ -26,6 +26,8 @@ from serve.ray_stats import actor_stats_source
 from serve.state import AdminSettings
 
 APP_NAME = "kaiwo-admin"
+# The admin API's own ServiceAccount token, mounted into the head (deploy/base/rayservice.yaml).
+SERVICE_ACCOUNT_DIR_VARIABLE = "KAIWO_ADMIN_API_SERVICE_ACCOUNT_DIR"
 DEFAULT_PORT = 8000
 
 
@@ -55,7 +57,8 @@ class AdminOptions:
                              ray_namespace=self.ray_namespace, max_body_bytes=self.max_body_bytes,
                              tune_gc=self.tune_gc, aggregated_bind=None if bind == "0" else bind,
                              aggregated_cert_dir=self.aggregated_cert_dir
-                             or env.get("KAIWO_AGGREGATED_API_CERT_DIR") or None)
+                             or env.get("KAIWO_AGGREGATED_API_CERT_DIR") or None,
+                             service_account_dir=(env.get(SERVICE_ACCOUNT_DIR_VARIABLE) or "").strip() or None)
 
 
 @serve.deployment(name="AdminAPI", ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256,
@@ -93,6 +96,7 @@ def start_metrics_from_env(options: AdminOptions, env: Mapping[str, str]) -> Met
 
     ray_namespace = options.ray_namespace or ""
     sources = MetricsSources(kubeconfig=options.kubeconfig, in_cluster=options.in_cluster,
+                             service_account_dir=options.settings(env).service_account_dir,
                              stats_source=actor_stats_source(ray_namespace) if ray_namespace else None,
                              gpu_samples=AggregatorSamples(ray_namespace) if ray_namespace else None)
     server = MetricsServer(metrics_options, sources)

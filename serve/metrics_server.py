@@ -36,11 +36,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from kaiwo_ray.kube.client import KubeClient
+from serve.admin_identity import admin_client
 from serve.auth import Access, KubernetesAuth
 from serve.cache import ClusterCache
 from serve.metrics import AdminMetrics
-from serve.state import GpuSamples, StatsSource
+from serve.state import AdminSettings, GpuSamples, StatsSource
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,8 @@ class MetricsSources:
     stats_source: StatsSource | None = None
     gpu_samples: GpuSamples | None = None
     sync_timeout: float = 60.0
+    service_account_dir: str | None = None
+    """In a pod: the admin API's own credentials (serve/app.py `admin_client`), whose replica serves this."""
 
 
 def _unauthorized() -> Response:
@@ -94,8 +96,8 @@ def build_metrics_app(sources: MetricsSources, *, secure: bool) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        client = (KubeClient.in_cluster() if sources.in_cluster
-                  else await KubeClient.from_kubeconfig(sources.kubeconfig))
+        client = await admin_client(AdminSettings(kubeconfig=sources.kubeconfig, in_cluster=sources.in_cluster,
+                                                  service_account_dir=sources.service_account_dir))
         cache = ClusterCache(client)
         state["metrics"] = AdminMetrics(cache, sources.stats_source, sources.gpu_samples)
         state["auth"] = KubernetesAuth(client, ttl=TOKEN_TTL, allow_ttl=ALLOW_TTL, deny_ttl=DENY_TTL)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS, Resource
@@ -178,39 +178,43 @@ def _flag(value: str | None) -> bool:
     return value is not None and value.lower() in ("true", "1")
 
 
+class ListQuery:
+    """The query of a WorkloadSummary list or watch, as ListOptions spells it (`continue` is a Python
+    keyword, hence its alias): one dependency for the namespaced and the all-namespaces route."""
+
+    def __init__(
+        self,
+        labelSelector: str | None = None,
+        limit: Annotated[int | None, Query(ge=0)] = None,
+        continue_: Annotated[str | None, Query(alias="continue")] = None,
+        includeObject: str | None = None,
+        watch: str | None = None,
+        resourceVersion: str | None = None,
+        timeoutSeconds: Annotated[int | None, Query(ge=0)] = None,
+    ) -> None:
+        self.label_selector, self.limit, self.continue_ = labelSelector, limit, continue_
+        self.include_object, self.watch, self.resource_version = includeObject, watch, resourceVersion
+        self.timeout_seconds = timeoutSeconds
+
+
+async def _list_query(request: Request, namespace: str | None, query: ListQuery) -> Response:
+    return await _list(request, namespace, query.label_selector, query.limit, query.continue_,
+                       _include(query.include_object), _flag(query.watch), query.resource_version,
+                       query.timeout_seconds)
+
+
 @router.get(f"{PREFIX}/{ws.RESOURCE}", summary="List WorkloadSummaries in every namespace the user may list",
             responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"},
                        **error_responses(400, 401, 403, 410, 422)})
-async def list_all(
-    request: Request,
-    labelSelector: str | None = None,
-    limit: Annotated[int | None, Query(ge=0)] = None,
-    continue_: Annotated[str | None, Query(alias="continue")] = None,
-    includeObject: str | None = None,
-    watch: str | None = None,
-    resourceVersion: str | None = None,
-    timeoutSeconds: Annotated[int | None, Query(ge=0)] = None,
-) -> Response:
-    return await _list(request, None, labelSelector, limit, continue_, _include(includeObject), _flag(watch),
-                       resourceVersion, timeoutSeconds)
+async def list_all(request: Request, query: Annotated[ListQuery, Depends()]) -> Response:
+    return await _list_query(request, None, query)
 
 
 @router.get(f"{PREFIX}/namespaces/{{namespace}}/{ws.RESOURCE}", summary="List WorkloadSummaries of a namespace",
             responses={200: {"description": "a WorkloadSummaryList, or a meta.k8s.io/v1 Table"},
                        **error_responses(400, 401, 403, 410, 422)})
-async def list_namespaced(
-    request: Request,
-    namespace: str,
-    labelSelector: str | None = None,
-    limit: Annotated[int | None, Query(ge=0)] = None,
-    continue_: Annotated[str | None, Query(alias="continue")] = None,
-    includeObject: str | None = None,
-    watch: str | None = None,
-    resourceVersion: str | None = None,
-    timeoutSeconds: Annotated[int | None, Query(ge=0)] = None,
-) -> Response:
-    return await _list(request, namespace, labelSelector, limit, continue_, _include(includeObject), _flag(watch),
-                       resourceVersion, timeoutSeconds)
+async def list_namespaced(request: Request, namespace: str, query: Annotated[ListQuery, Depends()]) -> Response:
+    return await _list_query(request, namespace, query)
 
 
 def _workload_of(namespace: str, name: str) -> tuple[Resource, str]:

@@ -48,6 +48,9 @@ class AdminSettings:
     """Serve the aggregated API (serve/aggregated.py) over TLS on this address too (":8443", "127.0.0.1:0")."""
     aggregated_cert_dir: str | None = None
     """tls.crt/tls.key for that listener; None: a self-signed certificate (the APIService then skips verification)."""
+    service_account_dir: str | None = None
+    """In a pod: the admin API's own credentials (`token`, `ca.crt`, `namespace` of its mounted token Secret)
+    instead of the pod's service account, which is the operator's."""
 
 
 @dataclass(slots=True)

@@ -152,6 +152,19 @@ def run(args: argparse.Namespace) -> int:
         return _run(kubeconfig, nodes, args, stop, batch)
 
 
+def _admin_identity(kubeconfig: Path) -> Path | None:
+    """As deploy/base gives the admin API its own ServiceAccount: provisioned in the sandbox, and a
+    kubeconfig beside the sandbox's that authenticates as it (None, said, when that failed: the admin API
+    then runs with the sandbox's admin credentials)."""
+    from serve.admin_identity import provision_local
+
+    try:
+        return provision_local(kubeconfig, kubeconfig.parent / "admin-api.kubeconfig")
+    except Exception as err:
+        print(f"admin API identity not provisioned: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        return None
+
+
 def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: StopSignal, batch: bool) -> int:
     from kaiwo_ray.controllers.manager import HostSettings, default_controller_names
 
@@ -205,8 +218,9 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
         from serve.cli_hooks import start_from_cli, stop_admin
 
         aggregated_port = free_port()
-        admin_url = start_from_cli(args, kubeconfig=str(kubeconfig), in_cluster=False, ray_namespace="kaiwo",
-                                   aggregated_port=aggregated_port)
+        admin_kubeconfig = _admin_identity(kubeconfig) if not getattr(args, "no_admin", False) else None
+        admin_url = start_from_cli(args, kubeconfig=str(admin_kubeconfig or kubeconfig), in_cluster=False,
+                                   ray_namespace="kaiwo", aggregated_port=aggregated_port)
         if admin_url is not None:
             try:  # as deploy/components/aggregated-api: the admin API through the Kubernetes API
                 register_local(str(kubeconfig), aggregated_port)

@@ -132,9 +132,9 @@ class Api:
     def list(self, path: str, **query: Any) -> JsonObj:
         return self.get(path, **query)
 
-    def apply(self, path: str, body: JsonObj, *, force: bool = True) -> JsonObj:
-        """Server-side apply under the `kaiwo-cli` field manager."""
-        query = {"fieldManager": FIELD_MANAGER, "force": force, "fieldValidation": "Strict"}
+    def apply(self, path: str, body: JsonObj, *, force: bool = True, field_manager: str = FIELD_MANAGER) -> JsonObj:
+        """Server-side apply under the `kaiwo-cli` field manager (or the one given)."""
+        query = {"fieldManager": field_manager, "force": force, "fieldValidation": "Strict"}
         return self.request("PATCH", path, query=query, body=body, content_type="application/apply-patch+yaml")
 
     def delete(self, path: str, *, propagation: str = "Background") -> JsonObj:

@@ -166,7 +166,7 @@ def apply(api: Api, manifest: JsonObj, path: str) -> tuple[JsonObj, str]:
 
     before = api.get_or_none(path)
     try:
-        applied = api.apply(path, manifest)
+        applied = api.apply(path, manifest, field_manager=field_manager(api))
     except ApiStatusError as err:
         if err.code == 404 and "could not find the requested resource" in err.message:
             raise ClusterError("the cluster has no Kaiwo CRDs: install them (kubectl apply -f crds/)") from None
@@ -180,6 +180,21 @@ def apply(api: Api, manifest: JsonObj, path: str) -> tuple[JsonObj, str]:
     if before is None:
         return applied, "created"
     return applied, "unchanged" if _same_content(before, applied) else "configured"
+
+
+def field_manager(api: Api) -> str:
+    """`kaiwo-cli:<user>`: who submitted, as the cluster knows them (SelfSubjectReview, `kubectl auth
+    whoami`), so managedFields name the user as the admin API's `kaiwo-admin-api:<user>` does; plain
+    `kaiwo-cli` where the cluster answers no SelfSubjectReview (before 1.28, or not allowed)."""
+    from kaiwo_ray.cli.api import FIELD_MANAGER
+
+    try:
+        review = api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
+    except ClusterError:
+        return FIELD_MANAGER
+    name = str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+    return f"{FIELD_MANAGER}:{name}"[:128] if name else FIELD_MANAGER
 
 
 def _same_content(before: JsonObj, after: JsonObj) -> bool:

@@ -58,14 +58,16 @@ def read_token(path: Path) -> str:
     return token
 
 
-def load(environ: Mapping[str, str] | None = None) -> InClusterConfig:
-    """The in-cluster configuration, checked: InClusterError names what is missing."""
+def load(environ: Mapping[str, str] | None = None, directory: Path | None = None) -> InClusterConfig:
+    """The in-cluster configuration, checked: InClusterError names what is missing. `directory`: another
+    account's credentials (`token`, `ca.crt`, `namespace`: a mounted service-account token Secret) than
+    the pod's own."""
     env = os.environ if environ is None else environ
     host, port = env.get(HOST_VARIABLE, ""), env.get(PORT_VARIABLE, "")
     if not host or not port:
         raise InClusterError(f"{HOST_VARIABLE} and {PORT_VARIABLE} are not set: this is not a pod "
                              "(use --kubeconfig outside a cluster)")
-    directory = Path(env.get(DIR_VARIABLE) or SERVICE_ACCOUNT_DIR)
+    directory = directory or Path(env.get(DIR_VARIABLE) or SERVICE_ACCOUNT_DIR)
     config = InClusterConfig(host=f"https://{_join_host_port(host, port)}", token_path=directory / "token",
                              ca_path=directory / "ca.crt", namespace_path=directory / "namespace")
     config.token()  # fail now, with the path, rather than on the first request

@@ -24,6 +24,12 @@ class AuditRecord:
     code: int
     # Audit annotations admission gave the request (e.g. `pod-security.kubernetes.io/audit-violations`).
     annotations: dict[str, str] = field(default_factory=dict)
+    # The acting user's uid and extra (an impersonated user's: Impersonate-Uid, Impersonate-Extra-*), and
+    # who impersonated them: a real audit event's `impersonatedUser` is this record's user, and its
+    # `user` the impersonator.
+    uid: str = ""
+    extra: dict[str, list[str]] = field(default_factory=dict)
+    impersonator: str = ""
 
     def to_json(self) -> JsonObj:
         return asdict(self)

@@ -14,12 +14,13 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from kaiwo_sandbox.apiserver import discovery
+from kaiwo_sandbox.apiserver import discovery, discovery_v2
 from kaiwo_sandbox.apiserver.aggregation.proxy import Aggregator
 from kaiwo_sandbox.apiserver.aggregation.registrations import Backend
 from kaiwo_sandbox.apiserver.audit import AuditLog, AuditRecord
@@ -181,6 +182,15 @@ def field_manager_for(query: Any, user_agent: str) -> str:
     return (user_agent.split("/", 1)[0] or "unknown")[:128]
 
 
+@dataclass(slots=True)
+class _Frame:
+    """One request's outcome, as ApiServer._frame records it."""
+
+    audited: bool = True
+    response: web.StreamResponse | None = None
+    code: int = 0  # set where no response says it (a client that left)
+
+
 class ApiServer:
     """Request handling. `tokens` maps bearer tokens to user names (mutable: tests mint more)."""
 
@@ -216,12 +226,11 @@ class ApiServer:
         identity = self.access.authenticate(request.headers.get("Authorization", ""))
         if identity is None:
             return error_response(ApiError(401, "Unauthorized", "Unauthorized"))
-        if "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers:
+        if any(key.lower().startswith("impersonate-") for key in request.headers):
             try:
                 identity = self.access.impersonate(identity, request.headers)
             except ApiError as err:
                 return error_response(err)
-        user = identity.name
         if path.startswith("/sandbox/v1/"):
             return await self._control(request, path[len("/sandbox/v1/"):], identity)
         api_path = parse_api_path(path)
@@ -242,109 +251,132 @@ class ApiServer:
         if api_path is None:
             return error_response(ApiError(404, "NotFound", "the server could not find the requested resource"))
         if not api_path.resource:
-            return self._discovery(api_path)
+            return self._discovery(api_path, request.headers)
         query = request.query
         verb = _verb(request.method, api_path, query_flag(query.get("watch")))
-        code = 500
-        streaming = False  # a watch is audited when its stream starts, not when it ends
+        with self._frame(request, identity, verb, api_path) as frame:
+            frame.response = await self._serve(request, identity, verb, api_path, frame)
+        assert frame.response is not None
+        return frame.response
+
+    async def _serve(self, request: web.Request, identity: UserInfo, verb: str, api_path: ApiPath,
+                     frame: _Frame) -> web.StreamResponse:
+        user = identity.name
+        query = request.query
+        self.access.check(identity, verb, api_path, query)
+        info = self.store.resolve(GVR(api_path.group, api_path.version, api_path.resource))
+        if api_path.namespace and not info.namespaced:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        latency, fault = self.faults.check(verb, api_path.group, api_path.resource, api_path.namespace,
+                                           api_path.name, user)
+        if latency:
+            await asyncio.sleep(latency)
+        if fault is not None:
+            raise fault
+        if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.body_exists:
+            await read_limited(request)
+        if verb == "watch":
+            def started() -> None:  # a watch is audited when its stream starts, not when it ends
+                frame.audited = False
+                self._audit(identity, verb, api_path, 200)
+
+            try:
+                return await self._watch(request, info, api_path, started)
+            except ConnectionResetError:
+                # The client went away before its stream began (a watcher closed at once, an
+                # operator shutting down): nothing to answer, and nothing wrong with the server.
+                return web.Response(status=CLIENT_CLOSED_REQUEST)
+        validation = query.get("fieldValidation")
+        if validation not in (None, "", "Strict", "Warn", "Ignore"):
+            raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
+                                       'values: "Ignore", "Strict", "Warn"')
+        response: web.StreamResponse
+        if verb == "create" and self.access.answers(api_path):  # reviews, TokenRequest: never stored
+            response = json_response(self.access.answer(api_path, await self._body(request), identity), 201)
+        elif (verb in ("create", "update", "patch", "delete") and (admitted := await self._dispatch_admitted(
+                request, info, api_path, verb, identity, validation or "Warn")) is not None):
+            response = admitted
+        elif verb in ("create", "update", "patch"):
+            response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
+        else:
+            response = await self._dispatch(request, info, api_path, verb, user)
+        deprecation = info.deprecations.get(api_path.version)
+        if deprecation:
+            response.headers.add("Warning", f'299 - "{deprecation}"')
+        return response
+
+    @contextlib.contextmanager
+    def _frame(self, request: web.Request, identity: UserInfo, verb: str, path: ApiPath, *,
+               audited: bool = True) -> Iterator[_Frame]:
+        """What every API request is served in: an ApiError becomes its Status, a bug a 500 (as a real
+        server answers, rather than dropping the connection), a client that left is 499; and the
+        request is audited at the end with the code it got (unless `audited` is off, or a watch
+        audited when its stream began)."""
+        frame = _Frame(audited=audited)
         try:
-            self.access.check(identity, verb, api_path, query)
-            info = self.store.resolve(GVR(api_path.group, api_path.version, api_path.resource))
-            if api_path.namespace and not info.namespaced:
-                raise ApiError(404, "NotFound", "the server could not find the requested resource")
-            latency, fault = self.faults.check(verb, api_path.group, api_path.resource, api_path.namespace,
-                                               api_path.name, user)
-            if latency:
-                await asyncio.sleep(latency)
-            if fault is not None:
-                raise fault
-            if request.method in ("POST", "PUT", "PATCH", "DELETE") and request.body_exists:
-                await read_limited(request)
-            if verb == "watch":
-                def started() -> None:
-                    nonlocal streaming
-                    streaming = True
-                    self._audit(user, verb, api_path, 200)
-
-                try:
-                    return await self._watch(request, info, api_path, started)
-                except ConnectionResetError:
-                    # The client went away before its stream began (a watcher closed at once, an
-                    # operator shutting down): nothing to answer, and nothing wrong with the server.
-                    code = CLIENT_CLOSED_REQUEST
-                    return web.Response(status=CLIENT_CLOSED_REQUEST)
-            validation = query.get("fieldValidation")
-            if validation not in (None, "", "Strict", "Warn", "Ignore"):
-                raise ApiError.bad_request(f'fieldValidation: Unsupported value: "{validation}": supported '
-                                           'values: "Ignore", "Strict", "Warn"')
-            response: web.StreamResponse
-            if verb == "create" and self.access.answers(api_path):  # reviews, TokenRequest: never stored
-                response = json_response(self.access.answer(api_path, await self._body(request), identity), 201)
-            elif (verb in ("create", "update", "patch", "delete") and (admitted := await self._dispatch_admitted(
-                    request, info, api_path, verb, identity, validation or "Warn")) is not None):
-                response = admitted
-            elif verb in ("create", "update", "patch"):
-                response = await self._dispatch_validated(request, info, api_path, verb, user, validation or "Warn")
-            else:
-                response = await self._dispatch(request, info, api_path, verb, user)
-            deprecation = info.deprecations.get(api_path.version)
-            if deprecation:
-                response.headers.add("Warning", f'299 - "{deprecation}"')
-            code = response.status
-            return response
+            yield frame
         except ApiError as err:
-            code = err.code
-            return error_response(err)
-        except asyncio.CancelledError:
-            code = CLIENT_CLOSED_REQUEST  # the client went away mid-request (aiohttp cancels its handler)
+            frame.response = error_response(err)
+        except asyncio.CancelledError:  # the client went away mid-request (aiohttp cancels its handler)
+            frame.code = CLIENT_CLOSED_REQUEST
             raise
-        except Exception as exc:  # a bug must answer 500 like a real server, not drop the connection
-            log.exception("sandbox: %s %s failed", request.method, path)
-            code = 500
-            return error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+        except Exception as exc:
+            log.exception("sandbox: %s %s failed", request.method, request.path)
+            frame.response = error_response(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
         finally:
-            if not streaming:
-                self._audit(user, verb, api_path, code, request.get(AUDIT_ANNOTATIONS),
-                            request.get(AUDIT_CREATED_NAME))
+            if frame.audited:
+                code = frame.code or (frame.response.status if frame.response is not None else 500)
+                self._audit(identity, verb, path, code, request.get(AUDIT_ANNOTATIONS), request.get(AUDIT_CREATED_NAME))
 
-    def _audit(self, user: str, verb: str, path: ApiPath, code: int,
+    def _audit(self, identity: UserInfo, verb: str, path: ApiPath, code: int,
                annotations: dict[str, str] | None = None, created: str | None = None) -> None:
-        self.audit.record(AuditRecord(time.time(), user, verb, path.group, path.resource, path.subresource,
-                                      path.namespace, path.name or created or "", code, annotations or {}))
+        self.audit.record(AuditRecord(time.time(), identity.name, verb, path.group, path.resource, path.subresource,
+                                      path.namespace, path.name or created or "", code, annotations or {},
+                                      uid=identity.uid, extra={k: list(v) for k, v in identity.extra},
+                                      impersonator=identity.impersonator))
 
     async def _proxy(self, request: web.Request, api_path: ApiPath, identity: UserInfo,
                      target: Backend) -> web.StreamResponse:
         """A request for an aggregated group/version: authorized here as for any resource (discovery was
         authorized as a path above), then passed to the backend as the caller (aggregation/proxy.py)."""
         assert self.aggregator is not None
-        query = request.query
-        verb = _verb(request.method, api_path, query_flag(query.get("watch")))
-        code = 500
-        try:
+        verb = _verb(request.method, api_path, query_flag(request.query.get("watch")))
+        with self._frame(request, identity, verb, api_path, audited=bool(api_path.resource)) as frame:
             if api_path.resource:
-                self.access.check(identity, verb, api_path, query)
-            response = await self.aggregator.forward(request, target, identity,
-                                                     stream=api_path.resource != "" and verb == "watch")
-            code = response.status
-            return response
-        except ApiError as err:
-            code = err.code
-            return error_response(err)
-        except asyncio.CancelledError:
-            code = CLIENT_CLOSED_REQUEST
-            raise
-        finally:
-            if api_path.resource:
-                self._audit(identity.name, verb, api_path, code)
+                self.access.check(identity, verb, api_path, request.query)
+            frame.response = await self.aggregator.forward(request, target, identity,
+                                                           stream=api_path.resource != "" and verb == "watch")
+        assert frame.response is not None
+        return frame.response
 
     def _public(self, path: str) -> web.Response:
         if path.startswith("/version"):
             return json_response(discovery.SERVER_VERSION)
         return web.Response(text="ok", content_type="text/plain")
 
-    def _discovery(self, path: ApiPath) -> web.Response:
+    def _aggregated_discovery(self, path: ApiPath, version: str, if_none_match: str) -> web.Response:
+        """`/api` or `/apis` as an APIGroupDiscoveryList (discovery_v2.py): the aggregated groups as the
+        aggregator last synced them. 304 when the client's ETag still holds."""
+        registry = self.store.registry
+        if path.named_group:
+            aggregated = self.aggregator.discovery_groups(set(registry.groups())) if self.aggregator else []
+            document = discovery_v2.groups(registry, aggregated, version)
+        else:
+            document = discovery_v2.core(registry, version)
+        body = orjson.dumps(document)
+        tag = discovery_v2.etag(body)
+        headers = {"ETag": tag, "Vary": "Accept"}
+        if if_none_match == tag:
+            return web.Response(status=304, headers=headers)
+        response = web.Response(body=body, headers=headers)
+        response.headers["Content-Type"] = discovery_v2.media_type(version)
+        return response
+
+    def _discovery(self, path: ApiPath, headers: Any) -> web.Response:
         registry = self.store.registry
         body: JsonObj | None
+        if path.version == "" and path.group == "" and (version := discovery_v2.negotiate(headers.get("Accept", ""))):
+            return self._aggregated_discovery(path, version, headers.get("If-None-Match", ""))
         if path.version == "" and not path.named_group:
             body = discovery.api_versions(self.address)
         elif path.version == "" and path.group == "":

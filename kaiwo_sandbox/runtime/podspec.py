@@ -288,6 +288,50 @@ def volume_errors(pod: JsonObj, secret: Lookup, config_map: Lookup) -> list[tupl
     return failures
 
 
+# Where a real pod's container may have a Secret or ConfigMap volume mounted: its own /run (a tmpfs, which
+# /var/run leads to) and its private /tmp. Elsewhere the mount point would be made in this machine's own
+# file system, so such volumes are not mounted.
+PRIVATE_MOUNT_ROOTS = ("/run/", "/var/run/", "/tmp/")
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeFiles:
+    """A Secret or ConfigMap volume as the kubelet writes it for one container: file name -> content."""
+
+    volume: str
+    mount_path: str
+    files: dict[str, str]
+    mode: int
+
+
+def volume_files(pod: JsonObj, container: JsonObj, secret: Lookup, config_map: Lookup) -> list[VolumeFiles]:
+    """The container's mounted secret/configMap volumes under PRIVATE_MOUNT_ROOTS, with their keys as
+    files (`items` picks and renames keys; `defaultMode`, 0644 by default). A missing object is
+    volume_errors' concern (the pod does not start); an optional one mounts empty."""
+    namespace = str((pod.get("metadata") or {}).get("namespace", ""))
+    volumes = {str(v.get("name", "")): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    found: list[VolumeFiles] = []
+    for mount in container.get("volumeMounts") or []:
+        path = str(mount.get("mountPath") or "").rstrip("/")
+        volume = volumes.get(str(mount.get("name", "")))
+        if volume is None or not (path + "/").startswith(PRIVATE_MOUNT_ROOTS) or mount.get("subPath"):
+            continue
+        if isinstance(volume.get("secret"), dict):
+            ref, name, is_secret, lookup = volume["secret"], volume["secret"].get("secretName"), True, secret
+        elif isinstance(volume.get("configMap"), dict):
+            ref, name, is_secret, lookup = volume["configMap"], volume["configMap"].get("name"), False, config_map
+        else:
+            continue
+        obj = lookup(namespace, str(name or ""))
+        data = _object_data(obj, secret=is_secret) if obj is not None else {}
+        items = ref.get("items")
+        if items:
+            data = {str(i.get("path") or i.get("key")): data[str(i.get("key"))] for i in items if str(i.get("key")) in data}
+        mode = ref.get("defaultMode")
+        found.append(VolumeFiles(str(volume.get("name", "")), path, data, mode if isinstance(mode, int) else 0o644))
+    return found
+
+
 def container_argv(container: JsonObj) -> list[str]:
     """command + args with `$(VAR)` left for the caller to expand. A local image has no entrypoint of
     its own, so a container naming neither cannot start."""

@@ -10,6 +10,7 @@ kubelet's files are where a container finds them:
     /run                                           a tmpfs of the pod's own
     /run/kaiwo-ray/work                            the container's own working directory (`--local-commands`
                                                    pods without a workingDir)
+    <mountPath> under /run, /var/run or /tmp        its Secret and ConfigMap volumes (`podspec.volume_files`)
 
 Everything else of the file system is this machine's, with the sandbox's Python environment first on
 PATH: that is what a "local image" is. stdout and stderr go to one log file per container start.
@@ -34,7 +35,13 @@ from pathlib import Path
 
 from kaiwo_sandbox.contracts import JsonObj
 from kaiwo_sandbox.runtime.network import PodInterface, PodNetwork, kill_namespace
-from kaiwo_sandbox.runtime.podspec import container_argv, is_local_image, local_command, runs_locally
+from kaiwo_sandbox.runtime.podspec import (
+    VolumeFiles,
+    container_argv,
+    is_local_image,
+    local_command,
+    runs_locally,
+)
 
 SA_MOUNT = "/run/secrets/kubernetes.io/serviceaccount"
 WORK_MOUNT = "/run/kaiwo-ray/work"  # under the container's own /run: visible to it and to exec alike
@@ -236,6 +243,20 @@ class LocalRuntime:
         (directory / "ca.crt").write_text(self.ca_pem)
         (directory / "namespace").write_text(pod.namespace)
 
+    @staticmethod
+    def _write_volume(pod: LocalPod, volume: VolumeFiles) -> Path:
+        """The volume's files in the pod's directory (replaced whole, as the kubelet swaps its data dir)."""
+        directory = pod.root / "volumes" / volume.volume
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        for name, content in volume.files.items():
+            target = directory / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            target.chmod(volume.mode)
+        return directory
+
     def write_hosts(self, pod: LocalPod, text: str) -> None:
         """Rewrite the hosts file in place: the containers see it through a bind mount of this inode."""
         if text == pod.hosts_text:
@@ -248,10 +269,11 @@ class LocalRuntime:
 
     def start_container(self, pod: LocalPod, container: str, argv: list[str], env: dict[str, str],
                         working_dir: str | None, *, own_workdir: bool = False, stdin: bool = False,
-                        stdin_once: bool = False) -> ContainerProcess:
+                        stdin_once: bool = False, volumes: Iterable[VolumeFiles] = ()) -> ContainerProcess:
         """Start one container. `own_workdir`: without a workingDir it starts in a directory of its own
         (WORK_MOUNT, kept across its restarts) instead of `/`. `stdin`: its stdin is a pipe an attach
-        writes to (`stdin: true` in its spec), else it is closed."""
+        writes to (`stdin: true` in its spec), else it is closed. `volumes`: Secret/ConfigMap volumes,
+        written now (their objects as they are at this start) and bind-mounted at their paths."""
         assert self.network is not None
         restart = len(pod.logs.get(container) or [])
         log_path = pod.root / "logs" / f"{container}.{restart}.log"
@@ -264,6 +286,12 @@ class LocalRuntime:
         if pod.service_account is not None:
             setup += [f"{mkdir} -p {SA_MOUNT}",
                       f"{mount} --bind {shlex.quote(str(pod.root / 'serviceaccount'))} {SA_MOUNT}"]
+        # Secret/ConfigMap volumes: their files (this machine's, under the pod's directory, which may lie
+        # under /tmp) are held on /run before the private /tmp hides them, and moved to their paths last.
+        mounted = list(volumes)
+        for index, volume in enumerate(mounted):
+            source = self._write_volume(pod, volume)
+            setup += [f"{mkdir} -p /run/.volumes/{index}", f"{mount} --bind {shlex.quote(str(source))} /run/.volumes/{index}"]
         if own:
             work = pod.root / "work" / container
             work.mkdir(parents=True, exist_ok=True)
@@ -280,6 +308,12 @@ class LocalRuntime:
         if kept:
             setup.append(f"{self._tools['rmdir']} " + " ".join(f"/run/.image/{i}" for i in range(len(kept)))
                          + " /run/.image")
+        for index, volume in enumerate(mounted):  # last: a mount path may lie under the private /run or /tmp
+            setup += [f"{mkdir} -p {shlex.quote(volume.mount_path)}",
+                      f"{mount} --move /run/.volumes/{index} {shlex.quote(volume.mount_path)}"]
+        if mounted:
+            setup.append(f"{self._tools['rmdir']} " + " ".join(f"/run/.volumes/{i}" for i in range(len(mounted)))
+                         + " /run/.volumes")
         script = " && ".join(setup) + f' && cd {shlex.quote(cwd)} && exec "$@"'
         command = [self.network.ip_binary, "netns", "exec", pod.iface.netns, self._tools["unshare"], "--uts",
                    "--mount", "--propagation", "private", "--", self._tools["sh"], "-c", script, "sh", *argv]

@@ -127,6 +127,12 @@ def test_dev_runs_an_example_to_complete_and_sigint_leaves_no_process(tmp_path: 
             return shown.stdout if shown.returncode == 0 and "cpu-job" in shown.stdout else None
         if shutil.which("kubectl"):
             wait_for(summaries, 60, "kubectl get workloadsummaries through the aggregated admin API")
+            # ... and the admin API runs as its own ServiceAccount, as deployed (serve/admin_identity.py)
+            whoami = subprocess.run(["kubectl", "--kubeconfig", str(kubeconfig.parent / "admin-api.kubeconfig"),
+                                     "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+                                    capture_output=True, text=True, timeout=60)
+            assert whoami.stdout == "system:serviceaccount:kaiwo-system:kaiwo-ray-admin-api", whoami.stderr
+        assert "admin API identity not provisioned" not in log_path.read_text()
 
         # The admission webhooks run against the sandbox: a labelled plain Job is queued (Kueue's label set
         # at admission) and tracked by a KaiwoJob of its name (the managedworkload controller).

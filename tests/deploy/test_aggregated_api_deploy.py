@@ -8,10 +8,12 @@ from typing import Any
 
 from deploy_support import find
 
-from serve.deployment import AdminOptions
+from serve.admin_identity import ADMIN_API_RULES, LEDGER_RULES
+from serve.auth import IMPERSONATED_EXTRA
+from serve.deployment import SERVICE_ACCOUNT_DIR_VARIABLE, AdminOptions
 
 GROUP = "admin.kaiwo.silogen.ai"
-SERVICE_ACCOUNT = {"kind": "ServiceAccount", "name": "kaiwo-ray", "namespace": "kaiwo-system"}
+SERVICE_ACCOUNT = {"kind": "ServiceAccount", "name": "kaiwo-ray-admin-api", "namespace": "kaiwo-system"}
 
 
 def _head(rendered: list[dict[str, Any]]) -> dict[str, Any]:
@@ -64,4 +66,46 @@ def test_the_admin_apis_role_reads_workloads_and_impersonates_instead_of_writing
     assert kaiwo and all(set(r["verbs"]) <= {"get", "list", "watch"} for r in kaiwo)
     impersonate = [r for r in role["rules"] if "impersonate" in r["verbs"]]
     assert impersonate == [{"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"],
+                            "verbs": ["impersonate"]},
+                           {"apiGroups": ["authentication.k8s.io"],
+                            "resources": ["uids", *(f"userextras/{key}" for key in IMPERSONATED_EXTRA)],
                             "verbs": ["impersonate"]}]
+    writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
+    assert [r for r in role["rules"] if writes & set(r["verbs"])] == [
+        r for r in role["rules"] if r["apiGroups"] in (["authentication.k8s.io"], ["authorization.k8s.io"])
+        and r["resources"] in (["tokenreviews"], ["subjectaccessreviews"])]
+    assert role["rules"] == [{"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+                             for r in ADMIN_API_RULES]  # what `kaiwo-ray dev` provisions (serve/admin_identity.py)
+
+
+def test_the_admin_api_has_its_own_account_and_the_operators_none_of_its_rights(
+        rendered: list[dict[str, Any]]) -> None:
+    """kaiwo-ray-admin-api's role is bound to its own account only; its token Secret is mounted into the
+    head, where the admin API's client (and nothing else) reads it."""
+    binding = find(rendered, "ClusterRoleBinding", "kaiwo-ray-admin-api")
+    assert [{k: s[k] for k in SERVICE_ACCOUNT} for s in binding["subjects"]] == [SERVICE_ACCOUNT]
+    operator = {"kind": "ServiceAccount", "name": "kaiwo-ray", "namespace": "kaiwo-system"}
+    bound = [o for o in rendered if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+             and any({k: s.get(k) for k in operator} == operator for s in o.get("subjects") or [])]
+    roles = {b["roleRef"]["name"] for b in bound}
+    assert "kaiwo-ray-admin-api" not in roles and "system:auth-delegator" not in roles
+    for name in roles - {"system:auth-delegator"}:
+        role = next(o for o in rendered if o["kind"] in ("ClusterRole", "Role") and o["metadata"]["name"] == name)
+        assert not [r for r in role["rules"] if "impersonate" in r["verbs"]], name
+    ledger = find(rendered, "Role", "kaiwo-ray-admin-api-ledger-reader")
+    assert ledger["metadata"]["namespace"] == "kaiwo-system"  # KAIWO_LEASE_NAMESPACE: where the ledger lives
+    assert ledger["rules"] == [{"apiGroups": list(r.groups), "resources": list(r.resources), "verbs": list(r.verbs)}
+                               for r in LEDGER_RULES]
+    ledger_binding = find(rendered, "RoleBinding", "kaiwo-ray-admin-api-ledger-reader")
+    assert [{k: s[k] for k in SERVICE_ACCOUNT} for s in ledger_binding["subjects"]] == [SERVICE_ACCOUNT]
+    find(rendered, "ServiceAccount", "kaiwo-ray-admin-api")
+    secret = find(rendered, "Secret", "kaiwo-ray-admin-api-token")
+    assert secret["type"] == "kubernetes.io/service-account-token"
+    assert secret["metadata"]["annotations"] == {"kubernetes.io/service-account.name": "kaiwo-ray-admin-api"}
+    head = find(rendered, "RayService", "kaiwo-ray")["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    [volume] = [v for v in head["volumes"] if v.get("secret", {}).get("secretName") == "kaiwo-ray-admin-api-token"]
+    container = _head(rendered)
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[SERVICE_ACCOUNT_DIR_VARIABLE] == mount["mountPath"]
+    assert AdminOptions(in_cluster=True).settings(env).service_account_dir == mount["mountPath"]

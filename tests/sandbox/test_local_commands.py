@@ -176,3 +176,23 @@ def test_a_pod_whose_command_cannot_run_here_stays_simulated(core: Any) -> None:
     create(core, "server", "nginx:1.27", ["nginx", "-g", "daemon off;"])
     eventually(lambda: phase(core, "server") == "Running", timeout=30, message="running")
     assert "[kaiwo-ray sandbox] simulated container 'main'" in core.read_namespaced_pod_log("server", "default")
+
+
+def test_secret_and_config_map_volumes_under_run_and_tmp_are_the_objects_files(core: Any) -> None:
+    """As the kubelet mounts them: each key a file (items rename, defaultMode applies), /var/run leading to
+    the pod's own /run. A mount path elsewhere would touch this machine's file system: not mounted."""
+    core.create_namespaced_secret("default", {"metadata": {"name": "creds"}, "stringData": {"token": "s3cr3t"}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "conf"}, "data": {"a": "1", "b": "2"}})
+    create(core, "mounts", "busybox", ["sh", "-c", "cat /var/run/secrets/creds/token; echo; stat -c %a "
+                                                   "/var/run/secrets/creds/token; ls /tmp/conf; cat /tmp/conf/renamed; "
+                                                   "echo; ls /opt/elsewhere 2>&1 | head -c 0; echo done"],
+           restartPolicy="Never", volumes=[
+               {"name": "creds", "secret": {"secretName": "creds", "defaultMode": 0o400}},
+               {"name": "conf", "configMap": {"name": "conf", "items": [{"key": "b", "path": "renamed"}]}},
+               {"name": "skipped", "configMap": {"name": "conf"}}],
+           container={"volumeMounts": [{"name": "creds", "mountPath": "/var/run/secrets/creds", "readOnly": True},
+                                       {"name": "conf", "mountPath": "/tmp/conf"},
+                                       {"name": "skipped", "mountPath": "/opt/elsewhere"}]})
+    eventually(lambda: phase(core, "mounts") == "Succeeded", timeout=30, message="the pod finished")
+    assert core.read_namespaced_pod_log("mounts", "default") == "s3cr3t\n400\nrenamed\n2\ndone\n"
+    assert not Path("/opt/elsewhere").exists()

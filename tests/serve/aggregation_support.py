@@ -47,6 +47,21 @@ def register(sb: RunningSandbox, port: int, *, namespace: str = "kaiwo-system", 
     code, _, body = sb.http("POST", APISERVICES, apiservice(APISERVICE, GROUP, VERSION, service, namespace))
     assert code == 201, body
     eventually(lambda: available(sb, APISERVICE).get("status") == "True", timeout, f"{APISERVICE} Available")
+    eventually(lambda: discovered(sb, GROUP, VERSION).get("freshness") == "Current", timeout,
+               f"{GROUP}/{VERSION} in aggregated discovery")
+
+
+DISCOVERY_V2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def discovered(sb: RunningSandbox, group: str, version: str) -> dict[str, Any]:
+    """The version entry of `group`/`version` in the sandbox's aggregated discovery ({} when absent)."""
+    code, _, body = sb.http("GET", "/apis", headers={"Accept": DISCOVERY_V2})
+    assert code == 200, body
+    for item in json.loads(body)["items"]:
+        if item["metadata"].get("name") == group:
+            return next((v for v in item["versions"] if v["version"] == version), {})
+    return {}
 
 
 def unregister(sb: RunningSandbox, namespace: str = "kaiwo-system", service: str = "kaiwo-ray-admin") -> None:

@@ -21,10 +21,12 @@ from admin_support import RunningApp, free_port, kaiwojob, serve_app
 from aggregation_support import (
     APISERVICE,
     APISERVICES,
+    DISCOVERY_V2,
     GROUP,
     VERSION,
     apiservice,
     available,
+    discovered,
     expose,
     register,
 )
@@ -35,19 +37,6 @@ from serve.state import AdminSettings
 
 KAIWO = "kaiwo.silogen.ai"
 PREFIX = f"/apis/{GROUP}/{VERSION}"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
-
-def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": name, "namespace": "team-a"}, "rules": rules}
-
-
-def _binding(user: str, role: str) -> dict[str, Any]:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": user, "namespace": "team-a"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}]}
 
 
 SUMMARIES_RULE = {"apiGroups": [GROUP], "resources": ["workloadsummaries", "workloadsummaries/explain"],
@@ -66,12 +55,8 @@ def world() -> Iterator[tuple[RunningSandbox, RunningApp, int]]:
             for name in ("one", "two"):
                 code, _, body = sb.http("POST", f"/apis/{KAIWO}/v1alpha1/namespaces/{ns}/kaiwojobs", kaiwojob(name, ns))
                 assert code == 201, body
-        for obj, plural in ((_role("reader", [SUMMARIES_RULE, WORKLOADS_RULE]), "roles"),
-                            (_role("summaries-only", [SUMMARIES_RULE]), "roles"),
-                            (_binding("alice", "reader"), "rolebindings"),
-                            (_binding("bob", "summaries-only"), "rolebindings")):
-            code, _, body = sb.http("POST", f"{RBAC}/namespaces/team-a/{plural}", obj)
-            assert code == 201, body
+        sb.grant("alice", "team-a", [SUMMARIES_RULE, WORKLOADS_RULE], role="reader")
+        sb.grant("bob", "team-a", [SUMMARIES_RULE], role="summaries-only")
         port = free_port()
         app = serve_app(AdminSettings(kubeconfig=str(sb.kubeconfig_path), auth="kubernetes",
                                       aggregated_bind=f"127.0.0.1:{port}"))
@@ -131,6 +116,59 @@ def test_kubectl_lists_the_group_and_prints_the_table(world: tuple[RunningSandbo
         ("WorkloadSummary", "job.one", "KaiwoJob", "kaiwo"), ("WorkloadSummary", "job.two", "KaiwoJob", "kaiwo")]
 
 
+def test_kubectl_api_resources_reads_aggregated_discovery(world: tuple[RunningSandbox, RunningApp, int],
+                                                          tmp_path: Path) -> None:
+    """kubectl asks `/api` and `/apis` for apidiscovery.k8s.io/v2 and, answered so, never fetches a
+    group/version's legacy document: the admin group's resources come from the merged document."""
+    sb, _, _ = world
+    alice = user_config(sb, "alice", tmp_path)
+    run = kubectl(sb, alice, "api-resources", f"--api-group={GROUP}", "-v=8", f"--cache-dir={tmp_path / 'cache'}")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1].split() == ["workloadsummaries", "kws", f"{GROUP}/{VERSION}", "true",
+                                                  "WorkloadSummary"]
+    log = run.stderr
+    assert f'"Request" verb="GET" url="{sb.url}/apis?timeout=32s"' in log or f"GET {sb.url}/apis?timeout=32s" in log, log
+    assert f"Accept: {DISCOVERY_V2}" in log, log
+    assert f"Content-Type: {DISCOVERY_V2}" in log, log
+    assert f"/apis/{GROUP}/{VERSION}?" not in log and f"/apis/{GROUP}/{VERSION}\"" not in log, log
+
+
+def test_aggregated_discovery_documents(world: tuple[RunningSandbox, RunningApp, int]) -> None:
+    """`/api` and `/apis` as APIGroupDiscoveryList (v2, and v2beta1 for older kubectl): built-in groups,
+    CRDs and the aggregated group with its subresources; ETag and 304; plain JSON stays legacy."""
+    sb, _, _ = world
+    code, headers, body = sb.http("GET", "/api", headers={"Accept": f"{DISCOVERY_V2},application/json"})
+    assert code == 200 and headers["content-type"] == DISCOVERY_V2, body
+    core = json.loads(body)
+    assert (core["kind"], core["apiVersion"]) == ("APIGroupDiscoveryList", "apidiscovery.k8s.io/v2")
+    [item] = core["items"]
+    assert "name" not in item["metadata"] and item["versions"][0]["version"] == "v1"
+    pods = next(r for r in item["versions"][0]["resources"] if r["resource"] == "pods")
+    assert (pods["responseKind"], pods["scope"], pods["singularResource"]) == (
+        {"group": "", "version": "", "kind": "Pod"}, "Namespaced", "pod")
+    assert {"subresource": "eviction", "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+            "verbs": ["create"]} in pods["subresources"]
+    beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+    code, headers, body = sb.http("GET", "/apis", headers={"Accept": beta})
+    assert code == 200 and headers["content-type"] == beta
+    document = json.loads(body)
+    assert document["apiVersion"] == "apidiscovery.k8s.io/v2beta1"
+    names = [i["metadata"]["name"] for i in document["items"]]
+    assert names.index("apps") < names.index(KAIWO) < names.index(GROUP)
+    ours = next(i for i in document["items"] if i["metadata"]["name"] == GROUP)
+    [version] = ours["versions"]
+    assert (version["version"], version["freshness"]) == (VERSION, "Current")
+    [summaries] = version["resources"]
+    assert (summaries["resource"], summaries["scope"], summaries["shortNames"]) == ("workloadsummaries", "Namespaced",
+                                                                                    ["kws"])
+    assert [s["subresource"] for s in summaries["subresources"]] == ["explain", "events", "gpus"]
+    code, again, _ = sb.http("GET", "/apis", headers={"Accept": beta, "If-None-Match": headers["etag"]})
+    assert code == 304 and again["etag"] == headers["etag"]
+    code, headers, body = sb.http("GET", "/apis")
+    assert code == 200 and headers["content-type"] == "application/json"
+    assert json.loads(body)["kind"] == "APIGroupList"
+
+
 def test_rbac_answers_403_at_the_aggregator_and_at_the_admin_api(world: tuple[RunningSandbox, RunningApp, int],
                                                                tmp_path: Path) -> None:
     sb, _, _ = world
@@ -164,6 +202,11 @@ def test_the_kubernetes_client_reaches_the_group_with_a_users_token(world: tuple
         with pytest.raises(kubernetes.client.ApiException) as missing:
             api.get_namespaced_custom_object(GROUP, VERSION, "team-a", "workloadsummaries", "job.absent")
         assert missing.value.status == 404
+        # its dynamic client discovers the group (legacy discovery: it asks for plain JSON)
+        dynamic = kubernetes.dynamic.DynamicClient(client)
+        summaries = dynamic.resources.get(api_version=f"{GROUP}/{VERSION}", kind="WorkloadSummary")
+        assert summaries.name == "workloadsummaries" and summaries.namespaced
+        assert [i.metadata.name for i in summaries.get(namespace="team-a").items] == ["job.one", "job.two"]
     finally:
         client.close()
     # both paths give the same answers: the subresource through the aggregator, /api/v1 directly
@@ -240,6 +283,13 @@ def test_an_unavailable_backend_is_503_with_its_condition_saying_why(world: tupl
         # the group is in discovery all the same, as kube-aggregator lists every APIService's group
         groups = [g["name"] for g in json.loads(sb.http("GET", "/apis")[2])["groups"]]
         assert GROUP in groups and "broken.example.com" in groups
+        # ... and in aggregated discovery as Stale, with no resources: client-go leaves a stale version
+        # out of the groups it converts (SplitGroupsAndResources), so kubectl lists every other group
+        stale = eventually(lambda: discovered(sb, "broken.example.com", "v1") or None, 30, "a stale entry")
+        assert stale == {"version": "v1", "freshness": "Stale"}
+        listed = kubectl(sb, sb.kubeconfig_path, "api-resources", f"--cache-dir={tmp_path / 'cache'}")
+        assert listed.returncode == 0, listed.stderr
+        assert "workloadsummaries" in listed.stdout and "broken.example.com" not in listed.stdout
         # a Service whose endpoint does not listen: the discovery check fails with the dial error
         expose(sb, "kaiwo-system", "missing", free_port())
         def failed_check() -> dict[str, Any] | None:

@@ -27,18 +27,10 @@ def rbac_sandbox() -> Iterator[RunningSandbox]:
                 code, _, body = sb.http("POST", f"/apis/{GROUP}/v1alpha1/namespaces/{ns}/kaiwojobs",
                                         kaiwojob(name, ns))
                 assert code == 201, body
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": "kaiwo-user", "namespace": "team-a"},
-                "rules": [{"apiGroups": [GROUP], "resources": ["kaiwojobs", "kaiwoservices"],
-                           "verbs": ["get", "list", "watch", "create", "delete"]},
-                          {"apiGroups": [""], "resources": ["events", "pods", "pods/log"], "verbs": ["get", "list"]}]}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": "alice", "namespace": "team-a"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kaiwo-user"},
-                   "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}
-        for path, body in (("roles", role), ("rolebindings", binding)):
-            code, _, text = sb.http("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/{path}", body)
-            assert code == 201, text
+        sb.grant("alice", "team-a", [
+            {"apiGroups": [GROUP], "resources": ["kaiwojobs", "kaiwoservices"],
+             "verbs": ["get", "list", "watch", "create", "delete"]},
+            {"apiGroups": [""], "resources": ["events", "pods", "pods/log"], "verbs": ["get", "list"]}], role="kaiwo-user")
         yield sb
 
 

@@ -22,6 +22,9 @@ from serve.state import AdminSettings
 
 KAIWO = "kaiwo.silogen.ai"
 TOKENS: dict[str, str] = {}
+KAIWO_USER_RULES = [{"apiGroups": [KAIWO], "resources": ["kaiwojobs", "kaiwoservices"],
+                     "verbs": ["get", "list", "watch", "create", "delete"]},
+                    {"apiGroups": [""], "resources": ["events", "pods", "pods/log"], "verbs": ["get", "list"]}]
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +35,7 @@ def secured() -> Iterator[tuple[RunningSandbox, RunningApp]]:
         assert code == 201, body
         code, _, body = sb.http("POST", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs", kaiwojob("one", "team-a"))
         assert code == 201, body
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-                "metadata": {"name": "kaiwo-user", "namespace": "team-a"},
-                "rules": [{"apiGroups": [KAIWO], "resources": ["kaiwojobs", "kaiwoservices"],
-                           "verbs": ["get", "list", "watch", "create", "delete"]},
-                          {"apiGroups": [""], "resources": ["events", "pods", "pods/log"], "verbs": ["get", "list"]}]}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": "alice", "namespace": "team-a"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kaiwo-user"},
-                   "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]}
-        for plural, obj in (("roles", role), ("rolebindings", binding)):
-            code, _, body = sb.http("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/{plural}", obj)
-            assert code == 201, body
-        TOKENS["alice"] = sb.mint_token("alice")
+        TOKENS["alice"] = sb.grant("alice", "team-a", KAIWO_USER_RULES, role="kaiwo-user")
         app = serve_app(AdminSettings(kubeconfig=str(sb.kubeconfig_path), auth="kubernetes", auth_cache_seconds=60))
         try:
             yield sb, app

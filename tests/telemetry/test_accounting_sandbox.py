@@ -350,20 +350,12 @@ def test_restart_and_failover_neither_lose_nor_double_count(sb: RunningSandbox, 
 def test_a_user_sees_only_the_namespaces_they_may_read(sb: RunningSandbox, api: RunningApp,
                                                         admin_http: httpx.Client) -> None:
     eventually(lambda: usage_row(admin_http, "acct-schedule", by="namespace"), 60, "acct-schedule accounted")
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "reader", "namespace": "acct-schedule"},
-            "rules": [{"apiGroups": ["kaiwo.silogen.ai"], "resources": ["kaiwojobs", "kaiwoservices"],
-                       "verbs": ["list"]}]}
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "carol", "namespace": "acct-schedule"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
-               "subjects": [{"kind": "User", "name": "carol", "apiGroup": "rbac.authorization.k8s.io"}]}
-    for path, body in (("roles", role), ("rolebindings", binding)):
-        code, _, text = sb.http("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/acct-schedule/{path}", body)
-        assert code == 201, text
+    carol_token = sb.grant("carol", "acct-schedule", [
+        {"apiGroups": ["kaiwo.silogen.ai"], "resources": ["kaiwojobs", "kaiwoservices"], "verbs": ["list"]}],
+        role="reader")
     everything = {r["key"] for r in admin_http.get("/api/v1/usage", params={"groupBy": "namespace"}).json()["items"]}
     assert {"acct-schedule", "acct-preempt"} <= everything
-    with api.client(headers={"Authorization": f"Bearer {sb.mint_token('carol')}"}) as carol:
+    with api.client(headers={"Authorization": f"Bearer {carol_token}"}) as carol:
         mine = carol.get("/api/v1/usage", params={"groupBy": "namespace"})
         assert mine.status_code == 200 and [r["key"] for r in mine.json()["items"]] == ["acct-schedule"]
         csv = carol.get("/api/v1/usage", params={"groupBy": "workload", "format": "csv"})

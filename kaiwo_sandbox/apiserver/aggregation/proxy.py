@@ -24,6 +24,7 @@ from aiohttp import web
 
 from kaiwo_sandbox.apiserver.aggregation import registrations
 from kaiwo_sandbox.apiserver.aggregation.certs import FrontProxy
+from kaiwo_sandbox.apiserver.aggregation.discovery import DiscoveryManager
 from kaiwo_sandbox.apiserver.aggregation.registrations import KUBE_AGGREGATOR_USER, MASTERS, Backend
 from kaiwo_sandbox.apiserver.aggregation.upstream import Upstream
 from kaiwo_sandbox.apiserver.auth.authn import UserInfo
@@ -104,6 +105,7 @@ class Aggregator:
         self._contexts: dict[tuple[str | None, bool], ssl.SSLContext] = {}
         self._task: asyncio.Task[None] | None = None
         self._upstream = Upstream()
+        self.discovery = DiscoveryManager(self._discovery_get)
 
     # ------------------------------------------------------------------ routing
     def apiservices(self) -> list[JsonObj]:
@@ -118,6 +120,10 @@ class Aggregator:
 
     def aggregated_groups(self, local: set[str]) -> list[JsonObj]:
         return registrations.aggregated_groups(self.apiservices(), local)
+
+    def discovery_groups(self, local: set[str]) -> list[JsonObj]:
+        """The aggregated groups' items of the aggregated discovery document (discovery.py)."""
+        return self.discovery.groups(self.apiservices(), local)
 
     def group(self, group: str) -> JsonObj | None:
         mine = [o for o in self.apiservices() if (o.get("spec") or {}).get("group") == group]
@@ -193,6 +199,21 @@ class Aggregator:
                 response.headers.add(key, value)
         return response
 
+    async def _discovery_get(self, target: Backend, path: str,
+                             headers: list[tuple[str, str]]) -> tuple[int, str, str, bytes]:
+        """A discovery GET to the backend as `system:kube-aggregator` (discovery.py's Fetch)."""
+        address = self._address(target)
+        if address is None:
+            raise ConnectionError("no endpoint")
+        host, port = address
+        sent = [*headers, ("X-Remote-User", KUBE_AGGREGATOR_USER), ("X-Remote-Group", MASTERS),
+                ("Host", f"{host}:{port}" if target.insecure else f"{target.server_name}:{port}")]
+        status, received, body = await self._upstream.request(
+            host, port, self._context(target), None if target.insecure else target.server_name, "GET", path, sent,
+            None, CHECK_TIMEOUT)
+        lowered = {k.lower(): v for k, v in received}
+        return status, lowered.get("content-type", ""), lowered.get("etag", ""), body
+
     # ------------------------------------------------------------------ availability
     async def check(self, target: Backend) -> tuple[str, str, str]:
         """(status, reason, message) of the Available condition, as remote_available_controller.go says it."""
@@ -257,6 +278,7 @@ class Aggregator:
         while True:
             try:
                 await self.check_all()
+                await self.discovery.sync(self.apiservices())
             except Exception:  # a bug in one pass must not stop the next
                 log.exception("sandbox aggregator: availability pass failed")
             await asyncio.sleep(self.interval)

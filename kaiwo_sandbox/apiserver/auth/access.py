@@ -60,14 +60,17 @@ class Access:
         return self.authn.authenticate(header[7:].strip())
 
     def impersonate(self, user: UserInfo, headers: Mapping[str, str]) -> UserInfo:
-        """`Impersonate-User` / `Impersonate-Group` (kubectl --as / --as-group): the identity the request
-        acts as, when `user` may `impersonate` it (403 otherwise), as the apiserver's impersonation filter."""
+        """`Impersonate-User` / `-Group` / `-Uid` / `-Extra-<key>` (kubectl --as, --as-group, --as-uid): the
+        identity the request acts as, when `user` may `impersonate` each part of it (403 naming the first
+        refused otherwise), as the apiserver's impersonation filter: users (or serviceaccounts), groups,
+        `uids` and `userextras/<key>` of authentication.k8s.io."""
         getall = getattr(headers, "getall", None)
         groups = list(getall("Impersonate-Group", [])) if getall is not None else []
         extra = impersonated_extra(headers)
+        uid = headers.get("Impersonate-Uid", "")
         name = headers.get("Impersonate-User", "")
         if not name:
-            if groups or extra:
+            if groups or extra or uid:
                 raise ApiError.bad_request(f"requested impersonation of groups {groups} without impersonating a user")
             return user
         account = split_service_account(name)
@@ -76,11 +79,13 @@ class Access:
         checks += [Attributes(user, "impersonate", resource="groups", name=g) for g in groups]
         checks += [Attributes(user, "impersonate", api_group="authentication.k8s.io", resource="userextras",
                               subresource=key, name=value) for key, values in extra for value in values]
+        if uid:
+            checks.append(Attributes(user, "impersonate", api_group="authentication.k8s.io", resource="uids", name=uid))
         for attrs in checks:
             if not self.authz.authorize(attrs).allowed:
                 raise forbidden(attrs)
         base = service_account_user(*account).groups if account is not None else (AUTHENTICATED,)
-        return UserInfo(name, tuple(dict.fromkeys([*groups, *base])), extra=extra)
+        return UserInfo(name, tuple(dict.fromkeys([*groups, *base])), uid=uid, extra=extra, impersonator=user.name)
 
     def check(self, user: UserInfo, verb: str, path: ApiPath, query: Mapping[str, str]) -> None:
         """403 (ApiError) unless `user` may `verb` what `path` addresses."""

@@ -7,7 +7,9 @@ Three kinds of token, as on a real cluster:
 - service-account tokens (`mint_service_account`, and `POST .../serviceaccounts/NAME/token` as
   `kubectl create token` sends it): user `system:serviceaccount:NS:NAME`, groups `system:serviceaccounts`,
   `system:serviceaccounts:NS`, `system:authenticated`. They are bound to the ServiceAccount's uid, so a
-  deleted (or deleted and re-created) ServiceAccount's tokens stop working, and they expire.
+  deleted (or deleted and re-created) ServiceAccount's tokens stop working, and they expire. Their user
+  carries the token's ID in extra `authentication.kubernetes.io/credential-id` (`JTI=<id>`), as
+  kube-apiserver 1.30+ says it.
 
 Tokens are opaque random strings rather than JWTs: nothing in the project reads their claims.
 `revoke` drops one (what rotation looks like from the outside: the old token stops authenticating).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,6 +32,7 @@ SERVICE_ACCOUNTS = "system:serviceaccounts"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 DEFAULT_TOKEN_SECONDS = 3600
 MIN_TOKEN_SECONDS = 600  # the TokenRequest API refuses shorter lifetimes
+CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"  # extra key of a service-account token's user
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +42,8 @@ class UserInfo:
     uid: str = ""
     extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(key, values) pairs: what impersonation's Impersonate-Extra-* headers add, passed on by the aggregator."""
+    impersonator: str = ""
+    """Who acts as this user (Impersonate-User): the authenticated user's name, for the audit log."""
 
     def to_json(self) -> JsonObj:
         out: JsonObj = {"username": self.name, "groups": list(self.groups)}
@@ -70,6 +76,7 @@ class BoundToken:
     uid: str
     expires: float  # time.time()
     audiences: tuple[str, ...] = ()
+    jti: str = ""  # the token's ID: kube-apiserver (1.30+) puts it in the user's extra as its credential-id
 
 
 # Looks up a ServiceAccount's uid (None when it does not exist); the store answers it.
@@ -91,7 +98,8 @@ class Authenticator:
             return None
         if time.time() >= bound.expires or self._lookup(bound.namespace, bound.name) != bound.uid:
             return None
-        return service_account_user(bound.namespace, bound.name, bound.uid)
+        user = service_account_user(bound.namespace, bound.name, bound.uid)
+        return UserInfo(user.name, user.groups, user.uid, ((CREDENTIAL_ID, (f"JTI={bound.jti}",)),))
 
     def audiences(self, token: str) -> tuple[str, ...]:
         bound = self._bound.get(token)
@@ -111,7 +119,7 @@ class Authenticator:
         """A token for an existing ServiceAccount (the caller checked it exists): (token, expiry time)."""
         token = secrets.token_urlsafe(32)
         expires = time.time() + seconds
-        self._bound[token] = BoundToken(namespace, name, uid, expires, audiences)
+        self._bound[token] = BoundToken(namespace, name, uid, expires, audiences, str(uuid.uuid4()))
         return token, expires
 
     def revoke(self, token: str) -> bool:

@@ -90,8 +90,11 @@ def answer(resource: str, body: Any, *, user: UserInfo, namespace: str, store: O
         return _answer(body, AUTHZ, "SelfSubjectAccessReview", _access_status(authz, attrs))
     if resource in ("subjectaccessreviews", "localsubjectaccessreviews"):
         kind = "SubjectAccessReview" if resource == "subjectaccessreviews" else "LocalSubjectAccessReview"
+        raw_extra = spec.get("extra")
+        extra: dict[str, Any] = raw_extra if isinstance(raw_extra, dict) else {}
         subject = UserInfo(str(spec.get("user") or ""), tuple(str(g) for g in spec.get("groups") or []),
-                           str(spec.get("uid") or ""))
+                           str(spec.get("uid") or ""),
+                           tuple(sorted((str(k), tuple(str(v) for v in vs or [])) for k, vs in extra.items())))
         if not subject.name and not subject.groups:
             raise ApiError.invalid(kind, AUTHZ, "", [fe.invalid("spec.user", "",
                                                                 "at least one of user or group must be specified")])

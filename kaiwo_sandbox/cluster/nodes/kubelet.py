@@ -45,6 +45,7 @@ from kaiwo_sandbox.runtime.podspec import (
     expand_argv,
     is_local_image,
     volume_errors,
+    volume_files,
 )
 from kaiwo_sandbox.runtime.probes import Prober
 from kaiwo_sandbox.runtime.processes import ContainerProcess, LocalPod
@@ -477,10 +478,11 @@ class Kubelet(Controller):
                                      "set the container command' >&2; exit 127"]
         working_dir = container.get("workingDir")
         own_workdir = not is_local_image(str(container.get("image", "")), local_runtime.images)
+        volumes = volume_files(pod, container, self._lookup(SECRETS), self._lookup(CONFIGMAPS))
         return local_runtime.start_container(local, str(container.get("name", "")), argv, env,
                                              str(working_dir) if working_dir else None, own_workdir=own_workdir,
                                              stdin=bool(container.get("stdin")),
-                                             stdin_once=bool(container.get("stdinOnce")))
+                                             stdin_once=bool(container.get("stdinOnce")), volumes=volumes)
 
     def _lookup(self, gvr: object) -> Callable[[str, str], JsonObj | None]:
         def find(namespace: str, name: str) -> JsonObj | None:

@@ -262,3 +262,50 @@ def test_kubectl_create_token_and_impersonation(kubectl_as: Callable[[str | None
     assert (result.returncode, result.stdout.strip()) == (0, "yes")
     result = bot("get", "pods", "-n", "team", "--as", "alice")
     assert result.returncode == 1 and 'cannot impersonate resource "users" in API group ""' in result.stderr
+
+
+def test_impersonating_a_uid_and_extra_needs_its_own_rights_and_reaches_the_audit_log(
+        rbac_sandbox: RunningSandbox, kubectl_as: Callable[[str | None], Kubectl]) -> None:
+    """Impersonate-Uid and Impersonate-Extra-<key> (kubectl --as-uid; client-go's ImpersonationConfig.Extra)
+    are authorized as `impersonate` on authentication.k8s.io `uids` and `userextras/<key>`, as
+    kube-apiserver's impersonation filter does; the impersonated uid and extra are who the request is:
+    in `kubectl auth whoami`, in SubjectAccessReviews, and in the audit log beside the impersonator."""
+    sb = rbac_sandbox
+    rbac = kubernetes.client.RbacAuthorizationV1Api(sb.api_client())
+    rules = [{"apiGroups": [""], "resources": ["users"], "resourceNames": ["alice"], "verbs": ["impersonate"]}]
+    rbac.create_cluster_role({"metadata": {"name": "as-alice"}, "rules": rules})
+    rbac.create_cluster_role_binding({"metadata": {"name": "proxy-as-alice"}, "roleRef": {
+        "apiGroup": RBAC, "kind": "ClusterRole", "name": "as-alice"},
+        "subjects": [{"kind": "User", "name": "proxy", "apiGroup": RBAC}]})
+    proxy_token = sb.mint_token("proxy")
+    proxy = kubectl_as(proxy_token)
+    refused = proxy("get", "--raw", "/api/v1/namespaces/team/pods", "--as", "alice", "--as-uid", "u-1")
+    assert refused.returncode == 1
+    assert 'cannot impersonate resource "uids" in API group "authentication.k8s.io"' in refused.stderr
+    extra = {"Impersonate-User": "alice", "Impersonate-Extra-Team%2Fname": "a"}
+    code, _, body = sb.http("GET", "/api/v1/namespaces/team/pods", headers=extra, token=proxy_token)
+    assert code == 403 and 'cannot impersonate resource "userextras/team/name"' in json.loads(body)["message"]
+    rules += [{"apiGroups": ["authentication.k8s.io"], "resources": ["uids"], "verbs": ["impersonate"]},
+              {"apiGroups": ["authentication.k8s.io"], "resources": ["userextras/team/name"], "verbs": ["impersonate"]}]
+    rbac.replace_cluster_role("as-alice", {"metadata": {"name": "as-alice"}, "rules": rules})
+    sb.audit.clear()
+    shown = proxy("auth", "whoami", "--as", "alice", "--as-uid", "u-1", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"]["userInfo"] == {"username": "alice", "uid": "u-1",
+                                                             "groups": ["system:authenticated"]}
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    code, _, body = sb.http("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review, token=proxy_token,
+                            headers={**extra, "Impersonate-Uid": "u-1"})
+    assert code == 201, body
+    assert json.loads(body)["status"]["userInfo"] == {"username": "alice", "uid": "u-1",
+                                                      "groups": ["system:authenticated"], "extra": {"team/name": ["a"]}}
+    [audited] = [r for r in sb.audit.records(resource="selfsubjectreviews") if r.extra]
+    assert (audited.user, audited.uid, audited.extra, audited.impersonator) == ("alice", "u-1", {"team/name": ["a"]},
+                                                                               "proxy")
+    # a SubjectAccessReview about a user with a uid and extra answers for that user
+    access = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
+        "user": "alice", "uid": "u-1", "extra": {"team/name": ["a"]},
+        "resourceAttributes": {"verb": "impersonate", "group": "authentication.k8s.io", "resource": "uids"}}}
+    code, _, body = sb.http("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", access)
+    assert code == 201 and json.loads(body)["status"]["allowed"] is False
+    assert json.loads(body)["spec"]["extra"] == {"team/name": ["a"]}

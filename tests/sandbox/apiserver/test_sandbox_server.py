@@ -53,12 +53,21 @@ def test_group_discovery(sandbox: RunningSandbox) -> None:
     assert status == 404
 
 
-def test_aggregated_discovery_request_gets_plain_json(sandbox: RunningSandbox) -> None:
+def test_aggregated_discovery_request_gets_the_aggregated_document(sandbox: RunningSandbox) -> None:
     accept = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
               "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")
     status, headers, body = sandbox.http("GET", "/apis", headers={"Accept": accept})
     assert status == 200
-    assert headers["content-type"].startswith("application/json")
+    assert headers["content-type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    assert headers["vary"] == "Accept" and headers["etag"].startswith('"')
+    document = json.loads(body)
+    assert document["kind"] == "APIGroupDiscoveryList"
+    apps = next(i for i in document["items"] if i["metadata"]["name"] == "apps")
+    deployments = next(r for r in apps["versions"][0]["resources"] if r["resource"] == "deployments")
+    assert {"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"]} in deployments["subresources"]
+    status, headers, body = sandbox.http("GET", "/apis", headers={"Accept": "application/json"})
+    assert status == 200 and headers["content-type"] == "application/json"
     assert json.loads(body)["kind"] == "APIGroupList"
 
 
