@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kaiwo_ray.views.nodes import GpuSample, NodeTotals, NodeView
+from kaiwo_ray.views.nodes import GpuReading, NodeTotals, NodeView
 from kaiwo_ray.views.queues import ClusterQueueView
 from kaiwo_ray.views.workloads import WorkloadSummary
 
@@ -71,7 +71,7 @@ class WorkloadDetail(BaseModel):
 class WorkloadGpuList(BaseModel):
     """The GPUs a workload's pods hold, as telemetry last measured them (empty without telemetry)."""
 
-    items: list[GpuSample]
+    items: list[GpuReading]
 
 
 class EventView(BaseModel):

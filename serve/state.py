@@ -11,7 +11,7 @@ from typing import Any, Literal
 from fastapi import Request
 
 from kaiwo_ray.kube.client import KubeClient
-from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_ray.views.nodes import GpuReading
 from serve.auth import Access, Authorizer, User
 from serve.cache import ClusterCache
 from serve.errors import ApiError
@@ -20,7 +20,7 @@ from serve.front_proxy import authenticate as authenticate_front_proxy
 from serve.limits import DEFAULT_MAX_BODY_BYTES
 
 StatsSource = Callable[[], Awaitable[list[dict[str, Any]]]]
-GpuSamples = Callable[[], Iterable[GpuSample]]
+GpuSamples = Callable[[], Iterable[GpuReading]]
 """Per-GPU telemetry, when a collector exists: the latest sample of every GPU (the telemetry seam)."""
 """Returns one stats snapshot per controller (see hosts.runtime.controller_host.ControllerHost.stats)."""
 
@@ -107,7 +107,7 @@ async def require(request: Request, access: Access) -> User:
     return user
 
 
-def gpu_samples(state: AdminState) -> list[GpuSample]:
+def gpu_samples(state: AdminState) -> list[GpuReading]:
     """Per-GPU telemetry, when a collector is configured (AdminSettings.gpu_samples); else none."""
     source = state.settings.gpu_samples
     return list(source()) if source is not None else []

@@ -1,7 +1,7 @@
 """Per-GPU utilization for /api/v1/nodes from the telemetry aggregator actor (`kaiwo-ray up`/`dev`).
 
 `gpu_samples_from_snapshot` is the pure conversion: the aggregator's [(NodeSample, live)] -> the node
-view's `GpuSample`s; a GPU of a node whose telemetry is not live, or a device that could not be read,
+view's `GpuReading`s; a GPU of a node whose telemetry is not live, or a device that could not be read,
 gets `utilization=None` (unknown, never idle). `AggregatorSamples` is the thin Ray shell the admin
 app calls on every request: it answers from the last snapshot and asks the actor again at most once
 per `ttl` seconds, without blocking the request on the answer (one call in flight at most). An absent
@@ -19,18 +19,18 @@ from typing import Any
 from kaiwo_ray.telemetry.model import NodeSample
 from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME
 from kaiwo_ray.views._objects import ObjectRef
-from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_ray.views.nodes import GpuReading
 
 log = logging.getLogger(__name__)
 
 
-def gpu_samples_from_snapshot(snapshot: Iterable[tuple[NodeSample, bool]]) -> list[GpuSample]:
-    samples: list[GpuSample] = []
+def gpu_samples_from_snapshot(snapshot: Iterable[tuple[NodeSample, bool]]) -> list[GpuReading]:
+    samples: list[GpuReading] = []
     for node, live in snapshot:
         for gpu in node.gpus:
             holder = next((p for p in gpu.pods if p.pod), None)
             known = live and not gpu.error and not node.error
-            samples.append(GpuSample(
+            samples.append(GpuReading(
                 node=node.node, index=gpu.index,
                 utilization=gpu.utilization if known else None,
                 memory_used_bytes=float(gpu.memory_used_bytes) if known and gpu.memory_used_bytes is not None
@@ -47,13 +47,13 @@ class AggregatorSamples:
         self.namespace = namespace
         self.ttl = ttl
         self.clock = clock
-        self.samples: list[GpuSample] = []
+        self.samples: list[GpuReading] = []
         self.asked = -math.inf
         self.fetches = 0
         self._actor: Any = None
         self._pending: Any = None
 
-    def __call__(self) -> list[GpuSample]:
+    def __call__(self) -> list[GpuReading]:
         import ray
 
         if self._pending is not None:

@@ -23,8 +23,8 @@ from kaiwo_ray.views._objects import (
 )
 
 
-class GpuSample(BaseModel):
-    """One GPU's telemetry at one moment (filled by the telemetry collector when it exists)."""
+class GpuReading(BaseModel):
+    """One GPU of a node as the views show it: its latest telemetry reading (the collector's `telemetry.model.GpuSample`, placed on its node)."""
 
     node: str
     index: int
@@ -61,7 +61,7 @@ class NodeView(BaseModel):
     memory_requested_text: str = "0"
     pods: list[PodOnNode] = Field(default_factory=list)
     """Pods holding GPUs on this node."""
-    gpus: list[GpuSample] = Field(default_factory=list)
+    gpus: list[GpuReading] = Field(default_factory=list)
 
 
 class NodeTotals(BaseModel):
@@ -84,13 +84,13 @@ def _gpu_model(labels: Mapping[str, str]) -> str | None:
 
 
 def node_views(nodes: Iterable[JsonObj], pods: Iterable[JsonObj],
-               samples: Iterable[GpuSample] = ()) -> list[NodeView]:
+               samples: Iterable[GpuReading] = ()) -> list[NodeView]:
     by_node: dict[str, list[JsonObj]] = {}
     for pod in pods:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if node_name and status(pod).get("phase") not in TERMINAL_POD_PHASES:
             by_node.setdefault(str(node_name), []).append(pod)
-    sampled: dict[str, list[GpuSample]] = {}
+    sampled: dict[str, list[GpuReading]] = {}
     for sample in samples:
         sampled.setdefault(sample.node, []).append(sample)
     views = []

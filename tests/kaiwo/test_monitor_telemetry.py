@@ -28,11 +28,11 @@ from kaiwo_ray.cli.admin_link import advertise, resolve, with_admin_url
 from kaiwo_ray.cli.kubeconfig import load
 from kaiwo_ray.cli.monitor import telemetry_rows
 from kaiwo_ray.views._objects import ObjectRef
-from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_ray.views.nodes import GpuReading
 from serve.state import AdminSettings
 
 NAMESPACE = "ns-monitor-telemetry"
-SAMPLES: list[GpuSample] = []  # what the admin app's telemetry source answers (filled per test)
+SAMPLES: list[GpuReading] = []  # what the admin app's telemetry source answers (filled per test)
 
 
 # ------------------------------------------------------------------------------------------ pure parts
@@ -102,19 +102,19 @@ def trainer_pod(cluster: OperatorSandbox, admin: RunningApp) -> tuple[str, str]:
 
 
 @pytest.fixture
-def samples(trainer_pod: tuple[str, str]) -> Iterator[list[GpuSample]]:
+def samples(trainer_pod: tuple[str, str]) -> Iterator[list[GpuReading]]:
     SAMPLES.clear()
     yield SAMPLES
     SAMPLES.clear()
 
 
 def test_monitor_and_explain_need_only_a_kubeconfig_where_the_group_is_served(
-        kaiwo: Run, cluster: OperatorSandbox, trainer_pod: tuple[str, str], samples: list[GpuSample],
+        kaiwo: Run, cluster: OperatorSandbox, trainer_pod: tuple[str, str], samples: list[GpuReading],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The admin API registered as admin.kaiwo.silogen.ai: `kaiwo monitor` reads its telemetry through
     the Kubernetes API with the kubeconfig's credentials, with no URL anywhere."""
     name, node = trainer_pod
-    samples.append(GpuSample(node=node, index=1, utilization=55.0,
+    samples.append(GpuReading(node=node, index=1, utilization=55.0,
                              pod=ObjectRef(kind="Pod", name=name, namespace=NAMESPACE)))
     port = free_port()
     app = serve_app(AdminSettings(kubeconfig=str(cluster.sb.kubeconfig_path), auth="kubernetes",
@@ -143,12 +143,12 @@ def test_monitor_and_explain_need_only_a_kubeconfig_where_the_group_is_served(
 
 
 def test_monitor_reads_telemetry_through_the_kubeconfig_extension(
-        kaiwo: Run, cluster: OperatorSandbox, admin: RunningApp, trainer_pod: tuple[str, str], samples: list[GpuSample],
+        kaiwo: Run, cluster: OperatorSandbox, admin: RunningApp, trainer_pod: tuple[str, str], samples: list[GpuReading],
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     name, node = trainer_pod
-    samples.append(GpuSample(node=node, index=5, utilization=12.0,  # another namespace's pod: not shown
+    samples.append(GpuReading(node=node, index=5, utilization=12.0,  # another namespace's pod: not shown
                              pod=ObjectRef(kind="Pod", name=name, namespace="elsewhere")))
-    samples.append(GpuSample(node=node, index=3, utilization=77.0, memory_used_bytes=float(2**30),
+    samples.append(GpuReading(node=node, index=3, utilization=77.0, memory_used_bytes=float(2**30),
                              memory_total_bytes=float(8 * 2**30),
                              pod=ObjectRef(kind="Pod", name=name, namespace=NAMESPACE)))
     kubeconfig = tmp_path / "kubeconfig"
@@ -175,7 +175,7 @@ def test_monitor_reads_telemetry_through_the_kubeconfig_extension(
 
 
 def test_monitor_falls_back_to_the_pod_when_telemetry_cannot_answer(
-        kaiwo: Run, admin: RunningApp, samples: list[GpuSample], monkeypatch: pytest.MonkeyPatch) -> None:
+        kaiwo: Run, admin: RunningApp, samples: list[GpuReading], monkeypatch: pytest.MonkeyPatch) -> None:
     # the admin API answers, but has no samples for this workload's pods
     code, out, err = kaiwo("monitor", "job/tel", "-n", NAMESPACE, "--admin-url", admin.url)
     assert code == 0 and "GFX_UTIL" in out

@@ -13,7 +13,7 @@ from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_ray.views.nodes import GpuReading
 from serve.state import AdminSettings
 
 JsonObj = dict[str, Any]
@@ -276,7 +276,7 @@ def test_logs_follow_until_the_pod_goes(env: OperatorSandbox, http: httpx.Client
 
 def test_gpu_samples_seam_reaches_nodes_and_overview(env: OperatorSandbox) -> None:
     """Where telemetry plugs in: a sample source given to the app shows per GPU, with its pod."""
-    sample = GpuSample(node="gpu-amd-mi300x-02", index=3, utilization=42.0,
+    sample = GpuReading(node="gpu-amd-mi300x-02", index=3, utilization=42.0,
                        pod={"kind": "Pod", "name": "p", "namespace": "default"})
     running = serve_app(AdminSettings(kubeconfig=str(env.sb.kubeconfig_path), auth="none",
                                       gpu_samples=lambda: [sample]))

@@ -18,7 +18,7 @@ from e2e_support import wait_for
 from test_auth import rbac_sandbox, secured  # noqa: F401  (fixtures: an RBAC sandbox, the admin app checking tokens)
 
 from kaiwo_ray.views.explain import ObjectRef
-from kaiwo_ray.views.nodes import GpuSample
+from kaiwo_ray.views.nodes import GpuReading
 from kaiwo_sandbox.testing import RunningSandbox
 from serve.dashboard import CHART_JS
 from serve.state import AdminSettings
@@ -149,7 +149,7 @@ def test_gpu_telemetry_shows_per_gpu_on_the_detail_page_and_the_heat_map(browser
         pod = http.get(f"/api/v1/namespaces/{NS}/kaiwojobs/train").json()["pods"][0]["name"]
         node = next(n["name"] for n in http.get("/api/v1/nodes").json()["items"]
                     if any(p["name"] == pod for p in n["pods"]))
-    samples = [GpuSample(node=node, index=i, utilization=10.0 * i + 5,
+    samples = [GpuReading(node=node, index=i, utilization=10.0 * i + 5,
                          pod=ObjectRef(kind="Pod", name=pod, namespace=NS)) for i in range(8)]
     running = serve_app(AdminSettings(kubeconfig=str(env.sb.kubeconfig_path), auth="none",
                                       gpu_samples=lambda: samples))

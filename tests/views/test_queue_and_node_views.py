@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kaiwo_ray.nodes import default_nodes
-from kaiwo_ray.views.nodes import GpuSample, node_totals, node_views
+from kaiwo_ray.views.nodes import GpuReading, node_totals, node_views
 from kaiwo_ray.views.queues import cluster_queue_views
 
 DATA = json.loads((Path(__file__).parent / "data" / "sandbox_world.json").read_text())
@@ -49,7 +49,7 @@ def test_pending_order_is_priority_then_age_and_missing_queues_are_listed() -> N
 
 
 def test_nodes_gpus_allocatable_used_and_idle() -> None:
-    sample = GpuSample(node="gpu-amd-mi300x-01", index=3, utilization=97.5)
+    sample = GpuReading(node="gpu-amd-mi300x-01", index=3, utilization=97.5)
     views = {v.name: v for v in node_views(default_nodes(), DATA["Pod"], samples=[sample])}
     busy = views["gpu-amd-mi300x-01"]
     assert (busy.gpu_resource, busy.gpus_allocatable, busy.gpus_used, busy.gpus_idle) == ("amd.com/gpu", 8, 8, 0)
