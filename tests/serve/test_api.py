@@ -16,8 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from kaiwo_ray.views.nodes import GpuReading
 from serve.state import AdminSettings
 
-JsonObj = dict[str, Any]
-
 
 def names(response: httpx.Response) -> list[str]:
     assert response.status_code == 200, response.text
