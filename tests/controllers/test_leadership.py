@@ -170,5 +170,6 @@ def test_a_standby_stops_without_waiting_out_its_grace(instances: Instances) -> 
     began = time.monotonic()
     instances.stop(standby)
     took = time.monotonic() - began
-    assert took < 5.0, f"the standby's stop took {took:.1f} s (grace 10 s)"
+    # Waiting out the grace would take 10 s or more; the margin below it is for a loaded machine.
+    assert took < 9.0, f"the standby's stop took {took:.1f} s: it waited out its 10 s grace"
     assert not any(h.get("leader") for h in standby.health())
