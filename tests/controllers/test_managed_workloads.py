@@ -156,16 +156,8 @@ def test_a_labelled_gpu_deployment_is_queued_tracked_under_its_user_and_runs(
     assert pods and all(p["status"].get("phase") == "Running" for p in pods if not p["metadata"].get(
         "deletionTimestamp"))
 
-
-
-GPU_RAYJOB = """apiVersion: ray.io/v1
-kind: RayJob
-metadata: {{name: {name}, namespace: {namespace}, labels: {{kaiwo.silogen.ai/managed: "true"}}}}
-spec:
-  entrypoint: python -c "print(1)"
-  shutdownAfterJobFinishes: true
-  rayClusterSpec:
-    headGroupSpec:
+# One head and one one-GPU worker: the Ray cluster of both the RayJob and the RayService below.
+_GPU_RAY_CLUSTER = """    headGroupSpec:
       rayStartParams: {{}}
       template:
         spec:
@@ -180,6 +172,15 @@ spec:
         spec:
           containers: [{{name: ray-worker, image: rayproject/ray:2.49.1, resources: {{limits: {{amd.com/gpu: 1}}}}}}]
 """
+
+GPU_RAYJOB = """apiVersion: ray.io/v1
+kind: RayJob
+metadata: {{name: {name}, namespace: {namespace}, labels: {{kaiwo.silogen.ai/managed: "true"}}}}
+spec:
+  entrypoint: python -c "print(1)"
+  shutdownAfterJobFinishes: true
+  rayClusterSpec:
+""" + _GPU_RAY_CLUSTER
 
 GPU_RAYSERVICE = """apiVersion: ray.io/v1
 kind: RayService
@@ -191,21 +192,7 @@ spec:
       import_path: app:deployment
       route_prefix: /
   rayClusterConfig:
-    headGroupSpec:
-      rayStartParams: {{}}
-      template:
-        spec:
-          containers: [{{name: ray-head, image: rayproject/ray:2.49.1, resources: {{limits: {{cpu: "1", memory: 2Gi}}}}}}]
-    workerGroupSpecs:
-    - groupName: gpu
-      replicas: 1
-      minReplicas: 1
-      maxReplicas: 1
-      rayStartParams: {{}}
-      template:
-        spec:
-          containers: [{{name: ray-worker, image: rayproject/ray:2.49.1, resources: {{limits: {{amd.com/gpu: 1}}}}}}]
-"""
+""" + _GPU_RAY_CLUSTER
 
 
 def _admitted_workload_of(target: Target, namespace: str, owner_kind: str) -> bool:
