@@ -156,6 +156,7 @@ def test_a_labelled_gpu_deployment_is_queued_tracked_under_its_user_and_runs(
     assert pods and all(p["status"].get("phase") == "Running" for p in pods if not p["metadata"].get(
         "deletionTimestamp"))
 
+
 # One head and one one-GPU worker: the Ray cluster of both the RayJob and the RayService below.
 _GPU_RAY_CLUSTER = """    headGroupSpec:
       rayStartParams: {{}}
