@@ -78,6 +78,7 @@ class Recorder:
     running: int = 0
     finished: int = 0
     origin: float = 0.0  # the loop time the trace's time 0 stands for
+    last_change: float = 0.0  # trace time of the last submission, admission or end
 
     def now(self) -> float:
         return self.loop.time() - self.origin
@@ -86,7 +87,7 @@ class Recorder:
         self.by_name[(entry.workload.namespace, entry.name)] = _Tracked(WorkloadRecord(entry.line, entry.name))
 
     def submitted(self, entry: TraceEntry) -> None:
-        self.by_name[(entry.workload.namespace, entry.name)].record.submitted = self.now()
+        self.by_name[(entry.workload.namespace, entry.name)].record.submitted = self.last_change = self.now()
 
     def on_event(self, event: WatchEvent) -> None:
         if event.gvr.resource != WORKLOADS.resource or event.gvr.group != WORKLOADS.group:
@@ -105,6 +106,7 @@ class Recorder:
         if admitted and not finished and tracked.admitted_at is None and record.finished is None:
             tracked.admitted_at = now
             self.running += 1
+            self.last_change = now
             self.changed.set()
         elif tracked.admitted_at is not None and (finished or not admitted):
             cause = ""
@@ -119,6 +121,7 @@ class Recorder:
             if finished:
                 record.finished = now
                 self.finished += 1
+            self.last_change = now
             self.changed.set()
 
     def recording(self, ended: float) -> Recording:
@@ -234,8 +237,10 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             for entry in inputs.trace:
                 recorder.expect(entry)
             start = recorder.origin = loop.time()
-            await _replay(inputs, client, recorder, start, progress)
-            return recorder.recording(recorder.now())
+            settled = await _replay(inputs, client, recorder, start, progress)
+            # Settled: what was pending never started; the run ended with its last change, not after
+            # the quiet time that showed it.
+            return recorder.recording(recorder.last_change if settled else recorder.now())
         finally:
             unsubscribe()
             if operator is not None:
@@ -245,13 +250,14 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
 
 
 async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Recorder, start: float,
-                  progress: Callable[[Recorder], None] | None) -> None:
+                  progress: Callable[[Recorder], None] | None) -> bool:
+    """Submit the trace and wait for it to finish; True when it stopped because nothing changed any more."""
     loop = asyncio.get_running_loop()
     horizon = None if inputs.horizon_seconds is None else start + inputs.horizon_seconds
     for entry in sorted(inputs.trace, key=lambda e: (e.workload.submit, e.line)):
         due = start + entry.workload.submit
         if horizon is not None and due > horizon:
-            break
+            return False
         if due > loop.time():
             await asyncio.sleep(due - loop.time())
         recorder.submitted(entry)
@@ -269,15 +275,16 @@ async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Record
         if horizon is not None:
             wait = min(wait, horizon - loop.time())
             if wait <= 0:
-                return
+                return False
         try:
             async with asyncio.timeout(wait):
                 await recorder.changed.wait()
         except TimeoutError:
             if recorder.running == 0:
-                return  # nothing runs and nothing changed: what is still pending never starts
+                return True  # nothing runs and nothing changed: what is still pending never starts
         if progress is not None:
             progress(recorder)
+    return False
 
 
 def run_simulation(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None) -> Recording:
