@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
 # The operator's controllers a what-if needs: configuration, queues and KaiwoJobs.
 CONTROLLERS = ["kaiwoconfig", "kaiwoqueueconfig", "kaiwojob"]
+# Watches that outlast the run: the operator's informers' default (a 55 s watch, reopened; a 60 s
+# silence taken for a dead connection) guards against real networks, and would reopen every watch a
+# thousand times a simulated day. The sandbox's bookmarks (one an hour) keep a quiet stream alive.
+WATCH_SECONDS = 30 * 86400
+BOOKMARK_SECONDS = 3600.0
 RUN_SECONDS = "sandbox.kaiwo-ray.dev/run-seconds"
 START_SECONDS = "sandbox.kaiwo-ray.dev/start-seconds"
 GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
@@ -209,7 +214,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
         kubeconfig = Path(scratch) / "kubeconfig"
         sandbox = Sandbox(SandboxConfig(
             nodes=inputs.nodes, cluster=True, clock=sim_clock, extra_crds=list(all_crds()), tls=False,
-            kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=3600.0))
+            kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=BOOKMARK_SECONDS))
         await sandbox.start()
         recorder = Recorder(loop)
         unsubscribe = sandbox.store.subscribe(recorder.on_event)
@@ -225,9 +230,15 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
                 except KubeError as err:
                     raise SimulationError(f"{what}: the API server refused it: {err}", bad_input=True) from None
             from kaiwo_ray.controllers.manager import HostSettings
+            from kaiwo_ray.kube.informer import InformerSettings
 
-            operator = Operator(CONTROLLERS, HostSettings(kubeconfig=str(kubeconfig), lease=False,
-                                                          coalesce_seconds=0.0))
+            informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
+                                                               watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
+            # No leader election (one operator), and no coalescing window: it is measured by the wall
+            # clock (time.monotonic), which barely moves here, so its requeues would spin.
+            operator = Operator(CONTROLLERS, HostSettings(
+                kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0,
+                controller_options={name: informers for name in CONTROLLERS}))
             await operator.start()
             queues = {q.get("name") for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
             await _until(lambda: queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)},
