@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hosts.runtime.simulator import SimulationInputs, run_simulation  # noqa: E402
-from kaiwo_ray.nodes import default_nodes  # noqa: E402
-from kaiwo_ray.simulation.generate import GeneratorSettings, generate  # noqa: E402
-from kaiwo_ray.simulation.trace import TraceEntry  # noqa: E402
+from hosts.runtime.simulator import SimulationInputs, run_simulation
+from kaiwo_ray.nodes import default_nodes
+from kaiwo_ray.simulation.generate import GeneratorSettings, generate
+from kaiwo_ray.simulation.trace import TraceEntry
 
 TARGET_WORKLOADS = 10_000
 TARGET_WALL_SECONDS = 600.0

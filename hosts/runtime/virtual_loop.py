@@ -17,9 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, TypeVarTuple
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 # While a thread works for the loop, the real wait per poll (seconds): short, since the thread's
 # result comes through the loop's self-pipe anyway and ends the wait at once.
@@ -76,7 +77,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.virtual_now
 
-    def run_in_executor(self, executor: Executor | None, func: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def run_in_executor(self, executor: Executor | None, func: Callable[[*Ts], T],
+                        *args: *Ts) -> asyncio.Future[T]:
         future = super().run_in_executor(executor, func, *args)
         self.threads_in_flight += 1
 
