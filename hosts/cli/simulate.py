@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   kaiwo-ray trace generate --workloads 200 --seed 1 -o trace.jsonl
   kaiwo-ray simulate --trace trace.jsonl --queue-config examples/queue-config.yaml
   kaiwo-ray simulate --trace trace.jsonl --nodes nodes.yaml --queue-config more-quota.yaml -o json
+  kaiwo-ray simulate --trace trace.jsonl --compare today.yaml more-quota.yaml
 """
 
 
@@ -23,8 +24,10 @@ class InputError(Exception):
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trace", type=Path, required=True, metavar="FILE", help="the workloads (JSON Lines)")
-    parser.add_argument("--queue-config", type=Path, required=True, metavar="FILE",
-                        help="the KaiwoQueueConfig to try (YAML or JSON)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--queue-config", type=Path, metavar="FILE", help="the KaiwoQueueConfig to try (YAML or JSON)")
+    which.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"),
+                       help="run the trace under two KaiwoQueueConfigs and show them side by side")
     parser.add_argument("--nodes", type=Path, metavar="FILE",
                         help="the cluster's Nodes (default: the sandbox's: two AMD MI300X, one NVIDIA H100, one CPU)")
     parser.add_argument("--kaiwoconfig", type=Path, metavar="FILE", help="a KaiwoConfig to run the operator with")
@@ -49,14 +52,15 @@ def _one_object(path: Path, kind: str) -> dict[str, Any]:
     return found[0]
 
 
-def load_inputs(args: argparse.Namespace) -> Any:
-    """The SimulationInputs of the command line; InputError naming the file (and line) otherwise."""
+def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
+    """The SimulationInputs of the command line with that queue configuration; InputError naming the
+    file (and line) otherwise."""
     from hosts.runtime.simulator import SimulationInputs, node_gpus
     from kaiwo_ray.manifests import ManifestReadError
     from kaiwo_ray.nodes import default_nodes, load_nodes
     from kaiwo_ray.simulation.trace import TraceError, check_feasible, parse_trace
 
-    queue_config = _one_object(args.queue_config, "KaiwoQueueConfig")
+    queue_config = _one_object(queue_config_path, "KaiwoQueueConfig")
     kaiwo_config = _one_object(args.kaiwoconfig, "KaiwoConfig") if args.kaiwoconfig is not None else None
     if args.nodes is None:
         nodes = default_nodes()
@@ -100,26 +104,46 @@ def run(args: argparse.Namespace) -> int:
     if args.settle <= 0 or (args.horizon is not None and args.horizon <= 0):
         print("kaiwo-ray simulate: --settle and --horizon must be greater than 0", file=sys.stderr)
         return 2
+    configs: list[Path] = list(args.compare) if args.compare else [args.queue_config]
     try:
-        inputs = load_inputs(args)
+        runs = [load_inputs(args, path) for path in configs]
     except InputError as err:
         print(f"kaiwo-ray simulate: {err}", file=sys.stderr)
         return 2
+    from kaiwo_ray.simulation.report import compare_reports, render_comparison, render_table
+
+    reports = []
+    for path, inputs in zip(configs, runs, strict=True):
+        report = _simulate(inputs, path if len(configs) > 1 else None)
+        if isinstance(report, int):
+            return report
+        reports.append(report)
+    if len(reports) == 1:
+        text = (json.dumps(reports[0], indent=2, sort_keys=True) if args.output == "json"
+                else render_table(reports[0]))
+    else:
+        comparison = compare_reports(reports[0], reports[1])
+        text = (json.dumps({"a": {"queue_config": str(configs[0]), "report": reports[0]},
+                            "b": {"queue_config": str(configs[1]), "report": reports[1]},
+                            "comparison": comparison}, indent=2, sort_keys=True)
+                if args.output == "json" else render_comparison(str(configs[0]), str(configs[1]), comparison))
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+def _simulate(inputs: Any, label: Path | None) -> dict[str, Any] | int:
+    """The report of one run, or the exit status after printing why it could not run."""
     from hosts.runtime.simulator import SimulationError, run_simulation, total_gpus
-    from kaiwo_ray.simulation.report import build_report, render_table
+    from kaiwo_ray.simulation.report import build_report
 
     progress = _progress(len(inputs.trace))
     try:
         recording = run_simulation(inputs, progress)
     except SimulationError as err:
-        print(f"kaiwo-ray simulate: {err}", file=sys.stderr)
+        print(f"kaiwo-ray simulate: {f'{label}: ' if label else ''}{err}", file=sys.stderr)
         return 2 if err.bad_input else 1
     finally:
         if progress is not None:
             sys.stderr.write("\n")
-    report = build_report(inputs.trace, recording, total_gpus(inputs.nodes))
-    if args.output == "json":
-        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(render_table(report) + "\n")
-    return 0
+    report: dict[str, Any] = build_report(inputs.trace, recording, total_gpus(inputs.nodes))
+    return report

@@ -210,3 +210,74 @@ def render_table(report: Mapping[str, Any]) -> str:
         lines.append(f"Never started ({len(never)}): " + ", ".join(
             f"{w['namespace']}/{w['name']} (line {w['line']}, queue {w['queue']})" for w in never))
     return "\n".join(lines)
+
+
+# The figures `--compare` sets side by side, by path in a group summary.
+COMPARED: tuple[tuple[str, ...], ...] = (
+    ("wait_seconds", "p50"), ("wait_seconds", "p95"), ("wait_seconds", "max"), ("never_started",),
+    ("gpu_hours", "allocated"), ("gpu_hours", "allocated_idle"),
+)
+
+
+def _figure(summary: Mapping[str, Any] | None, path: tuple[str, ...]) -> Any:
+    value: Any = summary
+    for part in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def compare_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Per group (overall, each queue, each user) and compared figure: A's value, B's and B - A
+    (None where either is missing); plus both runs' preemptions and idle GPU-hours overall."""
+    groups: list[tuple[str, Mapping[str, Any] | None, Mapping[str, Any] | None]] = [
+        ("overall", a["overall"], b["overall"])]
+    for section in ("queues", "users"):
+        for name in sorted(set(a[section]) | set(b[section])):
+            groups.append((f"{section[:-1]} {name}", a[section].get(name), b[section].get(name)))
+    rows = []
+    for label, left, right in groups:
+        figures = {}
+        for path in COMPARED:
+            x, y = _figure(left, path), _figure(right, path)
+            delta = _r(y - x) if isinstance(x, int | float) and isinstance(y, int | float) else None
+            figures[".".join(path)] = {"a": x, "b": y, "difference": delta}
+        rows.append({"group": label, "figures": figures})
+    overall_a, overall_b = a["overall"], b["overall"]
+    return {
+        "groups": rows,
+        "idle_gpu_hours": {"a": overall_a["gpu_hours"]["idle"], "b": overall_b["gpu_hours"]["idle"],
+                           "difference": _r(overall_b["gpu_hours"]["idle"] - overall_a["gpu_hours"]["idle"])},
+        "preemptions": {"a": overall_a["preemptions"], "b": overall_b["preemptions"]},
+    }
+
+
+def render_comparison(a_name: str, b_name: str, comparison: Mapping[str, Any]) -> str:
+    """One row per group: each compared figure as `A -> B`; differences marked with `*`."""
+    titles = ("WAIT P50", "WAIT P95", "WAIT MAX", "NEVER", "GPU-H ALLOC", "GPU-H IDLE-ALLOC")
+    rows: list[tuple[str, ...]] = [("", *titles)]
+    for group in comparison["groups"]:
+        cells = [group["group"]]
+        for path, figure in zip(COMPARED, group["figures"].values(), strict=True):
+            show = _format_seconds if path[0] == "wait_seconds" else _format_number
+            changed = figure["a"] != figure["b"]
+            cells.append(f"{show(figure['a'])} -> {show(figure['b'])}{' *' if changed else ''}")
+        rows.append(tuple(cells))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [f"A: {a_name}", f"B: {b_name}", ""]
+    lines += ["   ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+    idle = comparison["idle_gpu_hours"]
+    pre = comparison["preemptions"]
+    lines += ["", f"Idle GPU-hours: {idle['a']:.1f} -> {idle['b']:.1f} ({idle['difference']:+.1f}).",
+              "Preemptions: " + _causes(pre["a"]) + " -> " + _causes(pre["b"]) + ".",
+              "(* : differs between A and B)"]
+    return "\n".join(lines)
+
+
+def _format_number(value: float | None) -> str:
+    return "-" if value is None else (f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}")
+
+
+def _causes(causes: Mapping[str, int]) -> str:
+    return ", ".join(f"{cause} {count}" for cause, count in causes.items()) or "none"

@@ -133,3 +133,17 @@ def test_idle_waits_cost_no_wall_time_but_threads_are_waited_for() -> None:
     assert week == 7 * 86400
     assert thread_virtual < 10
     assert wall < 5
+
+
+def test_compare_runs_the_trace_under_both_configurations(capsys: pytest.CaptureFixture[str]) -> None:
+    more = DATA / "team-b-16.yaml"
+    code = main(["simulate", "--trace", str(TRACE), "--compare", str(QUEUES), str(more), "-o", "json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["a"]["queue_config"] == str(QUEUES) and result["b"]["queue_config"] == str(more)
+    groups = {row["group"]: row["figures"] for row in result["comparison"]["groups"]}
+    # With 16 GPUs of quota b3 no longer waits for b1: it starts at once (the nodes have room then).
+    assert groups["queue team-b"]["wait_seconds.max"] == {"a": 270.0, "b": 0.0, "difference": -270.0}
+    assert groups["queue team-c"]["never_started"] == {"a": 1, "b": 1, "difference": 0}
+    rows_a = {w["name"]: w["started"] for w in result["a"]["report"]["workloads"]}
+    assert rows_a["b3"] == 300.0
