@@ -12,6 +12,7 @@ loop cannot see through: while any is in flight, it waits for it in real time an
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import selectors
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -25,6 +26,11 @@ Ts = TypeVarTuple("Ts")
 # While a thread works for the loop, the real wait per poll (seconds): short, since the thread's
 # result comes through the loop's self-pipe anyway and ends the wait at once.
 THREAD_POLL_SECONDS = 0.05
+# The shortest wait (a timer's delay, an idle jump), as real time moves at least this much between two
+# polls. Without it, code that waits "until t" by computing `t - now` itself can get a remainder below
+# the float resolution of the loop's time (1e-13 s an hour in): the timer is due at once, time does not
+# move, the remainder is the same, and the loop spins forever.
+MIN_JUMP_SECONDS = 1e-6
 
 
 class _JumpingSelector(selectors.BaseSelector):
@@ -52,7 +58,7 @@ class _JumpingSelector(selectors.BaseSelector):
         if timeout is None:  # no timer at all: only I/O from outside (a signal) can move anything
             return self._inner.select(None)
         self._loop.jumps += 1
-        self._loop.virtual_now += timeout
+        self._loop.virtual_now += max(timeout, MIN_JUMP_SECONDS)
         return []
 
     def close(self) -> None:
@@ -76,6 +82,12 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self.virtual_now
+
+    def call_later(self, delay: float, callback: Callable[[*Ts], object], *args: *Ts,
+                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        if delay > 0:
+            delay = max(delay, MIN_JUMP_SECONDS)
+        return super().call_later(delay, callback, *args, context=context)
 
     def run_in_executor(self, executor: Executor | None, func: Callable[[*Ts], T],
                         *args: *Ts) -> asyncio.Future[T]:
