@@ -27,9 +27,10 @@ Ts = TypeVarTuple("Ts")
 # result comes through the loop's self-pipe anyway and ends the wait at once.
 THREAD_POLL_SECONDS = 0.05
 # The shortest wait (a timer's delay, an idle jump), as real time moves at least this much between two
-# polls. Without it, code that waits "until t" by computing `t - now` itself can get a remainder below
-# the float resolution of the loop's time (1e-13 s an hour in): the timer is due at once, time does not
-# move, the remainder is the same, and the loop spins forever.
+# polls. While callbacks are ready, asyncio runs timers up to its clock resolution (1 ns) early; code
+# that waits "until t" by computing `t - now` itself (the sandbox's Kueue status writer) then finds a
+# remainder under a nanosecond and waits again. In real time the clock moves meanwhile; here it would
+# not, and with the loop kept busy by the sandbox's own work the waiter spun for ever.
 MIN_JUMP_SECONDS = 1e-6
 
 

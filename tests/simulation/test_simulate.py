@@ -147,3 +147,32 @@ def test_compare_runs_the_trace_under_both_configurations(capsys: pytest.Capture
     assert groups["queue team-c"]["never_started"] == {"a": 1, "b": 1, "difference": 0}
     rows_a = {w["name"]: w["started"] for w in result["a"]["report"]["workloads"]}
     assert rows_a["b3"] == 300.0
+
+
+def test_a_wait_below_the_resolution_of_the_loop_still_lets_time_move() -> None:
+    """While other callbacks are ready, asyncio runs a timer up to its clock resolution (1 ns) early.
+    Code that waits "until t" by computing `t - now` itself (the sandbox's Kueue status writer does)
+    then finds a remainder under a nanosecond and waits again: in real time the clock moves meanwhile;
+    in virtual time the wait must still be one, or work that keeps the loop busy (here: a task
+    yielding 5,000 times; in a simulation the sandbox's own controllers) spins the waiter with it."""
+    loop = VirtualTimeLoop()
+
+    async def busy() -> None:
+        for _ in range(5000):
+            await asyncio.sleep(0)
+
+    async def scenario() -> int:
+        await asyncio.sleep(3683.75)
+        target = loop.time() + 5e-10
+        other = asyncio.ensure_future(busy())
+        waits = 0
+        while loop.time() < target:
+            waits += 1
+            await asyncio.sleep(target - loop.time())
+        await other
+        return waits
+
+    try:
+        assert loop.run_until_complete(scenario()) == 1
+    finally:
+        loop.close()
