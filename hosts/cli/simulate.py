@@ -118,7 +118,12 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(report, int):
             return report
         reports.append(report)
-    if len(reports) == 1:
+        if report["interrupted"]:  # Ctrl-C: what this run has so far, and no further run
+            break
+    if len(reports) == 1 or reports[-1]["interrupted"]:
+        if len(configs) > 1:
+            print(f"kaiwo-ray simulate: interrupted while running {configs[len(reports) - 1]}", file=sys.stderr)
+        reports = reports[-1:]
         text = (json.dumps(reports[0], indent=2, sort_keys=True) if args.output == "json"
                 else render_table(reports[0]))
     else:
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                             "comparison": comparison}, indent=2, sort_keys=True)
                 if args.output == "json" else render_comparison(str(configs[0]), str(configs[1]), comparison))
     sys.stdout.write(text + "\n")
-    return 0
+    return 130 if reports[-1]["interrupted"] else 0
 
 
 def _simulate(inputs: Any, label: Path | None) -> dict[str, Any] | int:

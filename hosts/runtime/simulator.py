@@ -206,9 +206,11 @@ async def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
         await asyncio.sleep(1.0)
 
 
-async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None) -> Recording:
+async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None,
+                   recorder: Recorder | None = None) -> Recording:
     """Replay the trace; must run on a VirtualTimeLoop (`run_simulation`)."""
     loop = asyncio.get_running_loop()
+    recorder = recorder or Recorder(loop)
     sim_clock = LoopClock(loop, EPOCH)
     with tempfile.TemporaryDirectory(prefix="kaiwo-simulate-") as scratch, operator_clock.use(sim_clock.now):
         kubeconfig = Path(scratch) / "kubeconfig"
@@ -216,7 +218,6 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             nodes=inputs.nodes, cluster=True, clock=sim_clock, extra_crds=list(all_crds()), tls=False,
             kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=BOOKMARK_SECONDS))
         await sandbox.start()
-        recorder = Recorder(loop)
         unsubscribe = sandbox.store.subscribe(recorder.on_event)
         operator: Operator | None = None
         client = await KubeClient.from_kubeconfig(str(kubeconfig))
@@ -299,11 +300,32 @@ async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Record
 
 
 def run_simulation(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None) -> Recording:
-    """Run `simulate` on a fresh VirtualTimeLoop (in this thread) and close it."""
+    """Run `simulate` on a fresh VirtualTimeLoop (in this thread) and close it. Interrupted (Ctrl-C),
+    it returns what was recorded so far, marked `interrupted`, and leaves the sandbox and operator to
+    the process's end (they live in this process only)."""
     loop = VirtualTimeLoop()
+    recorder = Recorder(loop)
     try:
-        return loop.run_until_complete(simulate(inputs, progress))
-    finally:
+        recording = loop.run_until_complete(simulate(inputs, progress, recorder))
+    except KeyboardInterrupt:
+        recording = recorder.recording(recorder.now())
+        recording.interrupted = True
+        _wind_down(loop)
+        return recording
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+    return recording
+
+
+def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
+    """After an interrupt: cancel what still runs on the loop (the simulation's own `finally` blocks
+    then stop the operator and the sandbox, and give the operator its wall clock back) and close it."""
+    loop.set_exception_handler(lambda _loop, _context: None)  # what the interrupt cut short is no error
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(BaseException):  # a second Ctrl-C leaves the rest to the process's end
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+    loop.close()
 

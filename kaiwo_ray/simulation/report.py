@@ -46,6 +46,7 @@ class WorkloadRecord:
 class Recording:
     workloads: list[WorkloadRecord]
     ended: float  # the simulated time the run stopped at
+    interrupted: bool = False  # stopped by the user (Ctrl-C): the figures are those so far
 
 
 def percentile(values: Sequence[float], share: float) -> float | None:
@@ -122,6 +123,7 @@ def build_report(trace: Sequence[TraceEntry], recording: Recording, gpus_in_clus
         "hourly_mean_gpus": timeline,
     }
     return {
+        "interrupted": recording.interrupted,
         "simulated_seconds": _r(recording.ended),
         "overall": overall,
         "queues": _grouped(pairs, lambda entry: entry.workload.queue),
@@ -206,7 +208,10 @@ def render_table(report: Mapping[str, Any]) -> str:
         "allocated but idle).",
     ]
     never = report["never_started"]
-    if never:
+    if report.get("interrupted"):
+        lines.append(f"Interrupted after {_format_seconds(report['simulated_seconds'])} simulated: the figures "
+                     "so far; workloads not started by then count as never started.")
+    elif never:
         lines.append(f"Never started ({len(never)}): " + ", ".join(
             f"{w['namespace']}/{w['name']} (line {w['line']}, queue {w['queue']})" for w in never))
     return "\n".join(lines)

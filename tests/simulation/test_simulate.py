@@ -3,9 +3,11 @@ time, on a trace small enough to work out by hand (tests/simulation/data)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +178,27 @@ def test_a_wait_below_the_resolution_of_the_loop_still_lets_time_move() -> None:
         assert loop.run_until_complete(scenario()) == 1
     finally:
         loop.close()
+
+
+def test_an_interrupted_run_reports_what_it_has_so_far() -> None:
+    """Ctrl-C arrives as KeyboardInterrupt on the loop's thread: here from the progress callback, as
+    the 4th workload (a2, at 10 s) is submitted."""
+    from hosts.cli.simulate import load_inputs
+    from hosts.runtime.simulator import Recorder, run_simulation
+    from kaiwo_ray import clock
+    from kaiwo_ray.simulation.report import build_report, render_table
+
+    args = argparse.Namespace(trace=TRACE, kaiwoconfig=None, nodes=None, settle=600.0, horizon=None)
+    inputs = load_inputs(args, QUEUES)
+
+    def interrupt(recorder: Recorder) -> None:
+        if sum(1 for t in recorder.by_name.values() if t.record.submitted is not None) == 4:
+            raise KeyboardInterrupt
+
+    report = build_report(inputs.trace, run_simulation(inputs, interrupt), 24)
+    assert report["interrupted"] is True
+    assert report["simulated_seconds"] == 10.0
+    assert {w["name"]: w["started"] for w in report["workloads"] if w["started"] is not None} == \
+        {"a1": 0.0, "b1": 0.0, "b2": 5.0}
+    assert render_table(report).splitlines()[-1].startswith("Interrupted after 10s simulated")
+    assert abs((clock.now() - datetime.now(UTC)).total_seconds()) < 5  # the operator's clock is the wall's again
