@@ -86,6 +86,7 @@ class SandboxConfig:
     # as real processes too, whatever their image: `--local-commands` (root only).
     local_commands: bool = False
     aggregator_interval: float = 1.0  # seconds between APIService availability checks (aggregation/)
+    clock: Clock | None = None  # the cluster's time (None: real, or manual with manual_clock); simulations pass theirs
 
 
 # The apiserver's own Service, which every cluster has in `default` (`kubectl get all` lists it).
@@ -158,7 +159,7 @@ def write_kubeconfig(path: Path, url: str, token: str, ca_pem: bytes | None = No
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
-        self.clock: Clock = (ManualClock(time_factor=self.config.time_factor) if self.config.manual_clock
+        self.clock: Clock = self.config.clock or (ManualClock(time_factor=self.config.time_factor) if self.config.manual_clock
                              else RealClock(time_factor=self.config.time_factor))
         self.store = ObjectStore(self.clock)
         self.audit = AuditLog()

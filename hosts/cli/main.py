@@ -14,6 +14,8 @@ HOST_COMMANDS: dict[str, tuple[str, str]] = {
     "sandbox": ("hosts.cli.sandbox", "run the Kubernetes API sandbox (a simulated cluster)"),
     "dev": ("hosts.cli.dev", "start sandbox + local Ray + operator in one command"),
     "up": ("hosts.cli.up", "run the operator against a real cluster"),
+    "simulate": ("hosts.cli.simulate", "replay a workload trace against a queue configuration, in virtual time"),
+    "trace": ("hosts.cli.trace", "make workload traces for `simulate` (generate)"),
 }
 # In the order `kaiwo-ray --help` lists them: building and running the operator, then checking it.
 ALL_COMMANDS: dict[str, tuple[str, str]] = {

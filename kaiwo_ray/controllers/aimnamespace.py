@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.aim import AIMNamespaceConfigSpec
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
@@ -120,7 +120,7 @@ class AIMNamespaceConfigController(Controller):
         world = NamespaceConfigWorld(
             obj=obj, configs=self._configs_in(namespace), secret_keys=secret_keys,
             gateway_exists=(lambda ns, gw: gateways.get(ns, gw) is not None) if gateways is not None else None,
-            now=datetime.now(UTC))
+            now=clock.now())
         plan = decide(world, spec)
         if plan.status is not None:
             patch = {"metadata": {"resourceVersion": obj["metadata"].get("resourceVersion")}, "status": plan.status}

@@ -23,9 +23,10 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
@@ -265,7 +266,7 @@ class GpuPreemptionController(Controller):
         cr = dict(cr)
         cr.setdefault("kind", "GpuWorkload")
         settings = self._resolved(cr)
-        now = datetime.now(UTC)
+        now = clock.now()
         if (cr.get("status") or {}).get("phase") == gp.PREEMPTING:
             return await self._preempt(cr, now)
         ref = (cr.get("spec") or {}).get("workloadRef") or {}
@@ -375,7 +376,7 @@ class GpuPreemptionController(Controller):
             self.elector.is_leader = True
             try:
                 self.evaluations += 1
-                now = datetime.now(UTC)
+                now = clock.now()
                 trackers = [(cr, self._resolved(cr)) for cr in self.caches[R.GPUWORKLOADS]]
                 started = 0
                 for decision in gp.evaluate(trackers, now):

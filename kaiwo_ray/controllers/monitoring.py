@@ -18,9 +18,10 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.api.labels import LABEL_NAME, LABEL_TYPE
@@ -153,7 +154,7 @@ class ResourceMonitorController(Controller):
         keys = [((p["metadata"].get("namespace") or ""), p["metadata"]["name"], p["metadata"].get("uid") or "")
                 for _, pods in workloads for p in pods]
         readings = await self.source.readings(keys)
-        moment = now or datetime.now(UTC)
+        moment = now or clock.now()
         written = 0
         for obj, pods in workloads:
             uses: list[GpuUse] = []

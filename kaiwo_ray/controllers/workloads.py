@@ -14,9 +14,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.config import KaiwoConfigSpec
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
@@ -248,7 +249,7 @@ class WorkloadController(Controller):
             return
         threshold = parse_go_duration(load_config(self.caches.get(R.KAIWOCONFIGS, ())).scheduling
                                       .pending_threshold_for_preemption)
-        delay = (created + threshold - datetime.now(UTC)).total_seconds()
+        delay = (created + threshold - clock.now()).total_seconds()
         if delay > 0:
             try:
                 loop = asyncio.get_running_loop()
@@ -451,7 +452,7 @@ class WorkloadController(Controller):
         obj = dict(obj)
         obj.setdefault("kind", self.kind)
         obj.setdefault("apiVersion", self.primary.api_version)
-        plan = decide(self.world(obj, datetime.now(UTC), refusal=refused.refusal if refused else None,
+        plan = decide(self.world(obj, clock.now(), refusal=refused.refusal if refused else None,
                                    whole=whole))
         self._note_conflicts(key, plan.conflicts)
         if plan.read_whole:

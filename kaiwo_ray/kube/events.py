@@ -14,8 +14,8 @@ import asyncio
 import logging
 import secrets
 from collections import deque
-from datetime import UTC, datetime
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import KubeError
@@ -80,7 +80,7 @@ class EventRecorder:
     def _event(self, involved: JsonObj, event_type: str, reason: str, message: str) -> tuple[str, JsonObj]:
         meta = involved.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = clock.now().strftime("%Y-%m-%dT%H:%M:%SZ")
         return namespace, {
             "apiVersion": "v1",
             "kind": "Event",

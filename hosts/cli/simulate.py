@@ -1,0 +1,154 @@
+"""`kaiwo-ray simulate`: replay a workload trace against a queue configuration on a private simulated
+cluster with the operator's real controllers, in virtual time, and report waits, GPU allocation,
+idle GPU-hours, preemptions and what never started (docs/simulate.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = """examples:
+  kaiwo-ray trace generate --workloads 200 --seed 1 -o trace.jsonl
+  kaiwo-ray simulate --trace trace.jsonl --queue-config examples/queue-config.yaml
+  kaiwo-ray simulate --trace trace.jsonl --nodes nodes.yaml --queue-config more-quota.yaml -o json
+  kaiwo-ray simulate --trace trace.jsonl --compare today.yaml more-quota.yaml
+"""
+
+
+class InputError(Exception):
+    """A bad input file: the message is the one line the command prints (exit 2)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trace", type=Path, required=True, metavar="FILE", help="the workloads (JSON Lines)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--queue-config", type=Path, metavar="FILE", help="the KaiwoQueueConfig to try (YAML or JSON)")
+    which.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"),
+                       help="run the trace under two KaiwoQueueConfigs and show them side by side")
+    parser.add_argument("--nodes", type=Path, metavar="FILE",
+                        help="the cluster's Nodes (default: the sandbox's: two AMD MI300X, one NVIDIA H100, one CPU)")
+    parser.add_argument("--kaiwoconfig", type=Path, metavar="FILE", help="a KaiwoConfig to run the operator with")
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--settle", type=float, default=600.0, metavar="SECONDS",
+                        help="with everything submitted and nothing running, how long (simulated) nothing may "
+                             "change before what is pending is reported as never starting (default 600)")
+    parser.add_argument("--horizon", type=float, default=None, metavar="SECONDS",
+                        help="stop after this much simulated time (default: when everything has finished)")
+
+
+def _one_object(path: Path, kind: str) -> dict[str, Any]:
+    from kaiwo_ray.manifests import ManifestReadError, parse_located, read_source
+
+    try:
+        located = parse_located(read_source(str(path)))
+    except (ManifestReadError, OSError) as err:
+        raise InputError(f"{path}: {err}") from None
+    found = [entry.obj for entry in located if entry.obj.get("kind") == kind]
+    if len(found) != 1:
+        raise InputError(f"{path}: expected one {kind}, found {len(found)}")
+    return found[0]
+
+
+def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
+    """The SimulationInputs of the command line with that queue configuration; InputError naming the
+    file (and line) otherwise."""
+    from hosts.runtime.simulator import SimulationInputs, node_gpus
+    from kaiwo_ray.manifests import ManifestReadError
+    from kaiwo_ray.nodes import default_nodes, load_nodes
+    from kaiwo_ray.simulation.trace import TraceError, check_feasible, parse_trace
+
+    queue_config = _one_object(queue_config_path, "KaiwoQueueConfig")
+    kaiwo_config = _one_object(args.kaiwoconfig, "KaiwoConfig") if args.kaiwoconfig is not None else None
+    if args.nodes is None:
+        nodes = default_nodes()
+    else:
+        try:
+            nodes = load_nodes(str(args.nodes))
+        except (ManifestReadError, OSError) as err:
+            raise InputError(f"{args.nodes}: {err}") from None
+    try:
+        with args.trace.open(encoding="utf-8") as lines:
+            trace = parse_trace(lines)
+        spec = queue_config.get("spec") or {}
+        queues = [str(q.get("name")) for q in spec.get("clusterQueues") or [] if isinstance(q, dict)]
+        priorities = [str((p.get("metadata") or {}).get("name")) for p in spec.get("workloadPriorityClasses") or []
+                      if isinstance(p, dict)]
+        check_feasible(trace, queues, node_gpus(nodes), priorities)
+    except TraceError as err:
+        raise InputError(f"{args.trace}: {err}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{args.trace}: {err}") from None
+    return SimulationInputs(trace, nodes, queue_config, kaiwo_config, settle_seconds=args.settle,
+                            horizon_seconds=args.horizon)
+
+
+def _progress(total: int) -> Any:
+    """A one-line progress report on stderr, when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(recorder: Any) -> None:
+        hours = recorder.now() / 3600
+        submitted = sum(1 for tracked in recorder.by_name.values() if tracked.record.submitted is not None)
+        sys.stderr.write(f"\rsimulated {hours:7.1f}h  submitted {submitted}/{total}  running {recorder.running}  "
+                         f"finished {recorder.finished}\x1b[K")
+        sys.stderr.flush()
+
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.settle <= 0 or (args.horizon is not None and args.horizon <= 0):
+        print("kaiwo-ray simulate: --settle and --horizon must be greater than 0", file=sys.stderr)
+        return 2
+    configs: list[Path] = list(args.compare) if args.compare else [args.queue_config]
+    try:
+        runs = [load_inputs(args, path) for path in configs]
+    except InputError as err:
+        print(f"kaiwo-ray simulate: {err}", file=sys.stderr)
+        return 2
+    from kaiwo_ray.simulation.report import compare_reports, render_comparison, render_table
+
+    reports = []
+    for path, inputs in zip(configs, runs, strict=True):
+        report = _simulate(inputs, path if len(configs) > 1 else None)
+        if isinstance(report, int):
+            return report
+        reports.append(report)
+        if report["interrupted"]:  # Ctrl-C: what this run has so far, and no further run
+            break
+    if len(reports) == 1 or reports[-1]["interrupted"]:
+        if len(configs) > 1:
+            print(f"kaiwo-ray simulate: interrupted while running {configs[len(reports) - 1]}", file=sys.stderr)
+        reports = reports[-1:]
+        text = (json.dumps(reports[0], indent=2, sort_keys=True) if args.output == "json"
+                else render_table(reports[0]))
+    else:
+        comparison = compare_reports(reports[0], reports[1])
+        text = (json.dumps({"a": {"queue_config": str(configs[0]), "report": reports[0]},
+                            "b": {"queue_config": str(configs[1]), "report": reports[1]},
+                            "comparison": comparison}, indent=2, sort_keys=True)
+                if args.output == "json" else render_comparison(str(configs[0]), str(configs[1]), comparison))
+    sys.stdout.write(text + "\n")
+    return 130 if reports[-1]["interrupted"] else 0
+
+
+def _simulate(inputs: Any, label: Path | None) -> dict[str, Any] | int:
+    """The report of one run, or the exit status after printing why it could not run."""
+    from hosts.runtime.simulator import SimulationError, run_simulation, total_gpus
+    from kaiwo_ray.simulation.report import build_report
+
+    progress = _progress(len(inputs.trace))
+    try:
+        recording = run_simulation(inputs, progress)
+    except SimulationError as err:
+        print(f"kaiwo-ray simulate: {f'{label}: ' if label else ''}{err}", file=sys.stderr)
+        return 2 if err.bad_input else 1
+    finally:
+        if progress is not None:
+            sys.stderr.write("\n")
+    report: dict[str, Any] = build_report(inputs.trace, recording, total_gpus(inputs.nodes))
+    return report

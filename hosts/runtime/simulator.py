@@ -1,0 +1,331 @@
+"""The engine of `kaiwo-ray simulate`: a private sandbox (simulated scheduler, kubelets, Kueue) and the
+operator's real controllers in one process, on one `VirtualTimeLoop`, replaying a trace.
+
+The trace's workloads are created as KaiwoJobs over HTTP at their submit times, as a user would; the
+operator renders them, Kueue admits, preempts and requeues them, the kubelets run their pods for the
+trace's duration. A recorder reads what happened from the sandbox's store as it is committed, stamped
+with the loop's virtual time: when each Kueue Workload was admitted, evicted (and why) and finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hosts.runtime.controller_host import Operator
+from hosts.runtime.virtual_loop import LoopClock, VirtualTimeLoop
+from kaiwo_ray import clock as operator_clock
+from kaiwo_ray.api.crd import all_crds
+from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.kube.errors import AlreadyExists, KubeError
+from kaiwo_ray.simulation.report import Interval, Recording, WorkloadRecord
+from kaiwo_ray.simulation.trace import GPU_RESOURCE, TraceEntry
+from kaiwo_sandbox.contracts import CLUSTERQUEUES, WORKLOADS, JsonObj, WatchEvent
+from kaiwo_sandbox.instance import Sandbox, SandboxConfig
+
+log = logging.getLogger(__name__)
+
+# Virtual time 0 is this instant: fixed, so that timestamps (and thus every output) repeat run to run.
+EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
+# The operator's controllers a what-if needs: configuration, queues and KaiwoJobs.
+CONTROLLERS = ["kaiwoconfig", "kaiwoqueueconfig", "kaiwojob"]
+# Watches that outlast the run: the operator's informers' default (a 55 s watch, reopened; a 60 s
+# silence taken for a dead connection) guards against real networks, and would reopen every watch a
+# thousand times a simulated day. The sandbox's bookmarks (one an hour) keep a quiet stream alive.
+WATCH_SECONDS = 30 * 86400
+BOOKMARK_SECONDS = 3600.0
+RUN_SECONDS = "sandbox.kaiwo-ray.dev/run-seconds"
+START_SECONDS = "sandbox.kaiwo-ray.dev/start-seconds"
+GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
+TRACE_LINE = "simulate.kaiwo-ray.dev/trace-line"
+
+
+class SimulationError(Exception):
+    """The simulation could not run: `bad_input` when an input was refused (the message says which)."""
+
+    def __init__(self, message: str, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+@dataclass(slots=True)
+class SimulationInputs:
+    trace: list[TraceEntry]
+    nodes: list[JsonObj]
+    queue_config: JsonObj
+    kaiwo_config: JsonObj | None = None
+    # With every workload submitted and none running, how long nothing may change before the
+    # still pending ones are declared never to start (simulated seconds).
+    settle_seconds: float = 600.0
+    horizon_seconds: float | None = None  # stop here even if workloads still run (None: no limit)
+
+
+@dataclass(slots=True)
+class _Tracked:
+    record: WorkloadRecord
+    admitted_at: float | None = None
+
+
+@dataclass
+class Recorder:
+    """Workload lifecycles from the store's committed changes, stamped with the loop's time."""
+
+    loop: asyncio.AbstractEventLoop
+    by_name: dict[tuple[str, str], _Tracked] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    running: int = 0
+    finished: int = 0
+    origin: float = 0.0  # the loop time the trace's time 0 stands for
+    last_change: float = 0.0  # trace time of the last submission, admission or end
+
+    def now(self) -> float:
+        return self.loop.time() - self.origin
+
+    def expect(self, entry: TraceEntry) -> None:
+        self.by_name[(entry.workload.namespace, entry.name)] = _Tracked(WorkloadRecord(entry.line, entry.name))
+
+    def submitted(self, entry: TraceEntry) -> None:
+        self.by_name[(entry.workload.namespace, entry.name)].record.submitted = self.last_change = self.now()
+
+    def on_event(self, event: WatchEvent) -> None:
+        if event.gvr.resource != WORKLOADS.resource or event.gvr.group != WORKLOADS.group:
+            return
+        obj = event.object
+        meta = obj.get("metadata") or {}
+        owner = next((ref.get("name") for ref in meta.get("ownerReferences") or []), None)
+        tracked = self.by_name.get((meta.get("namespace", ""), owner or ""))
+        if tracked is None:
+            return
+        now = self.now()
+        conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+        admitted = (conditions.get("Admitted") or {}).get("status") == "True" and event.type != "DELETED"
+        finished = (conditions.get("Finished") or {}).get("status") == "True"
+        record = tracked.record
+        if admitted and not finished and tracked.admitted_at is None and record.finished is None:
+            tracked.admitted_at = now
+            self.running += 1
+            self.last_change = now
+            self.changed.set()
+        elif tracked.admitted_at is not None and (finished or not admitted):
+            cause = ""
+            if not finished:
+                preempted = conditions.get("Preempted") or {}
+                evicted = conditions.get("Evicted") or {}
+                cause = str(preempted.get("reason") if preempted.get("status") == "True"
+                            else evicted.get("reason") or "Evicted")
+            record.intervals.append(Interval(tracked.admitted_at, now, cause))
+            tracked.admitted_at = None
+            self.running -= 1
+            if finished:
+                record.finished = now
+                self.finished += 1
+            self.last_change = now
+            self.changed.set()
+
+    def recording(self, ended: float) -> Recording:
+        records = []
+        for tracked in self.by_name.values():
+            record = tracked.record
+            if tracked.admitted_at is not None:  # still running when the simulation stopped
+                record.intervals.append(Interval(tracked.admitted_at, ended, ""))
+            records.append(record)
+        return Recording(sorted(records, key=lambda r: r.line), ended)
+
+
+def kaiwojob(entry: TraceEntry) -> JsonObj:
+    """The KaiwoJob a trace line submits: its pod runs `duration` seconds with the trace's GPU profile."""
+    workload = entry.workload
+    spec: JsonObj = {
+        "user": workload.user, "image": "simulated", "clusterQueue": workload.queue,
+        "resources": {"requests": {"cpu": workload.cpu, "memory": workload.memory},
+                      "limits": {"cpu": workload.cpu, "memory": workload.memory}},
+        "entrypoint": "simulated",
+    }
+    if workload.gpus:
+        spec["gpus"] = workload.gpus
+        spec["gpuVendor"] = workload.gpu_vendor
+    if workload.priority is not None:
+        spec["priorityClass"] = workload.priority
+    if workload.declared_duration is not None:
+        spec["duration"] = f"{workload.declared_duration:g}s"
+    annotations = {RUN_SECONDS: f"{workload.duration:g}", START_SECONDS: "0",
+                   GPU_UTILIZATION: workload.utilization_annotation(), TRACE_LINE: str(entry.line)}
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": entry.name, "namespace": workload.namespace, "annotations": annotations},
+            "spec": spec}
+
+
+def node_gpus(nodes: list[JsonObj]) -> dict[str, int]:
+    """vendor -> the most GPUs one node has (allocatable, else capacity)."""
+    most: dict[str, int] = {}
+    for node in nodes:
+        status = node.get("status") or {}
+        amounts = status.get("allocatable") or status.get("capacity") or {}
+        for vendor, resource in GPU_RESOURCE.items():
+            try:
+                count = int(str(amounts.get(resource, 0)))
+            except ValueError:
+                count = 0
+            most[vendor] = max(most.get(vendor, 0), count)
+    return most
+
+
+def total_gpus(nodes: list[JsonObj]) -> int:
+    total = 0
+    for node in nodes:
+        status = node.get("status") or {}
+        amounts = status.get("allocatable") or status.get("capacity") or {}
+        for resource in GPU_RESOURCE.values():
+            try:
+                total += int(str(amounts.get(resource, 0)))
+            except ValueError:
+                continue
+    return total
+
+
+async def _create(client: KubeClient, res: R.Resource, body: JsonObj, namespace: str | None = None) -> None:
+    with contextlib.suppress(AlreadyExists):
+        await client.create(res, body, namespace)
+
+
+async def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    """Poll in virtual time (costs nothing while idle) until `check()`; RuntimeError after `seconds`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not check():
+        if loop.time() >= deadline:
+            raise SimulationError(f"the simulated cluster did not get ready within {seconds:.0f} simulated seconds: "
+                                  f"{what} (is the configuration one the operator accepts?)")
+        await asyncio.sleep(1.0)
+
+
+async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None,
+                   recorder: Recorder | None = None) -> Recording:
+    """Replay the trace; must run on a VirtualTimeLoop (`run_simulation`)."""
+    loop = asyncio.get_running_loop()
+    recorder = recorder or Recorder(loop)
+    sim_clock = LoopClock(loop, EPOCH)
+    with tempfile.TemporaryDirectory(prefix="kaiwo-simulate-") as scratch, operator_clock.use(sim_clock.now):
+        kubeconfig = Path(scratch) / "kubeconfig"
+        sandbox = Sandbox(SandboxConfig(
+            nodes=inputs.nodes, cluster=True, clock=sim_clock, extra_crds=list(all_crds()), tls=False,
+            kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=BOOKMARK_SECONDS))
+        await sandbox.start()
+        unsubscribe = sandbox.store.subscribe(recorder.on_event)
+        operator: Operator | None = None
+        client = await KubeClient.from_kubeconfig(str(kubeconfig))
+        try:
+            for res, body, what in ((R.KAIWOCONFIGS, inputs.kaiwo_config, "--kaiwoconfig"),
+                                    (R.KAIWOQUEUECONFIGS, inputs.queue_config, "--queue-config")):
+                if body is None:
+                    continue
+                try:
+                    await _create(client, res, body)
+                except KubeError as err:
+                    raise SimulationError(f"{what}: the API server refused it: {err}", bad_input=True) from None
+            from kaiwo_ray.controllers.manager import HostSettings
+            from kaiwo_ray.kube.informer import InformerSettings
+
+            informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
+                                                               watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
+            # No leader election (one operator), and no coalescing window: it is measured by the wall
+            # clock (time.monotonic), which barely moves here, so its requeues would spin.
+            operator = Operator(CONTROLLERS, HostSettings(
+                kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0,
+                controller_options={name: informers for name in CONTROLLERS}))
+            await operator.start()
+            queues = {q.get("name") for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
+            await _until(lambda: queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)},
+                         600.0, f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+            for namespace in sorted({e.workload.namespace for e in inputs.trace}):
+                await _create(client, R.NAMESPACES, {"metadata": {"name": namespace}})
+            for entry in inputs.trace:
+                recorder.expect(entry)
+            start = recorder.origin = loop.time()
+            settled = await _replay(inputs, client, recorder, start, progress)
+            # Settled: what was pending never started; the run ended with its last change, not after
+            # the quiet time that showed it.
+            return recorder.recording(recorder.last_change if settled else recorder.now())
+        finally:
+            unsubscribe()
+            if operator is not None:
+                await operator.stop()
+            await client.close()
+            await sandbox.stop()
+
+
+async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Recorder, start: float,
+                  progress: Callable[[Recorder], None] | None) -> bool:
+    """Submit the trace and wait for it to finish; True when it stopped because nothing changed any more."""
+    loop = asyncio.get_running_loop()
+    horizon = None if inputs.horizon_seconds is None else start + inputs.horizon_seconds
+    for entry in sorted(inputs.trace, key=lambda e: (e.workload.submit, e.line)):
+        due = start + entry.workload.submit
+        if horizon is not None and due > horizon:
+            return False
+        if due > loop.time():
+            await asyncio.sleep(due - loop.time())
+        recorder.submitted(entry)
+        try:
+            await client.create(R.KAIWOJOBS, kaiwojob(entry), entry.workload.namespace)
+        except KubeError as err:
+            raise SimulationError(f"trace line {entry.line}: the API server refused its KaiwoJob: {err}",
+                                  bad_input=True) from None
+        if progress is not None:
+            progress(recorder)
+    total = len(inputs.trace)
+    while recorder.finished < total:
+        recorder.changed.clear()
+        wait = inputs.settle_seconds
+        if horizon is not None:
+            wait = min(wait, horizon - loop.time())
+            if wait <= 0:
+                return False
+        try:
+            async with asyncio.timeout(wait):
+                await recorder.changed.wait()
+        except TimeoutError:
+            if recorder.running == 0:
+                return True  # nothing runs and nothing changed: what is still pending never starts
+        if progress is not None:
+            progress(recorder)
+    return False
+
+
+def run_simulation(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None) -> Recording:
+    """Run `simulate` on a fresh VirtualTimeLoop (in this thread) and close it. Interrupted (Ctrl-C),
+    it returns what was recorded so far, marked `interrupted`, and leaves the sandbox and operator to
+    the process's end (they live in this process only)."""
+    loop = VirtualTimeLoop()
+    recorder = Recorder(loop)
+    try:
+        recording = loop.run_until_complete(simulate(inputs, progress, recorder))
+    except KeyboardInterrupt:
+        recording = recorder.recording(recorder.now())
+        recording.interrupted = True
+        _wind_down(loop)
+        return recording
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+    return recording
+
+
+def _wind_down(loop: asyncio.AbstractEventLoop) -> None:
+    """After an interrupt: cancel what still runs on the loop (the simulation's own `finally` blocks
+    then stop the operator and the sandbox, and give the operator its wall clock back) and close it."""
+    loop.set_exception_handler(lambda _loop, _context: None)  # what the interrupt cut short is no error
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    with contextlib.suppress(BaseException):  # a second Ctrl-C leaves the rest to the process's end
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
+

@@ -1,0 +1,185 @@
+"""The workload trace `kaiwo-ray simulate` replays (docs/simulate.md): JSON Lines, one workload per line.
+
+Parsing is pure and strict: the first bad line stops it with a `TraceError` naming the line number
+and the field, because a what-if answer computed from a silently skipped workload is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kaiwo_ray.api.quantity import parse_quantity
+
+GpuVendor = Literal["amd", "nvidia"]
+GPU_RESOURCE: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class UtilizationSegment(BaseModel):
+    """`percent` GPU utilization for `seconds` (None: until the workload ends)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    percent: float = Field(ge=0, le=100)
+    seconds: float | None = Field(default=None, gt=0)
+
+
+class TraceWorkload(BaseModel):
+    """One workload of a trace. Times are seconds; `submit` counts from the trace's start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str | None = None
+    """The KaiwoJob's name (a DNS label); default `w-<line number>`."""
+    submit: float = Field(ge=0)
+    namespace: str = "default"
+    user: str
+    queue: str
+    """The ClusterQueue (`spec.clusterQueue`)."""
+    priority: str | None = None
+    """A WorkloadPriorityClass name (`spec.priorityClass`)."""
+    kind: Literal["job"] = "job"
+    replicas: int = Field(default=1, ge=1, le=1)
+    """Pods; a `job` is one pod (multi-pod kinds come with `rayjob`)."""
+    gpus: int = Field(default=0, ge=0)
+    gpu_vendor: GpuVendor = "amd"
+    cpu: str = "1"
+    memory: str = "1Gi"
+    duration: float = Field(gt=0)
+    """How long the workload runs once started, in seconds."""
+    declared_duration: float | None = Field(default=None, gt=0)
+    """The KaiwoJob's `spec.duration` (seconds): after it, the workload may be preempted."""
+    utilization: list[UtilizationSegment] = Field(default_factory=list)
+    """GPU utilization over the run, in order; after the last timed segment 0 %. Empty: 0 % throughout."""
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _dns_label(cls, value: str | None) -> str | None:
+        if value is not None and not _DNS_LABEL.match(value):
+            raise ValueError("must be a DNS label (lower-case letters, digits and '-', at most 63)")
+        return value
+
+    @field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: object) -> str:
+        text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+        if not isinstance(text, str):
+            raise ValueError("must be a quantity such as 4, 500m or 16Gi")
+        try:
+            if parse_quantity(text) <= 0:
+                raise ValueError("must be greater than 0")
+        except (ValueError, ArithmeticError) as err:
+            raise ValueError(f"{text!r} is not a quantity ({err})") from None
+        return text
+
+    def utilization_annotation(self) -> str:
+        """The sandbox's `sandbox.kaiwo-ray.dev/gpu-utilization` text for this profile."""
+        parts = [f"{_number(s.percent)} for {_number(s.seconds)}s" if s.seconds is not None else _number(s.percent)
+                 for s in self.utilization]
+        return ", then ".join(parts) if parts else "0"
+
+    def utilization_at(self, seconds: float) -> float:
+        """Percent utilization `seconds` after the start (0 after the last timed segment)."""
+        elapsed = 0.0
+        for segment in self.utilization:
+            if segment.seconds is None or seconds < elapsed + segment.seconds:
+                return segment.percent
+            elapsed += segment.seconds
+        return 0.0
+
+    def used_gpu_seconds(self, ran: float) -> float:
+        """GPU-seconds of work done by the workload's GPUs in its first `ran` seconds (utilization-weighted)."""
+        total, elapsed = 0.0, 0.0
+        for segment in self.utilization:
+            span = ran - elapsed if segment.seconds is None else min(segment.seconds, ran - elapsed)
+            if span <= 0:
+                break
+            total += span * segment.percent / 100
+            elapsed += span
+        return total * self.gpus
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else (str(int(value)) if float(value).is_integer() else repr(value))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    line: int
+    workload: TraceWorkload
+
+    @property
+    def name(self) -> str:
+        return self.workload.name or f"w-{self.line:05d}"
+
+
+class TraceError(ValueError):
+    """One bad line: `str()` is the line a CLI prints."""
+
+    def __init__(self, line: int, field: str, message: str) -> None:
+        super().__init__(f"line {line}: {field}: {message}" if field else f"line {line}: {message}")
+        self.line = line
+        self.field = field
+
+
+def parse_trace(lines: Iterable[str]) -> list[TraceEntry]:
+    """The trace's workloads in file order; blank lines and lines starting with `#` are skipped."""
+    entries: list[TraceEntry] = []
+    names: dict[tuple[str, str], int] = {}
+    for number, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise TraceError(number, "", f"not JSON: {err.msg} (column {err.colno})") from None
+        if not isinstance(data, dict):
+            raise TraceError(number, "", "expected a JSON object")
+        try:
+            workload = TraceWorkload.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            raise TraceError(number, field, first["msg"]) from None
+        entry = TraceEntry(number, workload)
+        key = (workload.namespace, entry.name)
+        if key in names:
+            raise TraceError(number, "name", f"{entry.name!r} in namespace {workload.namespace!r} "
+                                             f"is already line {names[key]}")
+        names[key] = number
+        entries.append(entry)
+    return entries
+
+
+def check_feasible(entries: Iterable[TraceEntry], queues: Iterable[str],
+                   node_gpus: Mapping[str, int], priorities: Iterable[str] = ()) -> None:
+    """TraceError for the first workload naming a queue or priority class the configuration lacks,
+    or asking for more GPUs of its vendor than any node has (`node_gpus`: vendor -> the most GPUs
+    on one node)."""
+    known = set(queues)
+    classes = set(priorities)
+    for entry in entries:
+        workload = entry.workload
+        if workload.queue not in known:
+            raise TraceError(entry.line, "queue", f"unknown queue {workload.queue!r} "
+                                                  f"(the configuration has: {', '.join(sorted(known)) or 'none'})")
+        if workload.priority is not None and workload.priority not in classes:
+            raise TraceError(entry.line, "priority", f"unknown WorkloadPriorityClass {workload.priority!r} "
+                                                     f"(the configuration has: {', '.join(sorted(classes)) or 'none'})")
+        most = node_gpus.get(workload.gpu_vendor, 0)
+        if workload.gpus > most:
+            raise TraceError(entry.line, "gpus", f"{workload.gpus} {workload.gpu_vendor} GPUs in one pod, but no node "
+                                                 f"has more than {most}")
+
+
+def dump_line(workload: TraceWorkload) -> str:
+    """One trace line (canonical: sorted keys, defaults left out)."""
+    return json.dumps(workload.model_dump(mode="json", exclude_defaults=True), sort_keys=True,
+                      separators=(",", ":"))
