@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from hosts.cli import sandbox as sandbox_cli
-from kaiwo_sandbox.cluster import CONTROLLERS
+from kaiwo_sandbox.cluster import CONTROLLERS, OPT_IN
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -24,9 +24,15 @@ def test_no_cluster_is_api_server_only() -> None:
     assert sandbox_cli._cluster(parse("--no-cluster")) is False
 
 
-def test_without_leaves_the_named_controllers_off() -> None:
+def test_without_leaves_the_named_controllers_off_and_the_opt_in_ones_too() -> None:
+    assert OPT_IN and set(CONTROLLERS) > OPT_IN
     assert sandbox_cli._cluster(parse("--without", "kuberay", "--without", "appwrapper")) == [
-        n for n in CONTROLLERS if n not in {"kuberay", "appwrapper"}]
+        n for n in CONTROLLERS if n not in {"kuberay", "appwrapper"} | OPT_IN]
+
+
+def test_with_adds_an_opt_in_controller_to_the_rest() -> None:
+    assert sandbox_cli._cluster(parse("--without", "kuberay", "--with", "cert-manager")) == [
+        n for n in CONTROLLERS if n != "kuberay"]
 
 
 def test_without_an_unknown_controller_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
