@@ -1,12 +1,13 @@
 """`kaiwo-ray trace export` against a live sandbox with the operator in-process: KaiwoJobs on two
-queues, for three users, with AMD, NVIDIA and no GPUs, run to the end; one can never start. The
-export is read back line by line and replayed by `kaiwo-ray simulate`. The mapping's corners (ledger
-utilization, multi-pod jobs, the window) are pinned on plain objects."""
+queues, for three users, with and without GPUs, run to the end; one can never start; a GPU ledger
+checkpoint for one of them. The export is read back line by line and replayed by `kaiwo-ray simulate`.
+The mapping's corners (ledger utilization, GPU vendor, Ray jobs, the window) are pinned on plain objects."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,9 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_harness import OperatorSandbox, operator_sandbox
 
 from hosts.cli.main import main
+from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.simulation.export import export_trace, mean_utilization, parse_moment
 from kaiwo_ray.simulation.trace import parse_trace
 from kaiwo_ray.telemetry.ledger import Holder, Ledger
+from kaiwo_ray.telemetry.ledger_store import LedgerStore
 from kaiwo_sandbox.testing import eventually
 
 QUEUES = Path(__file__).parent / "data" / "two-teams.yaml"
@@ -73,6 +76,22 @@ def test_export_of_finished_kaiwojobs_replays_in_simulate(cluster: OperatorSandb
                             .get("status") or {}).get("status") in ("COMPLETE", "FAILED") for n in done),
                20, "a1, b1 and n1 finished")
 
+    # What the accounting controller would have checkpointed for b1 (its uid): 1 s at 80 % and 1 s at
+    # 40 % of its GPU, written by the product's ledger store into the default ledger namespace.
+    b1 = kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "b1", "export") or {}
+    ledger, now = Ledger(), time.time()
+    for offset, percent in ((0.0, 80.0), (1.0, 40.0), (2.0, 40.0)):
+        ledger.observe("node", now + offset, [Holder(b1["metadata"]["uid"], "amd", "mi300x", percent)])
+
+    async def checkpoint() -> None:
+        client = await KubeClient.from_kubeconfig(str(cluster.sb.kubeconfig_path))
+        try:
+            await LedgerStore(client, "kube-system").save(ledger, now + 2)
+        finally:
+            await client.close()
+
+    cluster.run(checkpoint())
+
     out = tmp_path / "trace.jsonl"
     code = main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export",
                  "--since", before.isoformat().replace("+00:00", "Z"), "-o", str(out)])
@@ -94,6 +113,8 @@ def test_export_of_finished_kaiwojobs_replays_in_simulate(cluster: OperatorSandb
         # sandbox's container start latency on a loaded 2-core machine: 1.5 s either way.
         assert abs(line["duration"] - seconds) <= 1.5, line
     assert by_name["b1"]["declared_duration"] == 3600
+    assert by_name["b1"]["utilization"] == [{"percent": 60.0}]
+    assert "utilization" not in by_name["a1"]  # the ledger knows nothing of it
     # The same cluster read twice gives the same bytes.
     again = tmp_path / "again.jsonl"
     assert main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export",
@@ -127,8 +148,8 @@ def _job(name: str, created: str, uid: str, **spec: Any) -> dict[str, Any]:
             "spec": {"user": "u", "clusterQueue": "q", **spec}}
 
 
-def _pod(uid: str, started: str, finished: str, gpus: int = 0) -> dict[str, Any]:
-    resources = {"requests": {"cpu": "1", "memory": "1Gi", **({"amd.com/gpu": str(gpus)} if gpus else {})}}
+def _pod(uid: str, started: str, finished: str, gpus: int = 0, resource: str = "amd.com/gpu") -> dict[str, Any]:
+    resources = {"requests": {"cpu": "1", "memory": "1Gi", **({resource: str(gpus)} if gpus else {})}}
     return {"metadata": {"labels": {"kaiwo.silogen.ai/run-id": uid}},
             "spec": {"containers": [{"name": "main", "resources": resources}]},
             "status": {"phase": "Succeeded", "containerStatuses": [
@@ -147,13 +168,14 @@ def test_mapping_window_kinds_order_and_ledger_utilization() -> None:
             _job("ray", "2026-12-01T00:00:20Z", "uid-r", ray=True),
             _job("early", "2026-11-30T23:59:00Z", "uid-e")]
     pods = [_pod("uid-a", "2026-12-01T00:00:12Z", "2026-12-01T00:01:12Z"),
-            _pod("uid-b", "2026-12-01T00:00:31Z", "2026-12-01T00:00:41Z", gpus=1),
+            _pod("uid-b", "2026-12-01T00:00:31Z", "2026-12-01T00:00:41Z", gpus=1, resource="nvidia.com/gpu"),
             _pod("uid-late", "2026-12-01T00:10:01Z", "2026-12-01T00:10:02Z")]
     since = parse_moment("2026-12-01T00:00:00Z", datetime.now(UTC))
     until = parse_moment("2026-12-01T00:05:00Z", datetime.now(UTC))
     result = export_trace(jobs, pods, since=since, until=until, ledger_rows=ledger.rows, other={"KaiwoService": 2})
     assert [(w.name, w.submit, w.duration) for w in result.workloads] == [("a", 10.0, 60.0), ("b", 30.0, 10.0)]
-    assert result.workloads[1].gpus == 1 and result.workloads[1].utilization[0].percent == 60.0
+    assert (result.workloads[1].gpus, result.workloads[1].gpu_vendor) == (1, "nvidia")
+    assert result.workloads[1].utilization[0].percent == 60.0
     assert result.workloads[0].utilization == []
     assert result.skipped == {"KaiwoService": 2, "ray or multi-pod KaiwoJob": 1}
     parse_trace(["{}".format(json.dumps(w.model_dump(mode="json", exclude_defaults=True)))
