@@ -15,7 +15,7 @@ HOST_COMMANDS: dict[str, tuple[str, str]] = {
     "dev": ("hosts.cli.dev", "start sandbox + local Ray + operator in one command"),
     "up": ("hosts.cli.up", "run the operator against a real cluster"),
     "simulate": ("hosts.cli.simulate", "replay a workload trace against a queue configuration, in virtual time"),
-    "trace": ("hosts.cli.trace", "make workload traces for `simulate` (generate)"),
+    "trace": ("hosts.cli.trace", "make workload traces for `simulate` (generate, export from a cluster)"),
 }
 # In the order `kaiwo-ray --help` lists them: building and running the operator, then checking it.
 ALL_COMMANDS: dict[str, tuple[str, str]] = {

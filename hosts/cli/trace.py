@@ -1,14 +1,20 @@
-"""`kaiwo-ray trace generate`: a synthetic workload trace (docs/simulate.md) for `kaiwo-ray simulate`."""
+"""`kaiwo-ray trace generate`: a synthetic workload trace (docs/simulate.md) for `kaiwo-ray simulate`;
+`kaiwo-ray trace export`: the trace of a live cluster's finished KaiwoJobs, read over its API."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 EXAMPLES = """examples:
   kaiwo-ray trace generate --workloads 1000 --rate 30 --queues team-a,team-b --seed 7 -o week.jsonl
   kaiwo-ray trace generate --gpus 1,8 --gpu-weights 9,1 --idle-fraction 0.3 > trace.jsonl
+"""
+EXPORT_EXAMPLES = """examples:
+  kaiwo-ray trace export --since 7d -A -o last-week.jsonl
+  kaiwo-ray trace export --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z -n team-a -n team-b
 """
 
 
@@ -43,8 +49,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--seed", type=int, default=0, help="the same seed gives the same trace (default 0)")
     gen.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
 
+    exp = sub.add_parser("export", help="write the trace of a live cluster's finished KaiwoJobs",
+                         epilog=EXPORT_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    exp.add_argument("--kubeconfig", metavar="FILE", help="default: $KUBECONFIG, else ~/.kube/config")
+    exp.add_argument("--context", help="a kubeconfig context (default: the current one)")
+    exp.add_argument("--since", metavar="DURATION|TIME",
+                     help="the window's start: 30m, 24h, 7d, 2w before now, or RFC 3339 (default: the first "
+                          "KaiwoJob); submit times count from it")
+    exp.add_argument("--until", metavar="DURATION|TIME", help="the window's end, the same forms (default: now)")
+    exp.add_argument("-n", "--namespace", action="append", dest="namespaces", metavar="NS",
+                     help="a namespace to read (repeatable; default: the context's namespace)")
+    exp.add_argument("-A", "--all-namespaces", action="store_true")
+    exp.add_argument("--ledger-namespace", default=os.environ.get("GPU_ACCOUNTING_NAMESPACE") or "kube-system",
+                     help="where the GPU ledger's ConfigMaps are, for utilization (default: "
+                          "$GPU_ACCOUNTING_NAMESPACE, else kube-system)")
+    exp.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
+
 
 def run(args: argparse.Namespace) -> int:
+    if args.trace_command == "export":
+        return export(args)
     from kaiwo_ray.simulation.generate import GeneratorSettings, generate
     from kaiwo_ray.simulation.trace import dump_line
 
@@ -72,3 +96,71 @@ def run(args: argparse.Namespace) -> int:
         print(f"kaiwo-ray trace generate: cannot write {args.output}: {err.strerror}", file=sys.stderr)
         return 2
     return 0
+
+
+def _write(command: str, path: Path | None, text: str) -> int:
+    if path is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        path.write_text(text)
+    except OSError as err:
+        print(f"kaiwo-ray trace {command}: cannot write {path}: {err.strerror}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """Read KaiwoJobs, their pods, KaiwoServices (counted, not exported) and the GPU ledger; map them
+    (kaiwo_ray.simulation.export); write the lines; say on stderr what was left out."""
+    from datetime import UTC, datetime
+
+    from kaiwo_ray.api.labels import LABEL_RUN_ID
+    from kaiwo_ray.cli import kubeconfig
+    from kaiwo_ray.cli.api import Api, ApiStatusError, path_of
+    from kaiwo_ray.cli.errors import CliError
+    from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES, PODS
+    from kaiwo_ray.simulation.export import export_trace, parse_moment
+    from kaiwo_ray.simulation.trace import dump_line
+    from kaiwo_ray.telemetry.ledger_store import LABEL, assemble
+
+    def fail(message: str, code: int) -> int:
+        print(f"kaiwo-ray trace export: {message}", file=sys.stderr)
+        return code
+
+    now = datetime.now(UTC)
+    try:
+        since = parse_moment(args.since, now) if args.since else None
+        until = parse_moment(args.until, now) if args.until else now
+    except ValueError as err:
+        return fail(f"--since/--until: {err}", 2)
+    if since is not None and since >= until:
+        return fail(f"--since ({since.isoformat()}) is not before --until ({until.isoformat()})", 2)
+    try:
+        access = kubeconfig.load(args.kubeconfig, args.context)
+        api = Api(access, timeout=30.0)
+        namespaces: list[str | None] = [None] if args.all_namespaces else list(args.namespaces or [access.namespace])
+        jobs: list[dict[str, object]] = []
+        pods: list[dict[str, object]] = []
+        services = 0
+        for namespace in namespaces:
+            jobs += api.list(path_of(KAIWOJOBS, namespace)).get("items") or []
+            pods += api.list(path_of(PODS, namespace), labelSelector=LABEL_RUN_ID).get("items") or []
+            services += len(api.list(path_of(KAIWOSERVICES, namespace)).get("items") or [])
+        try:
+            ledger, _ = assemble(list(api.list(path_of(CONFIGMAPS, args.ledger_namespace),
+                                               labelSelector=LABEL).get("items") or []))
+            rows = ledger.rows
+        except ApiStatusError as err:  # no ledger to read: the lines go without utilization
+            print(f"kaiwo-ray trace export: GPU ledger not read ({err.message}); no utilization written",
+                  file=sys.stderr)
+            rows = {}
+    except CliError as err:
+        return fail(err.message, 1)
+    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=rows,
+                          other={"KaiwoService (not a trace kind)": services} if services else None)
+    code = _write("export", args.output, "".join(dump_line(workload) + "\n" for workload in result.workloads))
+    skipped = ", ".join(f"{count} {reason}" for reason, count in result.skipped.items())
+    print(f"kaiwo-ray trace export: {len(result.workloads)} workloads written"
+          + (f"; left out: {skipped}" if skipped else ""), file=sys.stderr)
+    return code

@@ -1,0 +1,185 @@
+"""`kaiwo-ray trace export` against a live sandbox with the operator in-process: KaiwoJobs on two
+queues, for three users, with and without GPUs, run to the end; one can never start; a GPU ledger
+checkpoint for one of them. The export is read back line by line and replayed by `kaiwo-ray simulate`.
+The mapping's corners (ledger utilization, GPU vendor, Ray jobs, the window) are pinned on plain objects."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+
+from e2e_harness import OperatorSandbox, operator_sandbox
+
+from hosts.cli.main import main
+from kaiwo_ray.kube.client import KubeClient
+from kaiwo_ray.simulation.export import export_trace, mean_utilization, parse_moment
+from kaiwo_ray.simulation.trace import parse_trace
+from kaiwo_ray.telemetry.ledger import Holder, Ledger
+from kaiwo_ray.telemetry.ledger_store import LedgerStore
+from kaiwo_sandbox.testing import eventually
+
+QUEUES = Path(__file__).parent / "data" / "two-teams.yaml"
+RUN_SECONDS = "sandbox.kaiwo-ray.dev/run-seconds"
+GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
+# (name, user, queue, gpus, vendor, run seconds): the sandbox runs at time factor 1, so a pod runs
+# its annotated seconds of wall time, and the API's whole-second stamps measure them.
+JOBS = [
+    ("a1", "alice", "team-a", 2, "amd", 2),
+    ("b1", "bob", "team-b", 1, "amd", 4),
+    ("n1", "carol", "team-b", 0, "amd", 3),
+    ("c1", "carol", "team-c", 1, "amd", 1),  # team-c has no GPU quota: never starts
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[OperatorSandbox]:
+    with operator_sandbox(time_factor=1.0) as env:
+        yield env
+
+
+def kaiwojob(name: str, user: str, queue: str, gpus: int, vendor: str, seconds: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"user": user, "image": "simulated", "entrypoint": "simulated", "clusterQueue": queue,
+                            "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                          "limits": {"cpu": "2", "memory": "4Gi"}}}
+    if gpus:
+        spec |= {"gpus": gpus, "gpuVendor": vendor}
+    if name == "b1":
+        spec["duration"] = "1h"
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": name, "namespace": "export", "annotations": {RUN_SECONDS: str(seconds)}},
+            "spec": spec}
+
+
+def test_export_of_finished_kaiwojobs_replays_in_simulate(cluster: OperatorSandbox, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    kube = cluster.target.kube
+    config = yaml.safe_load(QUEUES.read_text())
+    kube.patch("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", {"spec": config["spec"]})
+    eventually(lambda: all(kube.get(kube.kueue_api, "ClusterQueue", q) for q in ("team-a", "team-b", "team-c")),
+               15, "ClusterQueues team-a, team-b and team-c")
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "export"}})
+    before = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    for job in JOBS:
+        kube.create(kaiwojob(*job))
+    done = {"a1", "b1", "n1"}
+    eventually(lambda: all(((kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", n, "export") or {})
+                            .get("status") or {}).get("status") in ("COMPLETE", "FAILED") for n in done),
+               20, "a1, b1 and n1 finished")
+
+    # What the accounting controller would have checkpointed for b1 (its uid): 1 s at 80 % and 1 s at
+    # 40 % of its GPU, written by the product's ledger store into the default ledger namespace.
+    b1 = kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "b1", "export") or {}
+    ledger, now = Ledger(), time.time()
+    for offset, percent in ((0.0, 80.0), (1.0, 40.0), (2.0, 40.0)):
+        ledger.observe("node", now + offset, [Holder(b1["metadata"]["uid"], "amd", "mi300x", percent)])
+
+    async def checkpoint() -> None:
+        client = await KubeClient.from_kubeconfig(str(cluster.sb.kubeconfig_path))
+        try:
+            await LedgerStore(client, "kube-system").save(ledger, now + 2)
+        finally:
+            await client.close()
+
+    cluster.run(checkpoint())
+
+    out = tmp_path / "trace.jsonl"
+    code = main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export",
+                 "--since", before.isoformat().replace("+00:00", "Z"), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "3 workloads written" in err and "1 not finished" in err, err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    by_name = {line["name"]: line for line in lines}
+    assert set(by_name) == done
+    assert [line["submit"] for line in lines] == sorted(line["submit"] for line in lines)
+    # Created within the test's few seconds after `before` (stamps are whole seconds).
+    assert all(0 <= line["submit"] <= 10 for line in lines), lines
+    expected = {name: (user, queue, gpus, seconds) for name, user, queue, gpus, _, seconds in JOBS if name in done}
+    for name, (user, queue, gpus, seconds) in expected.items():
+        line = by_name[name]
+        assert (line["user"], line["queue"], line.get("gpus", 0)) == (user, queue, gpus), line
+        assert (line["cpu"], line["memory"]) == ("2", "4Gi"), line
+        # Start and finish are whole-second stamps (each difference is off by < 1 s), plus the
+        # sandbox's container start latency on a loaded 2-core machine: 1.5 s either way.
+        assert abs(line["duration"] - seconds) <= 1.5, line
+    assert by_name["b1"]["declared_duration"] == 3600
+    assert by_name["b1"]["utilization"] == [{"percent": 60.0}]
+    assert "utilization" not in by_name["a1"]  # the ledger knows nothing of it
+    # The same cluster read twice gives the same bytes.
+    again = tmp_path / "again.jsonl"
+    assert main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export",
+                 "--since", before.isoformat().replace("+00:00", "Z"), "-o", str(again)]) == 0
+    assert again.read_bytes() == out.read_bytes()
+
+    capsys.readouterr()
+    assert main(["simulate", "--trace", str(out), "--queue-config", str(QUEUES), "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(w["name"] for w in report["workloads"]) == sorted(done)
+    assert all(w["started"] is not None for w in report["workloads"])
+
+
+def test_bad_since_and_unreachable_cluster_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "export", "--since", "last tuesday"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--since" in err and "last tuesday" in err
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}]}))
+    assert main(["trace", "export", "--kubeconfig", str(kubeconfig)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "127.0.0.1:9" in err, err
+
+
+def _job(name: str, created: str, uid: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": created},
+            "spec": {"user": "u", "clusterQueue": "q", **spec}}
+
+
+def _pod(uid: str, started: str, finished: str, gpus: int = 0, resource: str = "amd.com/gpu") -> dict[str, Any]:
+    resources = {"requests": {"cpu": "1", "memory": "1Gi", **({resource: str(gpus)} if gpus else {})}}
+    return {"metadata": {"labels": {"kaiwo.silogen.ai/run-id": uid}},
+            "spec": {"containers": [{"name": "main", "resources": resources}]},
+            "status": {"phase": "Succeeded", "containerStatuses": [
+                {"state": {"terminated": {"startedAt": started, "finishedAt": finished}}}]}}
+
+
+def test_mapping_window_kinds_order_and_ledger_utilization() -> None:
+    ledger = Ledger()
+    for t, percent in ((0.0, 80.0), (1.0, 40.0), (2.0, 40.0)):  # 1 s at 80 %, 1 s at 40 %: mean 60 %
+        ledger.observe("node", t, [Holder("uid-b", "amd", "mi300x", percent)])
+    assert mean_utilization(ledger.rows, "uid-b") == 60.0
+    assert mean_utilization(ledger.rows, "nobody") is None
+    jobs = [_job("late", "2026-12-01T00:10:00Z", "uid-late"),
+            _job("b", "2026-12-01T00:00:30Z", "uid-b", gpus=1),
+            _job("a", "2026-12-01T00:00:10Z", "uid-a"),
+            _job("ray", "2026-12-01T00:00:20Z", "uid-r", ray=True),
+            _job("early", "2026-11-30T23:59:00Z", "uid-e")]
+    pods = [_pod("uid-a", "2026-12-01T00:00:12Z", "2026-12-01T00:01:12Z"),
+            _pod("uid-b", "2026-12-01T00:00:31Z", "2026-12-01T00:00:41Z", gpus=1, resource="nvidia.com/gpu"),
+            _pod("uid-late", "2026-12-01T00:10:01Z", "2026-12-01T00:10:02Z")]
+    since = parse_moment("2026-12-01T00:00:00Z", datetime.now(UTC))
+    until = parse_moment("2026-12-01T00:05:00Z", datetime.now(UTC))
+    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=ledger.rows, other={"KaiwoService": 2})
+    assert [(w.name, w.submit, w.duration) for w in result.workloads] == [("a", 10.0, 60.0), ("b", 30.0, 10.0)]
+    assert (result.workloads[1].gpus, result.workloads[1].gpu_vendor) == (1, "nvidia")
+    assert result.workloads[1].utilization[0].percent == 60.0
+    assert result.workloads[0].utilization == []
+    assert result.skipped == {"KaiwoService": 2, "ray or multi-pod KaiwoJob": 1}
+    parse_trace(["{}".format(json.dumps(w.model_dump(mode="json", exclude_defaults=True)))
+                 for w in result.workloads])
+    assert parse_moment("7d", datetime(2026, 12, 8, tzinfo=UTC)) == datetime(2026, 12, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match="neither a duration"):
+        parse_moment("yesterday", datetime.now(UTC))
