@@ -15,6 +15,7 @@ EXAMPLES = """examples:
   kaiwo-ray simulate --trace trace.jsonl --queue-config examples/queue-config.yaml
   kaiwo-ray simulate --trace trace.jsonl --nodes nodes.yaml --queue-config more-quota.yaml -o json
   kaiwo-ray simulate --trace trace.jsonl --compare today.yaml more-quota.yaml
+  kaiwo-ray simulate --trace trace.jsonl --compare today.yaml more-quota.yaml --html report.html
 """
 
 
@@ -32,6 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the cluster's Nodes (default: the sandbox's: two AMD MI300X, one NVIDIA H100, one CPU)")
     parser.add_argument("--kaiwoconfig", type=Path, metavar="FILE", help="a KaiwoConfig to run the operator with")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument("--html", type=Path, metavar="FILE",
+                        help="also write the report as one self-contained HTML page with charts")
     parser.add_argument("--settle", type=float, default=600.0, metavar="SECONDS",
                         help="with everything submitted and nothing running, how long (simulated) nothing may "
                              "change before what is pending is reported as never starting (default 600)")
@@ -106,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configs: list[Path] = list(args.compare) if args.compare else [args.queue_config]
     try:
+        chart_js = _chart_library() if args.html is not None else ""
         runs = [load_inputs(args, path) for path in configs]
     except InputError as err:
         print(f"kaiwo-ray simulate: {err}", file=sys.stderr)
@@ -120,9 +124,11 @@ def run(args: argparse.Namespace) -> int:
         reports.append(report)
         if report["interrupted"]:  # Ctrl-C: what this run has so far, and no further run
             break
+    comparison: dict[str, Any] | None = None
     if len(reports) == 1 or reports[-1]["interrupted"]:
         if len(configs) > 1:
             print(f"kaiwo-ray simulate: interrupted while running {configs[len(reports) - 1]}", file=sys.stderr)
+        configs = configs[len(reports) - 1:len(reports)]
         reports = reports[-1:]
         text = (json.dumps(reports[0], indent=2, sort_keys=True) if args.output == "json"
                 else render_table(reports[0]))
@@ -133,7 +139,27 @@ def run(args: argparse.Namespace) -> int:
                             "comparison": comparison}, indent=2, sort_keys=True)
                 if args.output == "json" else render_comparison(str(configs[0]), str(configs[1]), comparison))
     sys.stdout.write(text + "\n")
+    if args.html is not None:
+        from kaiwo_ray.simulation.html import render_html
+
+        page = render_html([(str(path), report) for path, report in zip(configs, reports, strict=True)],
+                           chart_js, comparison)
+        try:
+            args.html.write_text(page, encoding="utf-8")
+        except OSError as err:
+            print(f"kaiwo-ray simulate: {args.html}: {err}", file=sys.stderr)
+            return 1
     return 130 if reports[-1]["interrupted"] else 0
+
+
+def _chart_library() -> str:
+    """Chart.js's source, vendored at build time (`make vendor`): the page inlines it."""
+    from serve.dashboard import CHART_JS
+
+    try:
+        return CHART_JS.read_text(encoding="utf-8")
+    except OSError:
+        raise InputError(f"--html needs Chart.js, vendored by `make vendor` at {CHART_JS}") from None
 
 
 def _simulate(inputs: Any, label: Path | None) -> dict[str, Any] | int:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kaiwo_ray.simulation.series import time_series
 from kaiwo_ray.simulation.trace import TraceEntry
 
 HOUR = 3600.0
@@ -132,6 +133,7 @@ def build_report(trace: Sequence[TraceEntry], recording: Recording, gpus_in_clus
                            "queue": entry.workload.queue}
                           for entry, record in pairs if record.started is None],
         "workloads": [_workload_row(entry, record) for entry, record in pairs],
+        "series": time_series(pairs, recording.ended),
     }
 
 

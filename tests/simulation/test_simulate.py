@@ -74,6 +74,22 @@ def test_starts_waits_and_preemptions_are_the_ones_worked_out_by_hand(report_tex
     assert overall["gpu_hours"]["allocated"] == round((800 + 160 + 400 + 240 + 1200 + 240 + 480) / 3600, 3)
 
 
+def test_the_time_series_are_the_ones_worked_out_by_hand(report_text: str) -> None:
+    series = json.loads(report_text)["series"]
+    # a1 8 + b1 4; b2 +4 at 5, ends at 65; at 100, 120 and 150 team-a swaps 8 GPUs for 8; a2, a3 end
+    # at 200; b1 (4) gives way to b3 (8) at 300; all done at 360
+    assert series["gpus_allocated"] == [[0.0, 12.0], [5.0, 16.0], [65.0, 12.0], [200.0, 4.0], [300.0, 8.0],
+                                        [360.0, 0.0]]
+    # a1's 8 GPUs at 100 % and b1's 4 at 50 % for 100 s; everything else idles its GPUs
+    assert series["gpus_used"] == [[0.0, 10.0], [100.0, 0.0], [360.0, 0.0]]
+    assert series["pending"] == {
+        # a2 and a3 wait for a1, then again from their preemption by a4 (120) until it ends (150)
+        "team-a": [[0.0, 0.0], [10.0, 1.0], [20.0, 2.0], [100.0, 0.0], [120.0, 2.0], [150.0, 0.0], [360.0, 0.0]],
+        "team-b": [[0.0, 0.0], [30.0, 1.0], [300.0, 0.0], [360.0, 0.0]],
+        "team-c": [[0.0, 0.0], [40.0, 1.0], [360.0, 0.0]],  # c1 never starts
+    }
+
+
 def test_the_same_inputs_give_byte_identical_json(report_text: str) -> None:
     assert _run_json() == report_text
 
