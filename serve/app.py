@@ -88,7 +88,10 @@ def build_app(settings: AdminSettings | None = None) -> FastAPI:
 
                 listener = await start_listener(app, state, settings.aggregated_bind, settings.aggregated_cert_dir)
                 state.extras["aggregated_port"] = listener.port
-            yield
+            from serve.forecasts import background
+
+            async with background(state, settings.forecast_interval):
+                yield
         finally:
             if listener is not None:
                 await listener.stop()

@@ -22,6 +22,7 @@ from kaiwo_ray.views.queues import PendingWorkload, cluster_queue_views
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS
 from serve import workload_summaries as ws
 from serve.errors import READ, ApiError, error_responses
+from serve.forecasts import forecasts
 from serve.listing import BadToken, Filters, RowKey
 from serve.models import EventList, WorkloadGpuList, WorkloadPlural
 from serve.routes_workloads import (
@@ -95,10 +96,12 @@ def _queues(state: AdminState) -> dict[tuple[str, str], PendingWorkload]:
 def _objects(state: AdminState, keys: list[RowKey]) -> list[dict[str, Any]]:
     rows = _rows(state)
     queues = _queues(state)
+    known = forecasts(state)
     objects = []
     for key in keys:
         rv, row = rows.versioned(key)
-        objects.append(ws.to_object(row, rv, queues))
+        estimate = known.get(row.namespace, row.name) if row.kind == "KaiwoJob" and not row.started else None
+        objects.append(ws.to_object(row, rv, queues, estimate, known.computed))
     return objects
 
 

@@ -16,10 +16,11 @@ from kaiwo_ray.api.load import parse_object
 from kaiwo_ray.api.yaml_input import safe_load_all
 from kaiwo_ray.kube.resources import EVENTS, KAIWOJOBS, KAIWOSERVICES, PODS, Resource
 from kaiwo_ray.views._objects import meta, status
-from kaiwo_ray.views.explain import Explanation, collect_world, explain
+from kaiwo_ray.views.explain import Explanation, StartEstimate, collect_world, explain
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS, summarize, workload_kind
 from serve.auth import Access, User, impersonation
 from serve.errors import READ, ApiError, error_responses, invalid_manifest
+from serve.forecasts import forecasts
 from serve.listing import BadToken, Filters, WorkloadRows
 from serve.models import (
     ChildRef,
@@ -175,7 +176,13 @@ async def explain_workload(request: Request, namespace: str, plural: WorkloadPlu
     world, all_kueue = _world(admin(request), obj)
     if any(not _admitted(w) for w in world.kueue_workloads):  # the queue position needs the whole queue
         world = replace(world, all_kueue_workloads=all_kueue)
-    return Response(explain(world).model_dump_json(), media_type="application/json")  # typed; no re-validation
+    explanation = explain(world)
+    known = forecasts(admin(request))
+    estimate = known.get(namespace, name) if plural == WorkloadPlural.KAIWOJOBS else None
+    if estimate is not None and known.computed is not None and explanation.running is False:
+        explanation.estimated_start = StartEstimate(start=estimate.start, earliest=estimate.earliest,
+                                                    latest=estimate.latest, computed=known.computed)
+    return Response(explanation.model_dump_json(), media_type="application/json")  # typed; no re-validation
 
 
 def _admitted(kueue_workload: dict[str, Any]) -> bool:

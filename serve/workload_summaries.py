@@ -4,7 +4,8 @@ KaiwoService with its phase, queue position and why it waits, as a Kubernetes ob
 
 A summary is named `job.NAME` or `service.NAME` (a KaiwoJob and a KaiwoService may share a name in one
 namespace; `kaiwo`'s own `job/NAME` selectors read the same). Its resourceVersion is its workload's.
-The estimated start is null: nothing in kaiwo-ray estimates one yet.
+A pending KaiwoJob's `estimatedStart` (with `estimatedStartEarliest`/`Latest` and `estimatedAt`) is
+the admin API's last background forecast (serve/forecasts.py); null where there is none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from datetime import datetime
 
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.table import age
+from kaiwo_ray.simulation.forecast import Estimate
 from kaiwo_ray.views.queues import ClusterQueueView, PendingWorkload
 from kaiwo_ray.views.workloads import WorkloadSummary
 
@@ -65,7 +67,12 @@ def queue_index(views: Iterable[ClusterQueueView]) -> dict[tuple[str, str], Pend
     return index
 
 
-def to_object(row: WorkloadSummary, resource_version: str, queues: QueueIndex) -> JsonObj:
+def _stamp(t: datetime | None) -> str | None:
+    return None if t is None else t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_object(row: WorkloadSummary, resource_version: str, queues: QueueIndex,
+              estimate: Estimate | None = None, estimated_at: datetime | None = None) -> JsonObj:
     waiting = queues.get((row.namespace, row.name))
     why = (waiting.message if waiting is not None else "") or row.message
     metadata: JsonObj = {"name": summary_name(row.kind, row.name), "namespace": row.namespace, "uid": row.uid,
@@ -76,7 +83,10 @@ def to_object(row: WorkloadSummary, resource_version: str, queues: QueueIndex) -
             "workload": {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": row.kind, "name": row.name},
             "phase": row.phase, "user": row.user, "queue": row.queue,
             "queuePosition": waiting.position if waiting is not None else None,
-            "whyPending": why or None, "estimatedStart": None, "gpus": row.gpus,
+            "whyPending": why or None, "estimatedStart": _stamp(estimate.start) if estimate else None,
+            "estimatedStartEarliest": _stamp(estimate.earliest) if estimate else None,
+            "estimatedStartLatest": _stamp(estimate.latest) if estimate else None,
+            "estimatedAt": _stamp(estimated_at) if estimate else None, "gpus": row.gpus,
             "started": row.started, "finished": row.finished}
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Literal
@@ -126,6 +127,17 @@ class Reason(BaseModel):
     nodes: list[NodeVerdict] = Field(default_factory=list)
 
 
+class StartEstimate(BaseModel):
+    """When a pending workload is expected to start (docs/simulate.md, "Estimated start times"): `start`
+    with median run times, `earliest`..`latest` the span with the 10th..90th percentile run times; not
+    a calibrated interval. `computed` is when the forecast was made."""
+
+    start: datetime | None = None
+    earliest: datetime | None = None
+    latest: datetime | None = None
+    computed: datetime
+
+
 class Explanation(BaseModel):
     workload: ObjectRef
     phase: str
@@ -136,6 +148,8 @@ class Explanation(BaseModel):
     queue_position: int | None = None
     """1-based position among the ClusterQueue's pending workloads, when it waits in one."""
     reasons: list[Reason] = Field(default_factory=list)
+    estimated_start: StartEstimate | None = None
+    """The admin API's last forecast, for a pending KaiwoJob (None elsewhere or where none was made)."""
 
     def codes(self) -> list[ReasonCode]:
         return [r.code for r in self.reasons]

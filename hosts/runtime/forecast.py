@@ -1,0 +1,83 @@
+"""Estimated start times of pending KaiwoJobs: the cluster's state (kaiwo_ray/simulation/forecast.py)
+replayed forward by the simulator (hosts/runtime/simulator.py) once per run-time scenario.
+
+`python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "nodes", "queueConfig", "kaiwoConfig"}`
+as JSON on stdin and writes the estimates as a JSON list: the admin API runs it as a child process,
+because a simulation takes seconds of CPU and sets the process's operator clock to virtual time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from hosts.runtime.simulator import SimulationInputs, run_simulation
+from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.simulation.forecast import (
+    QUANTILES,
+    ClusterState,
+    Estimate,
+    cluster_state,
+    estimates,
+    forecast_trace,
+)
+
+HORIZON_SECONDS = 7 * 86400.0
+"""How far ahead a forecast simulates: a workload not started by then has no estimate."""
+
+
+def _node(node: Mapping[str, Any]) -> JsonObj:
+    """What the simulated cluster needs of a real Node: its name, labels, taints and resources."""
+    meta = node.get("metadata") or {}
+    status = node.get("status") or {}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": meta.get("name"), "labels": dict(meta.get("labels") or {})},
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+            "status": {"capacity": dict(status.get("capacity") or {}),
+                       "allocatable": dict(status.get("allocatable") or status.get("capacity") or {})}}
+
+
+def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
+    if obj is None:
+        return None
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": obj.get("spec") or {}}
+
+
+def forecast(state: ClusterState, now: datetime, nodes: list[Mapping[str, Any]], queue_config: Mapping[str, Any],
+             kaiwo_config: Mapping[str, Any] | None = None) -> list[Estimate]:
+    """Each pending job's estimate; blocks for the simulations (seconds each)."""
+    if not state.pending:
+        return []
+    node_objects = [_node(n) for n in nodes]
+    simulated: dict[str, dict[tuple[str, str], float | None]] = {}
+    starts: dict[float, Mapping[tuple[str, str], float | None]] = {}
+    for q in QUANTILES:
+        trace = forecast_trace(state, now, q)
+        key = json.dumps([e.workload.model_dump(mode="json") for e in trace], sort_keys=True)
+        if key not in simulated:  # every run time declared: the three scenarios are one
+            recording = run_simulation(SimulationInputs(
+                trace=trace, nodes=node_objects, queue_config=_config(queue_config) or {},
+                kaiwo_config=_config(kaiwo_config), horizon_seconds=HORIZON_SECONDS))
+            by_line = {e.line: (e.workload.namespace, e.name) for e in trace}
+            simulated[key] = {by_line[r.line]: r.started for r in recording.workloads}
+        starts[q] = simulated[key]
+    return estimates(state, now, starts)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+
+    request = json.load(sys.stdin)
+    now = datetime.fromisoformat(request["now"]) if request.get("now") else datetime.now(UTC)
+    result = forecast(cluster_state(request.get("kaiwojobs") or []), now, request.get("nodes") or [],
+                      request.get("queueConfig") or {}, request.get("kaiwoConfig"))
+    json.dump([e.model_dump(mode="json") for e in result], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""Estimated start times for the admin API: recomputed in the background, never per request.
+
+While KaiwoJobs are pending, every `interval` seconds in which the cache changed, the cluster's
+KaiwoJobs, Nodes, KaiwoConfig and the KaiwoQueueConfig `kaiwo` go to a child process
+(`python -m hosts.runtime.forecast`) that simulates them forward; its estimates replace the last ones,
+stamped with when they were computed. A child process, because a forecast takes seconds of CPU and
+runs the operator's clock in virtual time. A failed forecast is logged and the last estimates kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from kaiwo_ray.kube.errors import KubeError
+from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, NODES
+from kaiwo_ray.simulation.forecast import PENDING, Estimate
+from serve.state import AdminState
+
+log = logging.getLogger(__name__)
+QUEUE_CONFIG = "kaiwo"  # the one KaiwoQueueConfig the operator reads
+TIMEOUT_SECONDS = 300.0
+
+
+@dataclass
+class Forecasts:
+    """The last forecast: (namespace, KaiwoJob name) -> its estimate, and when it was computed."""
+
+    by_workload: dict[tuple[str, str], Estimate] = field(default_factory=dict)
+    computed: datetime | None = None
+
+    def get(self, namespace: str, name: str) -> Estimate | None:
+        return self.by_workload.get((namespace, name))
+
+
+def forecasts(state: AdminState) -> Forecasts:
+    found = state.extras.get("forecasts")
+    return found if isinstance(found, Forecasts) else Forecasts()
+
+
+async def compute(state: AdminState) -> Forecasts:
+    """One forecast of the cluster as the cache and the API server show it now."""
+    jobs = state.cache.items(KAIWOJOBS)
+    now = datetime.now(UTC)
+    pending = [j for j in jobs if str((j.get("status") or {}).get("status") or "") in PENDING]
+    if not pending:
+        return Forecasts(computed=now)
+    try:
+        queue_config = await state.client.get(KAIWOQUEUECONFIGS, QUEUE_CONFIG)
+    except KubeError as err:
+        log.warning("start-time forecast skipped: KaiwoQueueConfig %s: %s", QUEUE_CONFIG, err)
+        return Forecasts(computed=now)
+    configs = state.cache.items(KAIWOCONFIGS)
+    request = {"now": now.isoformat(), "kaiwojobs": jobs, "nodes": state.cache.items(NODES),
+               "queueConfig": queue_config, "kaiwoConfig": configs[0] if configs else None}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hosts.runtime.forecast", stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with asyncio.timeout(TIMEOUT_SECONDS):
+            out, err = await proc.communicate(json.dumps(request).encode())
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise RuntimeError(f"the forecast took more than {TIMEOUT_SECONDS:.0f} s") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"the forecast failed ({proc.returncode}): {err.decode(errors='replace')[-500:]}")
+    estimates = [Estimate.model_validate(e) for e in json.loads(out)]
+    return Forecasts({(e.namespace, e.name): e for e in estimates}, now)
+
+
+async def run_forecasts(state: AdminState, interval: float) -> None:
+    """Recompute whenever the cache moved, at most every `interval` seconds, until cancelled."""
+    seen = -1
+    while True:
+        version = state.cache.version
+        if version != seen:
+            seen = version
+            try:
+                state.extras["forecasts"] = await compute(state)
+            except Exception as err:  # keep serving the last forecast
+                log.warning("start-time forecast failed: %s", err)
+        await asyncio.sleep(interval)
+
+
+@contextlib.asynccontextmanager
+async def background(state: AdminState, interval: float | None) -> AsyncIterator[None]:
+    """The forecast loop for the app's lifetime (none when `interval` is None)."""
+    if interval is None:
+        yield
+        return
+    task = asyncio.create_task(run_forecasts(state, interval), name="start-time-forecasts")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,84 @@
+"""Estimated start times: the cluster's KaiwoJobs as a forecast trace (pure), and that trace simulated
+forward by the real controllers on the simulated cluster in virtual time (hosts/runtime/forecast.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hosts.runtime.forecast import forecast
+from kaiwo_ray.nodes import default_nodes
+from kaiwo_ray.simulation.forecast import DEFAULT_RUN_SECONDS, cluster_state, forecast_trace, run_seconds
+
+QUEUES = Path(__file__).parent / "data" / "two-teams.yaml"
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _stamp(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def kaiwojob(name: str, phase: str, created: datetime, *, user: str = "alice", queue: str = "team-a",
+             gpus: int = 8, started: datetime | None = None, finished: datetime | None = None,
+             duration: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"user": user, "clusterQueue": queue, "gpus": gpus, "gpuVendor": "amd", "image": "x"}
+    if duration:
+        spec["duration"] = duration
+    status: dict[str, Any] = {"status": phase}
+    if started:
+        status["startTime"] = _stamp(started)
+    if finished:
+        status["completionTime"] = _stamp(finished)
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": _stamp(created)},
+            "spec": spec, "status": status}
+
+
+def test_run_times_come_from_the_declared_duration_else_the_users_else_the_queues_history() -> None:
+    objs = [kaiwojob(f"done-{i}", "COMPLETE", NOW - timedelta(hours=5), user="bob", started=NOW - timedelta(hours=4),
+                     finished=NOW - timedelta(hours=4) + timedelta(seconds=s))
+            for i, s in enumerate([100, 200, 300, 400, 500, 600, 700, 800, 900, 1000])]
+    objs += [kaiwojob("mine", "PENDING", NOW, user="bob"), kaiwojob("carol", "PENDING", NOW, user="carol"),
+             kaiwojob("dave", "PENDING", NOW, user="dave", queue="team-b"),
+             kaiwojob("declared", "PENDING", NOW, user="dave", duration="1h30m")]
+    state = cluster_state(objs)
+    jobs = {j.name: j for j in state.pending}
+    assert len(state.history) == 10 and not state.running
+    assert [run_seconds(jobs["mine"], state.history, q) for q in (0.1, 0.5, 0.9)] == [
+        (100.0, "user"), (500.0, "user"), (900.0, "user")]
+    assert run_seconds(jobs["carol"], state.history, 0.5) == (500.0, "queue")  # bob's runs were in team-a
+    assert run_seconds(jobs["dave"], state.history, 0.5) == (DEFAULT_RUN_SECONDS, "default")
+    assert run_seconds(jobs["declared"], state.history, 0.9) == (5400.0, "declared")
+
+
+def test_the_trace_runs_what_is_left_of_the_running_jobs_then_the_pending_ones_in_order() -> None:
+    state = cluster_state([
+        kaiwojob("late", "PENDING", NOW - timedelta(minutes=1)),
+        kaiwojob("early", "PENDING", NOW - timedelta(minutes=9), duration="10m"),
+        kaiwojob("run", "RUNNING", NOW - timedelta(hours=1), started=NOW - timedelta(minutes=30), duration="1h"),
+        kaiwojob("ray", "PENDING", NOW) | {"spec": {"ray": True, "user": "x"}},  # not modelled
+    ])
+    trace = forecast_trace(state, NOW, 0.5)
+    assert [(e.name, e.workload.submit, e.workload.duration) for e in trace] == [
+        ("run", 0.0, 1800.0), ("early", 1.0, 600.0), ("late", 2.0, DEFAULT_RUN_SECONDS)]
+
+
+def test_a_pending_job_starts_when_the_running_one_it_waits_for_ends() -> None:
+    # team-a has 8 GPUs: one 8-GPU job declared 1 h, started 30 min ago; an 8-GPU job waits behind it,
+    # and a 4-GPU one behind that (FIFO), each declared 10 min: 30 min, then 40 min from now.
+    state = cluster_state([
+        kaiwojob("running", "RUNNING", NOW - timedelta(minutes=31), started=NOW - timedelta(minutes=30),
+                 duration="1h"),
+        kaiwojob("next", "PENDING", NOW - timedelta(minutes=20), duration="10m"),
+        kaiwojob("after", "PENDING", NOW - timedelta(minutes=10), gpus=4, duration="10m"),
+    ])
+    queue_config = yaml.safe_load(QUEUES.read_text())
+    result = {e.name: e for e in forecast(state, NOW, default_nodes(), queue_config)}
+    assert set(result) == {"next", "after"}
+    assert result["next"].start == NOW + timedelta(minutes=30)
+    assert result["after"].start == NOW + timedelta(minutes=40)
+    # every run time declared: the three scenarios are one, so the interval is a point
+    assert (result["next"].earliest, result["next"].latest) == (result["next"].start,) * 2
