@@ -64,13 +64,13 @@ async def compute(state: AdminState) -> Forecasts:
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         async with asyncio.timeout(TIMEOUT_SECONDS):
-            out, err = await proc.communicate(json.dumps(request).encode())
+            out, stderr = await proc.communicate(json.dumps(request).encode())
     except TimeoutError:
         proc.kill()
         await proc.wait()
         raise RuntimeError(f"the forecast took more than {TIMEOUT_SECONDS:.0f} s") from None
     if proc.returncode != 0:
-        raise RuntimeError(f"the forecast failed ({proc.returncode}): {err.decode(errors='replace')[-500:]}")
+        raise RuntimeError(f"the forecast failed ({proc.returncode}): {stderr.decode(errors='replace')[-500:]}")
     estimates = [Estimate.model_validate(e) for e in json.loads(out)]
     return Forecasts({(e.namespace, e.name): e for e in estimates}, now)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.cli.access import add_cluster_arguments, connect
+from kaiwo_ray.cli.estimate import estimate_line, fetch_estimate
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.resources import Resource
 
@@ -72,12 +74,16 @@ def explain_with(api: Api, args: argparse.Namespace) -> int:
     world = collect_world(workload, owned=owned, pods=pods, kueue_workloads=kueue_workloads, events=events,
                           cluster_queues=cluster_queues, local_queues=local_queues)
     explanation = explain(world)
+    if not explanation.running and workload.get("kind") == "KaiwoJob":
+        explanation.estimated_start = fetch_estimate(api, namespace, name)
     if args.output == "json":
         sys.stdout.write(explanation.model_dump_json(indent=2) + "\n")
         return 0
     lines = [explanation.summary]
     if explanation.queue_position is not None:
         lines.append(f"  queue: {explanation.queue}, position {explanation.queue_position}")
+    if explanation.estimated_start is not None:
+        lines.append(estimate_line(explanation.estimated_start, datetime.now(UTC)))
     for reason in explanation.reasons:
         source = f" [{reason.source.kind}/{reason.source.name}]" if reason.source is not None else ""
         lines.append(f"  - {reason.code}: {reason.message}{source}")
@@ -85,3 +91,4 @@ def explain_with(api: Api, args: argparse.Namespace) -> int:
             lines.append(f"      {reason.detail}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
+

@@ -1,18 +1,21 @@
-"""What `kaiwo submit --wait` shows while a workload starts: phase, queue position, download and
-pods, in one line (pure `describe`), gathered by `observe` with three reads."""
+"""What `kaiwo submit --wait` shows while a workload starts: phase, queue position, estimated start,
+download and pods, in one line (pure `describe`), gathered by `observe` with three reads."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from kaiwo_ray.api.jsonobj import JsonObj
+from kaiwo_ray.cli.estimate import fetch_estimate, short
 from kaiwo_ray.cli.workloads import phase, pods_of
 from kaiwo_ray.kube import resources as R
 
 if TYPE_CHECKING:
     from kaiwo_ray.cli.api import Api
+    from kaiwo_ray.views.explain import StartEstimate
 
 OWNER_KINDS = frozenset({"Job", "RayJob", "RayCluster", "RayService", "AppWrapper", "Pod"})
 
@@ -23,6 +26,7 @@ class Observation:
     pods: list[JsonObj] = field(default_factory=list)
     queue_position: tuple[int, int] | None = None  # (position, pending in the queue)
     download: JsonObj | None = None  # the download Job
+    estimated_start: StartEstimate | None = None  # the admin API's forecast, while it waits
 
 
 def _condition(obj: JsonObj, ctype: str) -> bool:
@@ -56,6 +60,8 @@ def describe(obs: Observation) -> str:
     if obs.queue_position is not None:
         position, total = obs.queue_position
         parts.append(f"queue position {position} of {total}")
+    if obs.estimated_start is not None:
+        parts.append(short(obs.estimated_start, datetime.now(UTC)))
     if obs.download is not None:
         status = obs.download.get("status") or {}
         if status.get("succeeded"):
@@ -82,6 +88,8 @@ def observe(api: Api, workload: JsonObj) -> Observation:
     obs = Observation(workload=workload, pods=pods_of(api, workload))
     if phase(workload) in ("", "PENDING", "DOWNLOADING", "STARTING"):
         obs.queue_position = _queue_position(api, namespace, name)
+        if obs.queue_position is not None and workload.get("kind") == "KaiwoJob":
+            obs.estimated_start = fetch_estimate(api, namespace, name)
     if phase(workload) == "DOWNLOADING":
         obs.download = api.get_or_none(path_of(R.JOBS, namespace, f"{name}-download"))
     return obs

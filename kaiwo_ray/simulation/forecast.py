@@ -90,7 +90,7 @@ def _job(obj: Mapping[str, Any]) -> Job | None:
             declared = None
     requests = (spec.get("resources") or {}).get("requests") or {}
     gpus = spec.get("gpus")
-    vendor = "nvidia" if spec.get("gpuVendor") == "nvidia" else "amd"
+    vendor: Literal["amd", "nvidia"] = "nvidia" if spec.get("gpuVendor") == "nvidia" else "amd"
     return Job(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
                user=str(spec.get("user") or "unknown"), queue=str(spec.get("clusterQueue") or "kaiwo"),
                priority=spec.get("priorityClass") or None, gpus=gpus if isinstance(gpus, int) else 0,
