@@ -47,7 +47,7 @@ def forecasts(state: AdminState) -> Forecasts:
 async def compute(state: AdminState) -> Forecasts:
     """One forecast of the cluster as the cache and the API server show it now."""
     jobs = state.cache.items(KAIWOJOBS)
-    now = datetime.now(UTC)
+    now = datetime.now(UTC).replace(microsecond=0)  # the cluster's stamps are whole seconds
     pending = [j for j in jobs if str((j.get("status") or {}).get("status") or "") in PENDING]
     if not pending:
         return Forecasts(computed=now)

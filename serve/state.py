@@ -43,7 +43,7 @@ class AdminSettings:
     """Where the GPU ledger's ConfigMaps are (the accounting controller's namespace; docs/accounting.md)."""
     tune_gc: bool = False
     # Seconds between start-time forecasts (serve/forecasts.py) while the cluster changes; None: none.
-    forecast_interval: float | None = 30.0
+    forecast_interval: float | None = 60.0
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
     sight and collect rarely (hosts.runtime.gc_tuning), as the operator does."""
     aggregated_bind: str | None = None

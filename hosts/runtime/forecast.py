@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,7 +48,7 @@ def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
             "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": obj.get("spec") or {}}
 
 
-def forecast(state: ClusterState, now: datetime, nodes: list[Mapping[str, Any]], queue_config: Mapping[str, Any],
+def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, Any]], queue_config: Mapping[str, Any],
              kaiwo_config: Mapping[str, Any] | None = None) -> list[Estimate]:
     """Each pending job's estimate; blocks for the simulations (seconds each)."""
     if not state.pending:

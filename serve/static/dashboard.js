@@ -225,6 +225,16 @@ async function workloadsPage(main, first) {
   for (const row of el.querySelectorAll("tr.link")) row.addEventListener("click", () => { location.hash = row.dataset.href; });
 }
 
+// The admin API's forecast for a pending KaiwoJob (docs/simulate.md, "Estimated start times").
+function estimateLine(e) {
+  if (!e) return "";
+  const at = (t) => new Date(t).toISOString().slice(0, 16).replace("T", " ") + "Z";
+  if (!e.start) return `<div class="reason" id="estimated-start"><b>Estimated start:</b> not within the forecast's week</div>`;
+  const span = e.earliest && e.latest && e.earliest !== e.latest ? `, ${esc(at(e.earliest))} to ${esc(at(e.latest))} with short to long run times` : "";
+  return `<div class="reason" id="estimated-start"><b>Estimated start:</b> ${esc(at(e.start))}${span}` +
+    ` <span class="muted">(forecast ${esc(ago(e.computed))})</span></div>`;
+}
+
 async function workloadPage(main, first, [namespace, plural, name]) {
   const base = `/api/v1/namespaces/${encodeURIComponent(namespace)}/${plural}/${encodeURIComponent(name)}`;
   if (first) {
@@ -247,6 +257,7 @@ async function workloadPage(main, first, [namespace, plural, name]) {
     .map(([label, value]) => `<div class="card"><div class="value" style="font-size:18px">${value}</div><div class="label">${label}</div></div>`).join("");
   document.getElementById("explain").innerHTML =
     `<div class="explain ${explanation.running ? "ok" : ""}">${esc(explanation.summary)}</div>` +
+    estimateLine(explanation.estimated_start) +
     explanation.reasons.map((r) => `<div class="reason"><code>${esc(r.code)}</code> ${esc(r.message)}` +
       (r.source ? ` <span class="muted">(${esc(r.source.kind)} ${esc(r.source.name)})</span>` : "") +
       (r.quota.filter((g) => g.nominal > 0).length ? `<table style="margin-top:6px"><thead><tr><th>Flavor</th><th>Resource</th><th>Asked</th><th>Free</th><th>Quota</th></tr></thead><tbody>` +
