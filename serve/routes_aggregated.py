@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS, Resource
+from kaiwo_ray.simulation.forecast import PENDING
 from kaiwo_ray.views.explain import Explanation
 from kaiwo_ray.views.queues import PendingWorkload, cluster_queue_views
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS
@@ -100,7 +101,7 @@ def _objects(state: AdminState, keys: list[RowKey]) -> list[dict[str, Any]]:
     objects = []
     for key in keys:
         rv, row = rows.versioned(key)
-        estimate = known.get(row.namespace, row.name) if row.kind == "KaiwoJob" and not row.started else None
+        estimate = known.get(row.namespace, row.name) if row.kind == "KaiwoJob" and row.phase in PENDING else None
         objects.append(ws.to_object(row, rv, queues, estimate, known.computed))
     return objects
 

@@ -15,6 +15,7 @@ from kaiwo_ray.api.errors import ManifestError
 from kaiwo_ray.api.load import parse_object
 from kaiwo_ray.api.yaml_input import safe_load_all
 from kaiwo_ray.kube.resources import EVENTS, KAIWOJOBS, KAIWOSERVICES, PODS, Resource
+from kaiwo_ray.simulation.forecast import PENDING
 from kaiwo_ray.views._objects import meta, status
 from kaiwo_ray.views.explain import Explanation, StartEstimate, collect_world, explain
 from kaiwo_ray.views.workloads import WORKLOAD_KINDS, summarize, workload_kind
@@ -179,7 +180,7 @@ async def explain_workload(request: Request, namespace: str, plural: WorkloadPlu
     explanation = explain(world)
     known = forecasts(admin(request))
     estimate = known.get(namespace, name) if plural == WorkloadPlural.KAIWOJOBS else None
-    if estimate is not None and known.computed is not None and explanation.running is False:
+    if estimate is not None and known.computed is not None and explanation.phase in PENDING:
         explanation.estimated_start = StartEstimate(start=estimate.start, earliest=estimate.earliest,
                                                     latest=estimate.latest, computed=known.computed)
     return Response(explanation.model_dump_json(), media_type="application/json")  # typed; no re-validation

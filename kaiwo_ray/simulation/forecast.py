@@ -11,7 +11,7 @@ as another is simulated once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -111,8 +111,8 @@ def cluster_state(kaiwojobs: Iterable[Mapping[str, Any]]) -> ClusterState:
         phase = str(status.get("status") or "")
         if phase in RUNNING and job.started is not None:
             running.append(job)
-        elif phase in PENDING and job.started is None:
-            pending.append(job)
+        elif phase in PENDING:  # a preempted and requeued one keeps its first startTime
+            pending.append(replace(job, started=None))
         elif phase == "COMPLETE" and job.started is not None:
             done = _time(status.get("completionTime"))
             if done is not None and done > job.started:

@@ -82,3 +82,8 @@ def test_a_pending_job_starts_when_the_running_one_it_waits_for_ends() -> None:
     assert result["after"].start == NOW + timedelta(minutes=40)
     # every run time declared: the three scenarios are one, so the interval is a point
     assert (result["next"].earliest, result["next"].latest) == (result["next"].start,) * 2
+
+
+def test_a_preempted_and_requeued_job_is_pending_again() -> None:
+    state = cluster_state([kaiwojob("again", "PENDING", NOW - timedelta(hours=2), started=NOW - timedelta(hours=1))])
+    assert [(j.name, j.started) for j in state.pending] == [("again", None)] and not state.running

@@ -1,0 +1,108 @@
+"""How good the estimated start times are (#37, "Useful estimates"): a generated trace is simulated once
+(what really happened); then, for each workload, the cluster as it stood at its submission (running
+workloads with their start times, pending ones, the finished ones' run times as history) is forecast
+the way the admin API does (hosts/runtime/forecast.py), and the estimate compared with the real start.
+
+Workload: `trace generate` defaults (1/2/4/8 GPUs, log-normal durations, median 30 min, no declared
+durations: every run time is a history percentile) at `--rate` arrivals an hour on `--nodes` 8-GPU
+nodes, one ClusterQueue. Run: `.venv/bin/python benchmarks/forecast.py [--workloads 45]` (under 2
+minutes). Prints, over the workloads that waited at submission (the others are never pending for a
+forecast to see), the median real wait, the median and p90 absolute error, and the share of real starts
+inside the earliest..latest span, each on its own line. Target (#37): >= 80 % inside an 80 % interval;
+the span is not calibrated to be one, so the share is what it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simulate import gpu_nodes, queue_config  # benchmarks/simulate.py
+
+from hosts.runtime.forecast import forecast
+from hosts.runtime.simulator import EPOCH, SimulationInputs, run_simulation
+from kaiwo_ray.simulation.forecast import ClusterState, Job, percentile
+from kaiwo_ray.simulation.report import Recording
+from kaiwo_ray.simulation.trace import TraceEntry
+
+
+def _job(entry: TraceEntry, started: float | None) -> Job:
+    w = entry.workload
+    return Job(namespace=w.namespace, name=entry.name, user=w.user, queue=w.queue, priority=w.priority, gpus=w.gpus,
+               gpu_vendor=w.gpu_vendor, cpu=w.cpu, memory=w.memory, created=EPOCH + timedelta(seconds=w.submit),
+               started=None if started is None else EPOCH + timedelta(seconds=started), declared=w.declared_duration)
+
+
+def state_at(trace: list[TraceEntry], recording: Recording, t: float) -> ClusterState:
+    """The cluster at trace time `t` (just after the submissions at `t`), as the admin API would see it."""
+    running, pending, history = [], [], []
+    for entry, record in zip(trace, recording.workloads, strict=True):
+        w = entry.workload
+        if w.submit > t:
+            continue
+        if record.finished is not None and record.finished <= t:
+            last = record.intervals[-1]
+            history.append((w.user, w.queue, last.end - last.start))
+            continue
+        now_running = next((i for i in record.intervals if i.start <= t < i.end), None)
+        if now_running is not None:
+            running.append(_job(entry, now_running.start))
+        else:
+            pending.append(_job(entry, None))
+    return ClusterState(running, sorted(pending, key=lambda j: (j.created, j.name)), history)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workloads", type=int, default=45)
+    parser.add_argument("--rate", type=float, default=14.0, help="arrivals per simulated hour (default 14)")
+    parser.add_argument("--nodes", type=int, default=2, help="8-GPU nodes (default 2)")
+    parser.add_argument("--seed", type=int, default=3)
+    args = parser.parse_args()
+    from kaiwo_ray.simulation.generate import GeneratorSettings, generate
+
+    trace = [TraceEntry(i + 1, w) for i, w in enumerate(generate(GeneratorSettings(
+        workloads=args.workloads, rate_per_hour=args.rate, seed=args.seed)))]
+    nodes, queues = gpu_nodes(args.nodes), queue_config(8 * args.nodes)
+    began = time.perf_counter()
+    truth = run_simulation(SimulationInputs(trace, nodes, queues))
+    errors: list[float] = []
+    waits: list[float] = []
+    inside = counted = 0
+    for entry, record in zip(trace, truth.workloads, strict=True):
+        if record.started is None:
+            continue
+        t = entry.workload.submit
+        now = EPOCH + timedelta(seconds=t)
+        state = state_at(trace, truth, t)
+        estimate = next((e for e in forecast(state, now, nodes, queues) if e.name == entry.name), None)
+        if estimate is None or estimate.start is None:  # started before the forecast could see it pending
+            continue
+        actual = EPOCH + timedelta(seconds=record.started)
+        error = abs((estimate.start - actual).total_seconds())
+        errors.append(error)
+        waits.append(record.started - t)
+        counted += 1
+        if estimate.earliest is not None and estimate.latest is not None and \
+                estimate.earliest - timedelta(seconds=1) <= actual <= estimate.latest + timedelta(seconds=1):
+            inside += 1
+    wall = time.perf_counter() - began
+    print(f"forecast_workloads: {counted} waited at submission and were estimated, of {len(trace)}; "
+          f"{args.nodes} nodes x 8 GPUs, {args.rate:g} arrivals/h, {wall:.1f} s wall")
+    if counted:
+        print(f"forecast_wait_p50: {percentile(waits, 0.5) / 60:.1f} min real wait of those (for scale)")
+        print(f"forecast_error_p50: {percentile(errors, 0.5) / 60:.1f} min absolute error (no target)")
+        print(f"forecast_error_p90: {percentile(errors, 0.9) / 60:.1f} min absolute error (no target)")
+        print(f"forecast_inside_span: {100 * inside / counted:.0f} % of real starts within earliest..latest "
+              f"(#37 target: >= 80 % within an 80 % interval)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
