@@ -42,10 +42,10 @@ class AdminSettings:
                                   or os.environ.get("KAIWO_LEASE_NAMESPACE") or "kube-system")
     """Where the GPU ledger's ConfigMaps are (the accounting controller's namespace; docs/accounting.md)."""
     tune_gc: bool = False
-    # Seconds between start-time forecasts (serve/forecasts.py) while the cluster changes; None: none.
-    forecast_interval: float | None = 60.0
     """The process is the admin server (a Serve replica): freeze the synced caches out of the collector's
     sight and collect rarely (hosts.runtime.gc_tuning), as the operator does."""
+    forecast_interval: float | None = 60.0
+    """Seconds between start-time forecasts (serve/forecasts.py) while the cluster changes; None: none."""
     aggregated_bind: str | None = None
     """Serve the aggregated API (serve/aggregated.py) over TLS on this address too (":8443", "127.0.0.1:0")."""
     aggregated_cert_dir: str | None = None
