@@ -7,6 +7,7 @@ duration thresholds and grace periods is a week on the simulated cluster's clock
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +17,11 @@ _source: Callable[[], datetime] | None = None
 
 def now() -> datetime:
     return datetime.now(UTC) if _source is None else _source()
+
+
+def timestamp() -> float:
+    """`now()` as seconds since the epoch (`time.time()` outside a simulation)."""
+    return time.time() if _source is None else _source().timestamp()
 
 
 @contextmanager

@@ -208,7 +208,10 @@ class GpuPreemptionController(Controller):
                                                     meta.get("annotations"))
             if not gp.opted_in(annotations):
                 return
-            gpus = gp.root_gpus(root) if _is_workload(obj) else gp.pod_spec_gpus(obj.get("spec") or {})
+            if _is_workload(obj):  # a root without a pod template (a KaiwoJob): what its Workload asks for
+                gpus = gp.root_gpus(root) or gp.workload_gpus(obj)
+            else:
+                gpus = gp.pod_spec_gpus(obj.get("spec") or {})
             if not gpus:
                 return
             kind = root.get("kind") or "Pod"

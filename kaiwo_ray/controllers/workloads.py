@@ -108,6 +108,14 @@ KUEUE_WORKLOAD_PAGES = page_decoder(meta=_WORKLOAD_META, spec=False, status=("co
 _PAGE_DECODERS: dict[Resource, PageDecoder] = {R.KAIWOJOBS: OBJECT_PAGES, R.KAIWOSERVICES: OBJECT_PAGES, R.JOBS: OBJECT_PAGES}
 
 
+def _loop_time() -> float:
+    """The running loop's clock (time.monotonic in a real loop; virtual under `kaiwo-ray simulate`)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 def _resource_of(obj: JsonObj) -> Resource:
     return R.for_object(obj)
 
@@ -145,7 +153,7 @@ class WorkloadController(Controller):
         # caches index them by phase: a scan of every CR per pass made the sweep O(RUNNING x CRs)), and
         # only an event that changes that set wakes the RUNNING ones (or a threshold timer, below).
         self._threshold_timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
-        # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
+        # When we created each CR's main child (loop time: monotonic, virtual in a simulation), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
         # key -> (uid, spec generation) a decision last rendered whole without an error: World.rendered_generation
@@ -413,7 +421,7 @@ class WorkloadController(Controller):
         created = self._main_created_at.get(key)
         if created is None:
             return 0.0
-        remaining = created + self.coalesce_seconds - time.monotonic()
+        remaining = created + self.coalesce_seconds - _loop_time()
         if remaining <= 0:
             del self._main_created_at[key]
             return 0.0
@@ -494,7 +502,7 @@ class WorkloadController(Controller):
         # Children first: they are what the user waits for.
         await self._apply_children(plan.apply, plan.creates)
         if plan.created_main:
-            self._main_created_at[(namespace or "", name)] = time.monotonic()
+            self._main_created_at[(namespace or "", name)] = _loop_time()
         for child in plan.delete:
             cmeta = child.get("metadata") or {}
             res = _resource_of(child)
