@@ -95,9 +95,9 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
                          "max": _r(max(waits) if waits else None)},
         "preemptions": dict(sorted(causes.items())),
         "gpu_hours": {"allocated": _r(allocated / HOUR), "used": _r(used / HOUR),
-                      "allocated_idle": _r((allocated - used) / HOUR),
-                      "reclaimed_idle_preemption": _r(reclaimed[IDLE_GPU_PREEMPTION] / HOUR),
-                      "reclaimed_resource_monitoring": _r(reclaimed[RESOURCE_MONITORING] / HOUR)},
+                      "allocated_idle": _r((allocated - used) / HOUR)},
+        "reclaimed_gpu_hours": {"idle_preemption": _r(reclaimed[IDLE_GPU_PREEMPTION] / HOUR),
+                                "resource_monitoring": _r(reclaimed[RESOURCE_MONITORING] / HOUR)},
     }
 
 
@@ -224,7 +224,8 @@ def render_table(report: Mapping[str, Any]) -> str:
         f"idle {hours['idle']:.1f} ({hours['unallocated']:.1f} unallocated, {hours['allocated_idle']:.1f} "
         "allocated but idle).",
     ]
-    reclaimed = (hours.get("reclaimed_idle_preemption") or 0.0, hours.get("reclaimed_resource_monitoring") or 0.0)
+    taken_back = overall.get("reclaimed_gpu_hours") or {}
+    reclaimed = (taken_back.get("idle_preemption") or 0.0, taken_back.get("resource_monitoring") or 0.0)
     if any(reclaimed):
         lines.append(f"Reclaimed GPU-hours: {reclaimed[0]:.1f} by idle GPU preemption, {reclaimed[1]:.1f} by "
                      "resource monitoring.")
