@@ -100,7 +100,8 @@ class GpuPreemptionController(Controller):
         self.recorder = EventRecorder(client, "gpuworkload-controller")
         self.elector = LeaseElector(client, f"gpuworkload-{socket.gethostname()}-{os.getpid()}",
                                     LeaseSettings(name=EVAL_LEASE, namespace=self.settings.lease_namespace,
-                                                  lease_seconds=30))
+                                                  lease_seconds=30),
+                                    clock=clock.now, monotonic=clock.monotonic)
         self._chains: dict[str, list[JsonObj]] = {}  # object uid -> [owner, ..., root]
         self._discovering: set[str] = set()
         self._tasks_bg: set[asyncio.Task[Any]] = set()

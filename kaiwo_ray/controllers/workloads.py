@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -106,14 +105,6 @@ _TRIMMED_KINDS = frozenset(res.kind for res in _TRIMMED_CHILDREN)
 OBJECT_PAGES = page_decoder()
 KUEUE_WORKLOAD_PAGES = page_decoder(meta=_WORKLOAD_META, spec=False, status=("conditions",))
 _PAGE_DECODERS: dict[Resource, PageDecoder] = {R.KAIWOJOBS: OBJECT_PAGES, R.KAIWOSERVICES: OBJECT_PAGES, R.JOBS: OBJECT_PAGES}
-
-
-def _loop_time() -> float:
-    """The running loop's clock (time.monotonic in a real loop; virtual under `kaiwo-ray simulate`)."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
 
 
 def _resource_of(obj: JsonObj) -> Resource:
@@ -421,7 +412,7 @@ class WorkloadController(Controller):
         created = self._main_created_at.get(key)
         if created is None:
             return 0.0
-        remaining = created + self.coalesce_seconds - _loop_time()
+        remaining = created + self.coalesce_seconds - clock.monotonic()
         if remaining <= 0:
             del self._main_created_at[key]
             return 0.0
@@ -502,7 +493,7 @@ class WorkloadController(Controller):
         # Children first: they are what the user waits for.
         await self._apply_children(plan.apply, plan.creates)
         if plan.created_main:
-            self._main_created_at[(namespace or "", name)] = _loop_time()
+            self._main_created_at[(namespace or "", name)] = clock.monotonic()
         for child in plan.delete:
             cmeta = child.get("metadata") or {}
             res = _resource_of(child)

@@ -71,7 +71,7 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
     waits: list[float] = []
     causes: Counter[str] = Counter()
     allocated = used = 0.0
-    reclaimed: Counter[str] = Counter()
+    reclaimed: dict[str, float] = {IDLE_GPU_PREEMPTION: 0.0, RESOURCE_MONITORING: 0.0}
     count = never = 0
     for entry, record in pairs:
         count += 1
