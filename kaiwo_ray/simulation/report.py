@@ -277,6 +277,7 @@ def compare_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any
         "idle_gpu_hours": {"a": overall_a["gpu_hours"]["idle"], "b": overall_b["gpu_hours"]["idle"],
                            "difference": _r(overall_b["gpu_hours"]["idle"] - overall_a["gpu_hours"]["idle"])},
         "preemptions": {"a": overall_a["preemptions"], "b": overall_b["preemptions"]},
+        "reclaimed_gpu_hours": {"a": overall_a.get("reclaimed_gpu_hours"), "b": overall_b.get("reclaimed_gpu_hours")},
     }
 
 
