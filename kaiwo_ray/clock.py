@@ -7,6 +7,8 @@ duration thresholds and grace periods is a week on the simulated cluster's clock
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -16,6 +18,20 @@ _source: Callable[[], datetime] | None = None
 
 def now() -> datetime:
     return datetime.now(UTC) if _source is None else _source()
+
+
+def timestamp() -> float:
+    """`now()` as seconds since the epoch (`time.time()` outside a simulation)."""
+    return time.time() if _source is None else _source().timestamp()
+
+
+def monotonic() -> float:
+    """The running event loop's clock: `time.monotonic()` in a real loop, virtual in a simulation's
+    (`time.monotonic()` outside any loop). For intervals the operator measures itself."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 @contextmanager

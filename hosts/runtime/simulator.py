@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from hosts.runtime.controller_host import Operator
 from hosts.runtime.virtual_loop import LoopClock, VirtualTimeLoop
@@ -25,7 +26,7 @@ from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, KubeError
-from kaiwo_ray.simulation.report import Interval, Recording, WorkloadRecord
+from kaiwo_ray.simulation.report import IDLE_GPU_PREEMPTION, Interval, Recording, WorkloadRecord
 from kaiwo_ray.simulation.trace import GPU_RESOURCE, TraceEntry
 from kaiwo_sandbox.contracts import CLUSTERQUEUES, WORKLOADS, JsonObj, WatchEvent
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig
@@ -45,6 +46,25 @@ RUN_SECONDS = "sandbox.kaiwo-ray.dev/run-seconds"
 START_SECONDS = "sandbox.kaiwo-ray.dev/start-seconds"
 GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
 TRACE_LINE = "simulate.kaiwo-ray.dev/trace-line"
+# GPU preemption is opt-in per namespace or workload (spec/cluster.md §8.2): with it on, the trace's
+# namespaces carry this annotation, as an admin opting a team in would set it.
+GPU_PREEMPTION_OPT_IN = "kaiwo.silogen.ai/gpu-preemption.enabled"
+GPUWORKLOAD_PREEMPTING = frozenset({"Preempting", "Preempted"})
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The opt-in controllers a KaiwoConfig switches on in a simulation: a `gpuPreemption` section in
+    it turns on idle-GPU preemption, a `resourceMonitoring` section the resource monitor (in a
+    deployment both are environment switches of the operator; a what-if states them in the file)."""
+
+    gpu_preemption: bool = False
+    resource_monitoring: bool = False
+
+    @staticmethod
+    def of(kaiwo_config: JsonObj | None) -> Features:
+        spec = (kaiwo_config or {}).get("spec") or {}
+        return Features(isinstance(spec.get("gpuPreemption"), dict), isinstance(spec.get("resourceMonitoring"), dict))
 
 
 class SimulationError(Exception):
@@ -82,6 +102,10 @@ class Recorder:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     running: int = 0
     finished: int = 0
+    terminated: int = 0  # ended for good without finishing (idle preemption, resource monitor, duration)
+    # (namespace, KaiwoJob) -> why the operator is ending it: "IdleGpuPreemption" (its GpuWorkload
+    # tracker went Preempting) or its WorkloadTerminatedEarly reason (GpuUtilizationLow, DurationExceeded...)
+    ending: dict[tuple[str, str], str] = field(default_factory=dict)
     origin: float = 0.0  # the loop time the trace's time 0 stands for
     last_change: float = 0.0  # trace time of the last submission, admission or end
 
@@ -95,6 +119,9 @@ class Recorder:
         self.by_name[(entry.workload.namespace, entry.name)].record.submitted = self.last_change = self.now()
 
     def on_event(self, event: WatchEvent) -> None:
+        if event.gvr.group == "kaiwo.silogen.ai" and event.type != "DELETED":
+            self._on_operator_object(event.gvr.resource, event.object)
+            return
         if event.gvr.resource != WORKLOADS.resource or event.gvr.group != WORKLOADS.group:
             return
         obj = event.object
@@ -115,19 +142,38 @@ class Recorder:
             self.changed.set()
         elif tracked.admitted_at is not None and (finished or not admitted):
             cause = ""
+            ending = self.ending.get((meta.get("namespace", ""), owner or ""))
             if not finished:
                 preempted = conditions.get("Preempted") or {}
                 evicted = conditions.get("Evicted") or {}
-                cause = str(preempted.get("reason") if preempted.get("status") == "True"
-                            else evicted.get("reason") or "Evicted")
+                cause = ending or str(preempted.get("reason") if preempted.get("status") == "True"
+                                      else evicted.get("reason") or "Evicted")
             record.intervals.append(Interval(tracked.admitted_at, now, cause))
             tracked.admitted_at = None
             self.running -= 1
             if finished:
                 record.finished = now
                 self.finished += 1
+            elif ending is not None:  # its KaiwoJob is deleted or terminated: it never runs again
+                record.terminated = now
+                self.terminated += 1
             self.last_change = now
             self.changed.set()
+
+    def _on_operator_object(self, resource: str, obj: JsonObj) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace", "")
+        status = obj.get("status") or {}
+        if resource == R.GPUWORKLOADS.plural:
+            ref = (obj.get("spec") or {}).get("workloadRef") or {}
+            if ref.get("kind") == "KaiwoJob" and status.get("phase") in GPUWORKLOAD_PREEMPTING:
+                self.ending.setdefault((namespace, str(ref.get("name") or "")), IDLE_GPU_PREEMPTION)
+        elif resource == R.KAIWOJOBS.plural:
+            early = next((c for c in status.get("conditions") or [] if c.get("type") == "WorkloadTerminatedEarly"),
+                         None)
+            if early is not None:
+                self.ending.setdefault((namespace, str(meta.get("name") or "")),
+                                       str(early.get("reason") or "EarlyTermination"))
 
     def recording(self, ended: float) -> Recording:
         records = []
@@ -190,6 +236,30 @@ def total_gpus(nodes: list[JsonObj]) -> int:
     return total
 
 
+def controller_options(features: Features, client: KubeClient) -> dict[str, dict[str, Any]]:
+    """The operator's controllers for a run and their options: the configuration, queue and KaiwoJob
+    controllers always; GPU preemption and the resource monitor as `features` say, each reading GPU
+    utilization as `kaiwo-ray dev` does (the sandbox's simulated GPUs, through the sandbox telemetry
+    backend and the aggregator's core), in this process and sampled when asked (no Ray, no timers)."""
+    from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
+    from kaiwo_ray.controllers.monitoring import MonitorSettings
+    from kaiwo_ray.kube.informer import InformerSettings
+    from kaiwo_ray.telemetry.aggregator import Aggregator
+    from kaiwo_ray.telemetry.sampler import SandboxSampler
+    from kaiwo_ray.telemetry.sources import SamplingSource
+
+    informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
+                                                       watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
+    options: dict[str, dict[str, Any]] = {name: dict(informers) for name in CONTROLLERS}
+    if features.gpu_preemption:
+        options["gpuworkload"] = {**informers, "settings": GpuPreemptionSettings(enabled=True),
+                                  "source": SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0))}
+    if features.resource_monitoring:
+        options["resourcemonitor"] = {**informers, "settings": MonitorSettings(enabled=True),
+                                      "source": SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0))}
+    return options
+
+
 async def _create(client: KubeClient, res: R.Resource, body: JsonObj, namespace: str | None = None) -> None:
     with contextlib.suppress(AlreadyExists):
         await client.create(res, body, namespace)
@@ -231,21 +301,22 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
                 except KubeError as err:
                     raise SimulationError(f"{what}: the API server refused it: {err}", bad_input=True) from None
             from kaiwo_ray.controllers.manager import HostSettings
-            from kaiwo_ray.kube.informer import InformerSettings
 
-            informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
-                                                               watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
-            # No leader election (one operator), and no coalescing window: it is measured by the wall
-            # clock (time.monotonic), which barely moves here, so its requeues would spin.
-            operator = Operator(CONTROLLERS, HostSettings(
-                kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0,
-                controller_options={name: informers for name in CONTROLLERS}))
+            features = Features.of(inputs.kaiwo_config)
+            options = controller_options(features, client)
+            # No leader election (one operator), and no coalescing window (requeues within it would only
+            # add passes; the simulation reacts to every child event).
+            operator = Operator(list(options), HostSettings(
+                kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0, controller_options=options))
             await operator.start()
             queues = {q.get("name") for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
             await _until(lambda: queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)},
                          600.0, f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+            opt_in = {GPU_PREEMPTION_OPT_IN: "true"} if features.gpu_preemption else {}
             for namespace in sorted({e.workload.namespace for e in inputs.trace}):
-                await _create(client, R.NAMESPACES, {"metadata": {"name": namespace}})
+                await _create(client, R.NAMESPACES, {"metadata": {"name": namespace, "annotations": opt_in}})
+                if opt_in:  # the namespace may have been there already (default)
+                    await client.patch(R.NAMESPACES, namespace, {"metadata": {"annotations": opt_in}})
             for entry in inputs.trace:
                 recorder.expect(entry)
             start = recorder.origin = loop.time()
@@ -281,7 +352,7 @@ async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Record
         if progress is not None:
             progress(recorder)
     total = len(inputs.trace)
-    while recorder.finished < total:
+    while recorder.finished + recorder.terminated < total:
         recorder.changed.clear()
         wait = inputs.settle_seconds
         if horizon is not None:

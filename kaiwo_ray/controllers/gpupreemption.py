@@ -100,7 +100,8 @@ class GpuPreemptionController(Controller):
         self.recorder = EventRecorder(client, "gpuworkload-controller")
         self.elector = LeaseElector(client, f"gpuworkload-{socket.gethostname()}-{os.getpid()}",
                                     LeaseSettings(name=EVAL_LEASE, namespace=self.settings.lease_namespace,
-                                                  lease_seconds=30))
+                                                  lease_seconds=30),
+                                    clock=clock.now, monotonic=clock.monotonic)
         self._chains: dict[str, list[JsonObj]] = {}  # object uid -> [owner, ..., root]
         self._discovering: set[str] = set()
         self._tasks_bg: set[asyncio.Task[Any]] = set()
@@ -208,7 +209,10 @@ class GpuPreemptionController(Controller):
                                                     meta.get("annotations"))
             if not gp.opted_in(annotations):
                 return
-            gpus = gp.root_gpus(root) if _is_workload(obj) else gp.pod_spec_gpus(obj.get("spec") or {})
+            if _is_workload(obj):  # a root without a pod template (a KaiwoJob): what its Workload asks for
+                gpus = gp.root_gpus(root) or gp.workload_gpus(obj)
+            else:
+                gpus = gp.pod_spec_gpus(obj.get("spec") or {})
             if not gpus:
                 return
             kind = root.get("kind") or "Pod"

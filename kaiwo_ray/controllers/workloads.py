@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -145,7 +144,7 @@ class WorkloadController(Controller):
         # caches index them by phase: a scan of every CR per pass made the sweep O(RUNNING x CRs)), and
         # only an event that changes that set wakes the RUNNING ones (or a threshold timer, below).
         self._threshold_timers: dict[tuple[str, str, str], asyncio.TimerHandle] = {}
-        # When we created each CR's main child (monotonic), for the settle window (World.settle_remaining);
+        # When we created each CR's main child (loop time: monotonic, virtual in a simulation), for the settle window (World.settle_remaining);
         # an entry goes with the first pass after its window.
         self._main_created_at: dict[Key, float] = {}
         # key -> (uid, spec generation) a decision last rendered whole without an error: World.rendered_generation
@@ -413,7 +412,7 @@ class WorkloadController(Controller):
         created = self._main_created_at.get(key)
         if created is None:
             return 0.0
-        remaining = created + self.coalesce_seconds - time.monotonic()
+        remaining = created + self.coalesce_seconds - clock.monotonic()
         if remaining <= 0:
             del self._main_created_at[key]
             return 0.0
@@ -494,7 +493,7 @@ class WorkloadController(Controller):
         # Children first: they are what the user waits for.
         await self._apply_children(plan.apply, plan.creates)
         if plan.created_main:
-            self._main_created_at[(namespace or "", name)] = time.monotonic()
+            self._main_created_at[(namespace or "", name)] = clock.monotonic()
         for child in plan.delete:
             cmeta = child.get("metadata") or {}
             res = _resource_of(child)

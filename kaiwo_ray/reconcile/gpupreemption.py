@@ -165,6 +165,17 @@ def root_gpus(root: Mapping[str, Any]) -> dict[str, int]:
     return pod_spec_gpus(template if isinstance(template, Mapping) else spec)
 
 
+def workload_gpus(workload: Mapping[str, Any]) -> dict[str, int]:
+    """GPUs of a Kueue Workload: its pod sets' templates times their counts. Where the root owner has
+    no pod template (a KaiwoJob, whose Job holds it), this is what its pending Workload asks for."""
+    totals: dict[str, int] = {}
+    for pod_set in (workload.get("spec") or {}).get("podSets") or []:
+        count = _amount(pod_set.get("count", 1))
+        for res, n in pod_spec_gpus((pod_set.get("template") or {}).get("spec") or {}).items():
+            totals[res] = totals.get(res, 0) + n * count
+    return totals
+
+
 def tracker_name(kind: str, name: str, uid: str) -> str:
     return f"{kind.lower()}-{name}-{uid[:8]}"[:253]
 

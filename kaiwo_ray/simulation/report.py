@@ -17,6 +17,10 @@ from kaiwo_ray.simulation.series import time_series
 from kaiwo_ray.simulation.trace import TraceEntry
 
 HOUR = 3600.0
+# Causes of an admission ended by the operator rather than Kueue: idle-GPU preemption deleted the
+# KaiwoJob; the resource monitor terminated it (its WorkloadTerminatedEarly reason).
+IDLE_GPU_PREEMPTION = "IdleGpuPreemption"
+RESOURCE_MONITORING = "GpuUtilizationLow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,7 @@ class WorkloadRecord:
     submitted: float | None = None
     intervals: list[Interval] = field(default_factory=list)
     finished: float | None = None
+    terminated: float | None = None  # ended for good by the operator without finishing
 
     @property
     def started(self) -> float | None:
@@ -67,6 +72,7 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
     waits: list[float] = []
     causes: Counter[str] = Counter()
     allocated = used = 0.0
+    reclaimed: dict[str, float] = {IDLE_GPU_PREEMPTION: 0.0, RESOURCE_MONITORING: 0.0}
     count = never = 0
     for entry, record in pairs:
         count += 1
@@ -80,6 +86,8 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
             used += entry.workload.used_gpu_seconds(ran)
             if interval.cause:
                 causes[interval.cause] += 1
+            if interval.cause in (IDLE_GPU_PREEMPTION, RESOURCE_MONITORING):
+                reclaimed[interval.cause] += reclaimed_gpu_seconds(entry, interval)
     return {
         "workloads": count,
         "started": count - never,
@@ -89,7 +97,15 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
         "preemptions": dict(sorted(causes.items())),
         "gpu_hours": {"allocated": _r(allocated / HOUR), "used": _r(used / HOUR),
                       "allocated_idle": _r((allocated - used) / HOUR)},
+        "reclaimed_gpu_hours": {"idle_preemption": _r(reclaimed[IDLE_GPU_PREEMPTION] / HOUR),
+                                "resource_monitoring": _r(reclaimed[RESOURCE_MONITORING] / HOUR)},
     }
+
+
+def reclaimed_gpu_seconds(entry: TraceEntry, interval: Interval) -> float:
+    """GPU time the operator took back by ending this admission: what the workload would still have
+    held had it run to the end of its trace duration (GPUs x (duration - the admitted span))."""
+    return entry.workload.gpus * max(0.0, entry.workload.duration - (interval.end - interval.start))
 
 
 def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ended: float,
@@ -164,6 +180,7 @@ def _workload_row(entry: TraceEntry, record: WorkloadRecord) -> dict[str, Any]:
         "submitted": _r(record.submitted), "started": _r(started),
         "wait": _r(None if started is None or record.submitted is None else started - record.submitted),
         "finished": _r(record.finished),
+        "terminated": _r(record.terminated),
         "preemptions": [interval.cause for interval in record.intervals if interval.cause],
     }
 
@@ -209,6 +226,11 @@ def render_table(report: Mapping[str, Any]) -> str:
         f"idle {hours['idle']:.1f} ({hours['unallocated']:.1f} unallocated, {hours['allocated_idle']:.1f} "
         "allocated but idle).",
     ]
+    taken_back = overall.get("reclaimed_gpu_hours") or {}
+    reclaimed = (taken_back.get("idle_preemption") or 0.0, taken_back.get("resource_monitoring") or 0.0)
+    if any(reclaimed):
+        lines.append(f"Reclaimed GPU-hours: {reclaimed[0]:.1f} by idle GPU preemption, {reclaimed[1]:.1f} by "
+                     "resource monitoring.")
     never = report["never_started"]
     if report.get("interrupted"):
         lines.append(f"Interrupted after {_format_seconds(report['simulated_seconds'])} simulated: the figures "
@@ -257,6 +279,7 @@ def compare_reports(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any
         "idle_gpu_hours": {"a": overall_a["gpu_hours"]["idle"], "b": overall_b["gpu_hours"]["idle"],
                            "difference": _r(overall_b["gpu_hours"]["idle"] - overall_a["gpu_hours"]["idle"])},
         "preemptions": {"a": overall_a["preemptions"], "b": overall_b["preemptions"]},
+        "reclaimed_gpu_hours": {"a": overall_a.get("reclaimed_gpu_hours"), "b": overall_b.get("reclaimed_gpu_hours")},
     }
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from kaiwo_ray import clock
 from kaiwo_ray.telemetry.attribution import attribute
 from kaiwo_ray.telemetry.backends import GpuBackend
 from kaiwo_ray.telemetry.model import GpuSample, NodeSample, PodRef
@@ -101,13 +102,15 @@ class SandboxSampler:
         self.known_nodes: set[str] = set()
 
     async def node_samples(self) -> list[NodeSample]:
-        stamp = time.time()
+        # The operator's clock (the wall clock, except in `kaiwo-ray simulate`, where it is the
+        # simulated cluster's and the sandbox's readings are of that time too).
+        stamp = clock.timestamp()
         try:
             body = await self.client.request("GET", SANDBOX_DEVICES_PATH)
             # The sandbox computed the readings somewhere between asking and answering: the middle is
             # the closest guess (the GPU ledger integrates over these stamps; on a busy machine the
             # answer can take a good part of an interval).
-            stamp = (stamp + time.time()) / 2
+            stamp = (stamp + clock.timestamp()) / 2
         except Exception as err:  # the sandbox restarting: every simulated node is unreadable this tick
             return [NodeSample(node=n, ray_node_id=self.ray_node_id, timestamp=stamp, backend=self.name,
                                error=f"{type(err).__name__}: {err}") for n in sorted(self.known_nodes)]

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from kaiwo_ray import clock
 from kaiwo_ray.reconcile.monitoring import GpuUse
 
 log = logging.getLogger(__name__)
@@ -131,11 +132,10 @@ class SamplingSource:
         self.last_error = ""
 
     async def readings(self, pods: Sequence[tuple[str, str, str]]) -> dict[PodKey, list[GpuUse]]:
-        import time
-
+        # Received and read on the operator's clock (virtual in `kaiwo-ray simulate`).
         for sample in await self.sampler.node_samples():
-            self.aggregator.ingest(sample)
-        now = time.time()
+            self.aggregator.ingest(sample, received=clock.timestamp())
+        now = clock.timestamp()
         answer: dict[PodKey, list[GpuUse]] = {}
         for namespace, name, uid in pods:
             rows = self.aggregator.pod_readings(namespace, name, uid, now)
