@@ -41,11 +41,18 @@ def _node(node: Mapping[str, Any]) -> JsonObj:
                        "allocatable": dict(status.get("allocatable") or status.get("capacity") or {})}}
 
 
+# A forecast knows no workload's future GPU utilization, so it runs neither idle-GPU preemption nor
+# the resource monitor (their sections would switch them on in the simulation and treat every
+# running workload as idle); docs/simulate.md lists this among what an estimate cannot know.
+_NOT_FORECAST = ("gpuPreemption", "resourceMonitoring")
+
+
 def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
     if obj is None:
         return None
+    spec = {key: value for key, value in (obj.get("spec") or {}).items() if key not in _NOT_FORECAST}
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-            "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": obj.get("spec") or {}}
+            "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": spec}
 
 
 def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, Any]], queue_config: Mapping[str, Any],
