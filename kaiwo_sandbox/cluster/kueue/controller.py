@@ -105,6 +105,7 @@ class KueueController(Controller):
         super().__init__(store, clock, settings)
         self.cache = KueueCache(clock)
         self._wpc: dict[str, int] = {}
+        self._held: list[tuple[str, Usage]] = []  # what preemptors hold in this scheduling cycle (_schedule)
         self._jobs: dict[tuple[str, str, str], JsonObj] = {}
         self._waiting_priority: dict[str, set[tuple[str, str, str]]] = {}
         self._last_status: dict[tuple[str, str, str], QueueStatus] = {}
@@ -236,11 +237,21 @@ class KueueController(Controller):
                 self._report_unqueued(info)
         full, self.cache.full = self.cache.full, set()
         new, self.cache.new = self.cache.new, {}
-        for cq in sorted(set(full) | set(new)):
-            queue = self.cache.pending.get(cq)
-            if queue is None or not len(queue):
-                continue
-            self._schedule_queue(cq, queue, cq in full, new.get(cq, []))
+        # A workload waiting on its preemptions holds what it asked for until the cycle ends, as
+        # Kueue's scheduler adds it to the cycle's cohort usage: without the hold, a later workload
+        # of the queue or cohort takes the room being freed, the preemptor preempts it in turn, and
+        # the two change places for ever.
+        self._held = []
+        try:
+            for cq in sorted(set(full) | set(new)):
+                queue = self.cache.pending.get(cq)
+                if queue is None or not len(queue):
+                    continue
+                self._schedule_queue(cq, queue, cq in full, new.get(cq, []))
+        finally:
+            for cq, usage in self._held:
+                self.cache.book.add_usage(cq, usage, sign=-1)
+            self._held = []
 
     def _report_unqueued(self, info: WorkloadInfo) -> None:
         lq = self.cache.lqs.get((info.key[0], info.queue))
@@ -290,6 +301,8 @@ class KueueController(Controller):
             self._reserve(cq, info, assignment)
             return True
         if assignment.mode == PREEMPT and self._preempt(cq, info, assignment):
+            self.cache.book.add_usage(cq, assignment.usage)
+            self._held.append((cq, dict(assignment.usage)))
             return False
         self._set_pending(info, "Pending", assignment.message)
         if assignment.mode == NO_FIT:
