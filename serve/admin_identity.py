@@ -37,6 +37,7 @@ ROLEBINDINGS = Resource(RBAC, "v1", "rolebindings", "RoleBinding", True)
 # The ClusterRole kaiwo-ray-admin-api, rule by rule: nothing here writes a workload.
 ADMIN_API_RULES: tuple[Rule, ...] = (
     Rule(("kaiwo.silogen.ai",), ("kaiwojobs", "kaiwoservices"), ("get", "list", "watch")),
+    Rule(("kaiwo.silogen.ai",), ("kaiwoqueueconfigs",), ("get",)),  # what the start-time forecast simulates
     Rule(("",), ("users", "groups", "serviceaccounts"), ("impersonate",)),
     Rule(("authentication.k8s.io",), ("uids", *(f"userextras/{key}" for key in IMPERSONATED_EXTRA)), ("impersonate",)),
     Rule(("",), ("events", "nodes", "persistentvolumeclaims", "pods"), ("list", "watch")),

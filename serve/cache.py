@@ -68,6 +68,9 @@ class ClusterCache:
         """Bumped on every change: live views (SSE) send an update when it moved."""
         self.workload_version = 0
         """Bumped only by KaiwoJob/KaiwoService/KaiwoConfig changes: what the workload rows depend on."""
+        self.workload_changed: dict[tuple[str, str, str], int] = {}
+        """(kind, namespace, name) of a KaiwoJob/KaiwoService -> `version` at its last change: what a
+        watch resuming from an earlier `version` (a list's resourceVersion) must still send."""
         self.changed = asyncio.Event()
         self.phase_listeners: list[PhaseListener] = []
         self.workload_listeners: list[Callable[[Resource, JsonObj], None]] = []
@@ -115,6 +118,10 @@ class ClusterCache:
                         except Exception:  # a metrics bug must not stop the watch
                             log.exception("phase listener failed")
             self.version += 1
+            if res in (KAIWOJOBS, KAIWOSERVICES):
+                meta = obj.get("metadata") or {}
+                self.workload_changed[(res.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = \
+                    self.version
             if res in (KAIWOJOBS, KAIWOSERVICES, KAIWOCONFIGS):
                 self.workload_version += 1
                 for notify in self.workload_listeners:

@@ -146,7 +146,9 @@ async def _list(request: Request, namespace: str | None, label_selector: str | N
 def _watch(request: Request, state: AdminState, filters: Filters, include: str, resource_version: str | None,
            timeout_seconds: int | None) -> StreamingResponse:
     """Watch events from the cache's changes: the whole current view first (ADDED) unless the client
-    resumes from a resourceVersion (a list's), then the differences after each change."""
+    resumes from a resourceVersion (a list's); then the workloads changed since that version (a
+    workload created between a client's list and its watch is not lost; one deleted in that gap is
+    not replayed), then the differences after each change."""
     table = ws.wants_table(request.headers.get("accept", ""))
 
     def view() -> dict[str, dict[str, Any]]:
@@ -166,6 +168,13 @@ def _watch(request: Request, state: AdminState, filters: Filters, include: str, 
         if resource_version in (None, "", "0"):
             for kind, obj in ws.watch_events({}, current):
                 yield frame(kind, obj)
+        elif (since := _version(resource_version)) is not None and since < version:
+            changed = state.cache.workload_changed
+            for key in sorted(current):
+                obj = current[key]
+                workload = (obj["workload"]["kind"], obj["metadata"]["namespace"], obj["workload"]["name"])
+                if changed.get(workload, 0) > since:
+                    yield frame("MODIFIED", obj)
         while (remaining := deadline - loop.time()) > 0:
             version = await state.cache.wait_changed(version, min(remaining, 5.0))
             if await request.is_disconnected():
@@ -176,6 +185,11 @@ def _watch(request: Request, state: AdminState, filters: Filters, include: str, 
             current = latest
 
     return StreamingResponse(events(), media_type=JSON, headers={"Cache-Control": "no-cache"})
+
+
+def _version(value: str) -> int | None:
+    """A resourceVersion this API handed out (the cache's version), or None for any other."""
+    return int(value) if value.isdigit() else None
 
 
 def _flag(value: str | None) -> bool:

@@ -241,6 +241,28 @@ def test_kubectl_watch_shows_a_new_workload(world: tuple[RunningSandbox, Running
         sb.http("DELETE", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/three")
 
 
+def test_a_watch_resumed_from_a_lists_version_sends_a_workload_created_in_between(
+        world: tuple[RunningSandbox, RunningApp, int]) -> None:
+    """kubectl lists, then watches from the list's resourceVersion: a workload created in that gap
+    must reach the watch (it is already in the view the watch starts from)."""
+    sb, _, _ = world
+    path = f"{PREFIX}/namespaces/team-a/workloadsummaries"
+    code, _, body = sb.http("GET", path)
+    assert code == 200, body
+    listed = json.loads(body)["metadata"]["resourceVersion"]
+    code, _, body = sb.http("POST", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs", kaiwojob("gap", "team-a"))
+    assert code == 201, body
+    try:
+        eventually(lambda: b"job.gap" in sb.http("GET", path)[2], 30, "job.gap in the admin API's view")
+        code, _, body = sb.http("GET", f"{path}?watch=true&resourceVersion={listed}&timeoutSeconds=1")
+        assert code == 200, body
+        events = [json.loads(line) for line in body.splitlines() if line.strip()]
+        assert [e["object"]["metadata"]["name"] for e in events] == ["job.gap"], events
+        assert events[0]["type"] == "MODIFIED"
+    finally:
+        sb.http("DELETE", f"/apis/{KAIWO}/v1alpha1/namespaces/team-a/kaiwojobs/gap")
+
+
 def test_forged_identity_headers_sent_straight_to_the_backend_are_refused(
         world: tuple[RunningSandbox, RunningApp, int], tmp_path: Path) -> None:
     _, app, port = world
