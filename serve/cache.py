@@ -120,8 +120,11 @@ class ClusterCache:
             self.version += 1
             if res in (KAIWOJOBS, KAIWOSERVICES):
                 meta = obj.get("metadata") or {}
-                self.workload_changed[(res.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = \
-                    self.version
+                key = (res.kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                if kind == "DELETED":  # a resumed watch does not replay deletions: nothing to remember
+                    self.workload_changed.pop(key, None)
+                else:
+                    self.workload_changed[key] = self.version
             if res in (KAIWOJOBS, KAIWOSERVICES, KAIWOCONFIGS):
                 self.workload_version += 1
                 for notify in self.workload_listeners:

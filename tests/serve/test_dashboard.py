@@ -5,7 +5,6 @@ test-artifacts/dashboard/ (gitignored)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,42 +14,21 @@ import pytest
 from admin_support import RunningApp, kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from e2e_support import wait_for
+from headless_chromium import start_chromium
 from test_auth import rbac_sandbox, secured  # noqa: F401  (fixtures: an RBAC sandbox, the admin app checking tokens)
 
 from kaiwo_ray.views.explain import ObjectRef
 from kaiwo_ray.views.nodes import GpuReading
 from kaiwo_sandbox.testing import RunningSandbox
-from serve.dashboard import CHART_JS
 from serve.state import AdminSettings
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "dashboard"
 NS = "dash"
 
 
-def _chromium() -> tuple[str, str]:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("chromium/chromedriver missing: run `make browser`")
-    if not CHART_JS.exists():
-        pytest.skip("Chart.js is not vendored: run `make vendor`")
-    return browser, driver
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    binary, driver_path = _chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1400,1000"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(60)
+    driver = start_chromium("1400,1000")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     yield driver
     driver.quit()

@@ -7,19 +7,18 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from headless_chromium import start_chromium
 
 from hosts.cli.main import main
 from kaiwo_ray.simulation.html import page_data, render_html
 from kaiwo_ray.simulation.report import Interval, Recording, WorkloadRecord, build_report, compare_reports
 from kaiwo_ray.simulation.trace import parse_trace
 from kaiwo_sandbox.testing import eventually
-from serve.dashboard import CHART_JS
 
 DATA = Path(__file__).parent / "data"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "simulate"
@@ -75,30 +74,9 @@ def test_the_page_is_self_contained_and_carries_the_figures() -> None:
     assert "<b>0.072 -&gt; 0.078</b>" in page and "q&lt;/script&gt;" in page  # changed figures in bold
 
 
-def _chromium() -> tuple[str, str]:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    if not browser or not driver:
-        pytest.skip("chromium/chromedriver missing: run `make browser`")
-    if not CHART_JS.exists():
-        pytest.skip("Chart.js is not vendored: run `make vendor`")
-    return browser, driver
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    binary, driver_path = _chromium()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1400,1800"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(60)
+    driver = start_chromium("1400,1800")
     yield driver
     driver.quit()
 
