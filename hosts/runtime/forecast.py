@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from hosts.runtime.simulator import SimulationInputs, run_simulation
+from hosts.runtime.simulator import Features, SimulationInputs, run_simulation
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.simulation.forecast import (
     QUANTILES,
@@ -41,18 +41,11 @@ def _node(node: Mapping[str, Any]) -> JsonObj:
                        "allocatable": dict(status.get("allocatable") or status.get("capacity") or {})}}
 
 
-# A forecast knows no workload's future GPU utilization, so it runs neither idle-GPU preemption nor
-# the resource monitor (their sections would switch them on in the simulation and treat every
-# running workload as idle); docs/simulate.md lists this among what an estimate cannot know.
-_NOT_FORECAST = ("gpuPreemption", "resourceMonitoring")
-
-
 def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
     if obj is None:
         return None
-    spec = {key: value for key, value in (obj.get("spec") or {}).items() if key not in _NOT_FORECAST}
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-            "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": spec}
+            "metadata": {"name": (obj.get("metadata") or {}).get("name")}, "spec": obj.get("spec") or {}}
 
 
 def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, Any]], queue_config: Mapping[str, Any],
@@ -69,7 +62,10 @@ def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, An
         if key not in simulated:  # every run time declared: the three scenarios are one
             recording = run_simulation(SimulationInputs(
                 trace=trace, nodes=node_objects, queue_config=_config(queue_config) or {},
-                kaiwo_config=_config(kaiwo_config), horizon_seconds=HORIZON_SECONDS))
+                kaiwo_config=_config(kaiwo_config), horizon_seconds=HORIZON_SECONDS,
+                # It knows no workload's future GPU utilization: no idle-GPU preemption, no resource
+                # monitor (with the cluster's sections on, every running job would count as idle).
+                features=Features()))
             by_line = {e.line: (e.workload.namespace, e.name) for e in trace}
             simulated[key] = {by_line[r.line]: r.started for r in recording.workloads}
         starts[q] = simulated[key]

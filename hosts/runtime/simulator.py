@@ -85,6 +85,8 @@ class SimulationInputs:
     # still pending ones are declared never to start (simulated seconds).
     settle_seconds: float = 600.0
     horizon_seconds: float | None = None  # stop here even if workloads still run (None: no limit)
+    # The opt-in controllers to run; None: as the KaiwoConfig's sections say (Features.of).
+    features: Features | None = None
 
 
 @dataclass(slots=True)
@@ -302,7 +304,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
                     raise SimulationError(f"{what}: the API server refused it: {err}", bad_input=True) from None
             from kaiwo_ray.controllers.manager import HostSettings
 
-            features = Features.of(inputs.kaiwo_config)
+            features = inputs.features if inputs.features is not None else Features.of(inputs.kaiwo_config)
             options = controller_options(features, client)
             # No leader election (one operator), and no coalescing window (requeues within it would only
             # add passes; the simulation reacts to every child event).
