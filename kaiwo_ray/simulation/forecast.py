@@ -1,11 +1,11 @@
 """When will a pending workload start (pure): the cluster's KaiwoJobs now, as traces a forward
-simulation replays (docs/simulate.md, "Estimated start times").
+simulation replays, and how sure that is (docs/simulate.md, "Estimated start times").
 
-A running KaiwoJob ends at its start + `spec.duration` when it declares one; else after a percentile
-of the run times of its user's finished KaiwoJobs, else of its queue's, else `DEFAULT_RUN_SECONDS`.
-Pending ones run for the same estimate once started. Three scenarios (the 10th, 50th and 90th
-percentile run times) give the earliest, likely and latest start; a scenario that is the same trace
-as another is simulated once.
+A KaiwoJob runs for its `spec.duration` when it declares one; else for a percentile of its user's
+(else its queue's) past run times, conditioned on how long it has already run. Three scenarios (the
+10th, 50th and 90th percentile run times) give the likely start (the 50th) and a span; that span,
+widened by how far the cluster's past estimates missed (conformal calibration, below), is the 80 %
+interval `earliest`..`latest`. A scenario that is the same trace as another is simulated once.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ SIDE_LEVEL = 1.0 - (1.0 - COVERAGE) / 2
 MIN_SCORES = 10
 """Past scores needed before they may widen the interval beyond the defaults."""
 DEFAULT_BELOW = 0.25
-DEFAULT_ABOVE = 1.0
+DEFAULT_ABOVE = 1.5
 """The least widening below and above the span, in horizons, measured with `benchmarks/forecast.py`:
 real starts fall after the span far more often (and further) than before it."""
 SCALE_FLOOR_SECONDS = 1800.0
