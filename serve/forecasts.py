@@ -8,8 +8,8 @@ runs the operator's clock in virtual time. A failed forecast is logged and the l
 
 Calibration: each pending KaiwoJob's first estimate is kept until the KaiwoJob starts; then how far
 that estimate missed (`score`) joins the last `MAX_SCORES` scores, which go to the next forecasts to
-widen their intervals into 80 % ones. They live in memory: a restarted admin API starts again from
-`DEFAULT_WIDENING` until `MIN_SCORES` of its estimates have started.
+widen their intervals into 80 % ones. They live in memory: a restarted admin API widens by the
+defaults alone (`DEFAULT_BELOW`, `DEFAULT_ABOVE`) until `MIN_SCORES` of its new estimates have started.
 """
 
 from __future__ import annotations
