@@ -11,7 +11,7 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from kubernetes.client.rest import ApiException
+from kubernetes.client import ApiException
 
 from kaiwo_sandbox.cluster.kueue import validation as v
 from kaiwo_sandbox.contracts import CLUSTERQUEUES, RESOURCEFLAVORS, ApiError, JsonObj
@@ -142,7 +142,7 @@ def test_the_api_server_refuses_it_over_http(sandbox_factory: Any, clients_facto
                                              tmp_path: Any) -> None:
     """kubectl and the `kubernetes` package get what a real cluster with Kueue answers; nothing is stored."""
     sb = sandbox_factory(cluster=("kueue",))
-    custom = kubernetes.client.CustomObjectsApi(clients_factory(sb).api)
+    custom: Any = kubernetes.client.CustomObjectsApi(clients_factory(sb).api)
     manifest = tmp_path / "cq.yaml"
     manifest.write_text(yaml.safe_dump(cq("org", lendingLimit=12)))
     done = subprocess.run([kubectl_bin, "--kubeconfig", str(sb.kubeconfig_path), "apply", "-f", str(manifest)],
