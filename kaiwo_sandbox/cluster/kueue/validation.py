@@ -78,9 +78,10 @@ def _dict(value: Any) -> JsonObj:
     return value if isinstance(value, dict) else {}
 
 
-def _cel(path: str, message: str) -> JsonObj:
-    """How the API server words a failed CEL rule on an object: `<path>: Invalid value: "object": <message>`."""
-    return fe.invalid(path, "object", message)
+def _cel(path: str, message: str, of: str = "object") -> JsonObj:
+    """How the API server words a failed CEL rule: `<path>: Invalid value: "object": <message>` (the
+    value is the schema type the rule is on, "array" for a list's rule)."""
+    return fe.invalid(path, of, message)
 
 
 def _reference(value: Any, path: str, causes: Causes) -> None:
@@ -119,6 +120,7 @@ def cluster_queue_schema_causes(obj: JsonObj) -> Causes:
     """The CRD's schema markers and CEL rules that a ClusterQueue breaks (a 422 when any)."""
     spec = _dict(obj.get("spec"))
     causes: Causes = []
+    cel: Causes = []  # the API server runs the CEL rules after the OpenAPI checks and lists them after
     groups = _list(spec.get("resourceGroups"))
     _items(groups, "spec.resourceGroups", causes, most=MAX_RESOURCE_GROUPS)
     if "cohortName" in spec or "cohort" in spec:
@@ -142,7 +144,7 @@ def cluster_queue_schema_causes(obj: JsonObj) -> Causes:
             _reference(flavor.get("name"), f"{fpath}.name", causes)
             _items(_list(flavor.get("resources")), f"{fpath}.resources", causes, most=MAX_GROUP_ITEMS, least=1)
         if any(len(_list(_dict(f).get("resources"))) != len(covered) for f in flavors):
-            causes.append(_cel(path, FLAVOR_RESOURCES_MISMATCH))
+            cel.append(_cel(path, FLAVOR_RESOURCES_MISMATCH))
     preemption = _dict(spec.get("preemption"))
     _enum(preemption.get("reclaimWithinCohort"), RECLAIM_POLICIES, "spec.preemption.reclaimWithinCohort", causes)
     _enum(preemption.get("withinClusterQueue"), WITHIN_CLUSTER_QUEUE_POLICIES,
@@ -151,7 +153,7 @@ def cluster_queue_schema_causes(obj: JsonObj) -> Causes:
     if isinstance(borrow, dict):
         _enum(borrow.get("policy"), BORROW_POLICIES, "spec.preemption.borrowWithinCohort.policy", causes)
         if preemption.get("reclaimWithinCohort", "Never") == "Never" and borrow.get("policy", "Never") != "Never":
-            causes.append(_cel("spec.preemption", RECLAIM_NEVER_BORROW))
+            cel.append(_cel("spec.preemption", RECLAIM_NEVER_BORROW))
     fungibility = _dict(spec.get("flavorFungibility"))
     for key in ("whenCanBorrow", "whenCanPreempt"):
         _enum(_fungibility(fungibility.get(key)), FUNGIBILITY_POLICIES, f"spec.flavorFungibility.{key}", causes)
@@ -159,12 +161,12 @@ def cluster_queue_schema_causes(obj: JsonObj) -> Causes:
         _enum(fungibility.get("preference"), FUNGIBILITY_PREFERENCES, "spec.flavorFungibility.preference", causes)
         if _fungibility(fungibility.get("whenCanBorrow")) != "TryNextFlavor" or \
                 _fungibility(fungibility.get("whenCanPreempt")) != "TryNextFlavor":
-            causes.append(_cel("spec.flavorFungibility", PREFERENCE_NEEDS_TRY_NEXT))
+            cel.append(_cel("spec.flavorFungibility", PREFERENCE_NEEDS_TRY_NEXT))
     if not _cohort(spec) and any("borrowingLimit" in _dict(r)
                                  for g in groups for f in _list(_dict(g).get("flavors"))
                                  for r in _list(_dict(f).get("resources"))):
-        causes.append(_cel("spec", BORROWING_WITHOUT_COHORT))
-    return causes
+        cel.append(_cel("spec", BORROWING_WITHOUT_COHORT))
+    return causes + cel
 
 
 def cluster_queue_webhook_causes(obj: JsonObj) -> Causes:
@@ -311,13 +313,14 @@ def resource_flavor_schema_causes(obj: JsonObj, old: JsonObj | None = None) -> C
     """ResourceFlavorSpec's markers and CEL rules."""
     spec = _dict(obj.get("spec"))
     causes: Causes = []
+    cel: Causes = []
     labels = _dict(spec.get("nodeLabels"))
     if len(labels) > MAX_FLAVOR_LABELS:
         causes.append(fe.too_many("spec.nodeLabels", len(labels), MAX_FLAVOR_LABELS))
     taints = _list(spec.get("nodeTaints"))
     _items(taints, "spec.nodeTaints", causes, most=MAX_FLAVOR_TAINTS)
     if any(_dict(t).get("effect") not in TAINT_EFFECTS for t in taints):
-        causes.append(fe.invalid("spec.nodeTaints", taints, TAINT_EFFECT_MESSAGE))
+        cel.append(_cel("spec.nodeTaints", TAINT_EFFECT_MESSAGE, "array"))
     tolerations = _list(spec.get("tolerations"))
     _items(tolerations, "spec.tolerations", causes, most=MAX_FLAVOR_TAINTS)
     toleration_rules: tuple[tuple[Callable[[JsonObj], bool], str], ...] = (
@@ -333,15 +336,15 @@ def resource_flavor_schema_causes(obj: JsonObj, old: JsonObj | None = None) -> C
     )
     for rule, message in toleration_rules:
         if not all(rule(_dict(t)) for t in tolerations):
-            causes.append(fe.invalid("spec.tolerations", tolerations, message))
+            cel.append(_cel("spec.tolerations", message, "array"))
     if spec.get("topologyName"):
         _reference(spec.get("topologyName"), "spec.topologyName", causes)
         if not labels:
-            causes.append(_cel("spec", TOPOLOGY_NEEDS_LABELS))
+            cel.append(_cel("spec", TOPOLOGY_NEEDS_LABELS))
     old_spec = _dict((old or {}).get("spec"))
     if old_spec.get("topologyName") and old_spec.get("topologyName") != spec.get("topologyName"):
-        causes.append(_cel("spec", "topologyName is immutable when topologyName is set"))
-    return causes
+        cel.append(_cel("spec", "topologyName is immutable when topologyName is set"))
+    return causes + cel
 
 
 def resource_flavor_webhook_causes(obj: JsonObj) -> Causes:

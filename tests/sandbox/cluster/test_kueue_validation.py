@@ -133,6 +133,11 @@ def test_resource_flavor_taints_and_topology() -> None:
     topology = {**flavor, "spec": {"topologyName": "rack"}}
     assert refusal(topology).message.endswith('spec: Invalid value: "object": at least one nodeLabel is required '
                                               "when topology is set")
+    tolerating = {**flavor, "spec": {"tolerations": [{"key": "gpu", "operator": "Exists", "tolerationSeconds": 5}]}}
+    err = refusal(tolerating)
+    assert err.code == 422 and err.message == (
+        'ResourceFlavor.kueue.x-k8s.io "f" is invalid: spec.tolerations: Invalid value: "array": '
+        "effect must be 'NoExecute' when 'tolerationSeconds' is set")
     old = {**flavor, "spec": {"nodeLabels": {"a": "b"}, "topologyName": "rack"}}
     moved = {**flavor, "spec": {"nodeLabels": {"a": "b"}, "topologyName": "zone"}}
     assert "topologyName is immutable when topologyName is set" in refusal(moved, old).message
