@@ -26,9 +26,10 @@ from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, KubeError
+from kaiwo_ray.simulation.refusal import queue_config_refusal
 from kaiwo_ray.simulation.report import IDLE_GPU_PREEMPTION, Interval, Recording, WorkloadRecord
 from kaiwo_ray.simulation.trace import GPU_RESOURCE, TraceEntry
-from kaiwo_sandbox.contracts import CLUSTERQUEUES, WORKLOADS, JsonObj, WatchEvent
+from kaiwo_sandbox.contracts import CLUSTERQUEUES, EVENTS, GVR, WORKLOADS, JsonObj, WatchEvent
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ TRACE_LINE = "simulate.kaiwo-ray.dev/trace-line"
 # namespaces carry this annotation, as an admin opting a team in would set it.
 GPU_PREEMPTION_OPT_IN = "kaiwo.silogen.ai/gpu-preemption.enabled"
 GPUWORKLOAD_PREEMPTING = frozenset({"Preempting", "Preempted"})
+KAIWOQUEUECONFIGS_GVR = GVR(R.KAIWOQUEUECONFIGS.group, R.KAIWOQUEUECONFIGS.version, R.KAIWOQUEUECONFIGS.plural)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +280,28 @@ async def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
         await asyncio.sleep(1.0)
 
 
+async def _queues_ready(sandbox: Sandbox, queue_config: JsonObj) -> None:
+    """Wait until the configuration's ClusterQueues exist and the operator has synced it (READY or
+    FAILED); a refusal it reported (Kueue's webhook or CRD rules, an unusable KaiwoQueueConfig) stops
+    the run at once with Kueue's reason (`kaiwo_ray.simulation.refusal`)."""
+    queues = {q.get("name") for q in (queue_config.get("spec") or {}).get("clusterQueues") or []}
+    name = str((queue_config.get("metadata") or {}).get("name") or "")
+
+    def refusal() -> str | None:
+        return queue_config_refusal(sandbox.store.refs(EVENTS), name)
+
+    def synced() -> bool:
+        stored = next((o for o in sandbox.store.refs(KAIWOQUEUECONFIGS_GVR) if o["metadata"]["name"] == name), None)
+        status = ((stored or {}).get("status") or {}).get("status")
+        return status in ("READY", "FAILED") and queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)}
+
+    await _until(lambda: refusal() is not None or synced(), 600.0,
+                 f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+    reason = refusal()
+    if reason is not None:
+        raise SimulationError(f"--queue-config: {reason}", bad_input=True)
+
+
 async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None,
                    recorder: Recorder | None = None) -> Recording:
     """Replay the trace; must run on a VirtualTimeLoop (`run_simulation`)."""
@@ -311,9 +335,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             operator = Operator(list(options), HostSettings(
                 kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0, controller_options=options))
             await operator.start()
-            queues = {q.get("name") for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
-            await _until(lambda: queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)},
-                         600.0, f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+            await _queues_ready(sandbox, inputs.queue_config)
             opt_in = {GPU_PREEMPTION_OPT_IN: "true"} if features.gpu_preemption else {}
             for namespace in sorted({e.workload.namespace for e in inputs.trace}):
                 await _create(client, R.NAMESPACES, {"metadata": {"name": namespace, "annotations": opt_in}})
