@@ -128,6 +128,44 @@ def test_export_of_finished_kaiwojobs_replays_in_simulate(cluster: OperatorSandb
     assert all(w["started"] is not None for w in report["workloads"])
 
 
+def test_export_of_a_finished_ray_kaiwojob_replays_as_a_rayjob(cluster: OperatorSandbox, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ray KaiwoJob (2 workers of 1 GPU) runs through the sandbox's Kueue and KubeRay: its Ray job
+    (the submitter) sleeps 3 s. Its pods are gone when it ends; the export takes its run from its
+    RayJob and writes a `rayjob` line, which `simulate` replays for that long."""
+    kube = cluster.target.kube
+    config = yaml.safe_load(QUEUES.read_text())
+    kube.patch("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", {"spec": config["spec"]})
+    eventually(lambda: kube.get(kube.kueue_api, "ClusterQueue", "team-a"), 15, "ClusterQueue team-a")
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "export-ray"}})
+    before = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    # Ray pods start and turn ready at once (KubeRay's readiness probe would wait 10 s).
+    annotations = {"sandbox.kaiwo-ray.dev/start-seconds": "0", "sandbox.kaiwo-ray.dev/ready-seconds": "0"}
+    kube.create({"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+                 "metadata": {"name": "r1", "namespace": "export-ray", "annotations": annotations},
+                 "spec": {"user": "alice", "clusterQueue": "team-a", "ray": True, "replicas": 2, "gpusPerReplica": 1,
+                          "gpus": 2, "gpuVendor": "amd", "image": "simulated", "entrypoint": "sleep 3",
+                          "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                        "limits": {"cpu": "2", "memory": "4Gi"}}}})
+    eventually(lambda: ((kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "r1", "export-ray") or {})
+                        .get("status") or {}).get("status") == "COMPLETE", 30, "r1 COMPLETE")
+    out = tmp_path / "ray.jsonl"
+    code = main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export-ray",
+                 "--since", before.isoformat().replace("+00:00", "Z"), "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    [line] = [json.loads(text) for text in out.read_text().splitlines()]
+    assert {k: line[k] for k in ("name", "user", "queue", "kind", "replicas", "gpus", "cpu", "memory")} == {
+        "name": "r1", "user": "alice", "queue": "team-a", "kind": "rayjob", "replicas": 2, "gpus": 1,
+        "cpu": "2", "memory": "4Gi"}, line
+    # The RayJob's span: its cluster's start, the submitter's pod start (0.5 s) and the 3 s job, in
+    # whole-second stamps, on a loaded machine.
+    assert 3 <= line["duration"] <= 6, line
+    capsys.readouterr()
+    assert main(["simulate", "--trace", str(out), "--queue-config", str(QUEUES), "-o", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["workloads"]
+    assert row["started"] is not None and row["finished"] - row["started"] == line["duration"], row
+
+
 def test_bad_since_and_unreachable_cluster_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "export", "--since", "last tuesday"]) == 2
     err = capsys.readouterr().err
