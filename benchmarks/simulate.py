@@ -6,7 +6,8 @@ durations with a 30-minute median, 10 % idle) on one ClusterQueue holding every 
 workloads span a simulated week, the issue's target scenario (#37: 10,000 workloads over a simulated week
 on 100 nodes of 8 GPUs in <= 10 minutes on the 2-core machine).
 Run: `.venv/bin/python benchmarks/simulate.py` (1,000 workloads; `--scale 10000`, `--scale 50000` for the
-bigger runs, `--scale 1000,10000` for several). Prints wall seconds, simulated seconds per wall second
+bigger runs, `--scale 1000,10000` for several; `--rayjob-share 0.2` makes that share of the same trace
+rayjobs: a RayJob of a head and one GPU worker each, through the simulated KubeRay). Prints wall seconds, simulated seconds per wall second
 and workloads per wall second, each on its own line.
 """
 
@@ -54,18 +55,21 @@ def queue_config(gpus: int) -> dict[str, object]:
                           "flavors": [{"name": "mi300x-pool", "resources": quota}]}]}}]}}
 
 
-def measure(workloads: int, nodes: int, seed: int) -> None:
-    trace = [TraceEntry(i + 1, w) for i, w in enumerate(generate(GeneratorSettings(workloads=workloads, seed=seed)))]
+def measure(workloads: int, nodes: int, seed: int, rayjob_share: float = 0.0) -> None:
+    settings = GeneratorSettings(workloads=workloads, seed=seed, rayjob_share=rayjob_share)
+    trace = [TraceEntry(i + 1, w) for i, w in enumerate(generate(settings))]
+    rayjobs = sum(1 for entry in trace if entry.workload.kind == "rayjob")
     inputs = SimulationInputs(trace, gpu_nodes(nodes), queue_config(8 * nodes))
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     recording = run_simulation(inputs)
-    wall = time.perf_counter() - began
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     started = sum(1 for record in recording.workloads if record.started is not None)
     finished = sum(1 for record in recording.workloads if record.finished is not None)
     # The target's pace: 10,000 workloads in 600 s is 16.7 workloads per wall second.
     pace = TARGET_WORKLOADS / TARGET_WALL_SECONDS
-    print(f"simulate_{workloads}_wall: {wall:.1f} s for {workloads} workloads on {nodes} nodes x 8 GPUs "
-          f"({started} started, {finished} finished, {recording.ended / 3600:.1f} simulated hours)")
+    print(f"simulate_{workloads}_wall: {wall:.1f} s for {workloads} workloads ({rayjobs} rayjobs) on {nodes} nodes "
+          f"x 8 GPUs ({started} started, {finished} finished, {recording.ended / 3600:.1f} simulated hours)")
+    print(f"simulate_{workloads}_cpu: {cpu:.1f} s of CPU (this process; steadier than wall time on a shared machine)")
     print(f"simulate_{workloads}_speed: {recording.ended / wall:.0f} simulated s per wall s "
           f"(target >= {WEEK / TARGET_WALL_SECONDS:.0f}: a week in 10 minutes)")
     print(f"simulate_{workloads}_rate: {workloads / wall:.1f} workloads per wall s (target >= {pace:.1f}: "
@@ -78,9 +82,11 @@ def main() -> int:
     parser.add_argument("--scale", default="1000", help="workload counts, comma-separated (default 1000)")
     parser.add_argument("--nodes", type=int, default=100, help="8-GPU nodes (default 100)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rayjob-share", type=float, default=0.0,
+                        help="share of the workloads that are rayjobs (default 0)")
     args = parser.parse_args()
     for count in (int(part) for part in args.scale.split(",")):
-        measure(count, args.nodes, args.seed)
+        measure(count, args.nodes, args.seed, args.rayjob_share)
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.simulation.shape import kaiwojob_shape
 from kaiwo_ray.simulation.trace import TraceEntry, TraceWorkload
 
 DEFAULT_RUN_SECONDS = 3600.0
@@ -51,6 +52,8 @@ class Job:
     created: datetime
     started: datetime | None
     declared: float | None  # spec.duration in seconds
+    kind: Literal["job", "rayjob"] = "job"
+    replicas: int = 1  # pods of a job, GPU workers of a rayjob; `gpus`, `cpu`, `memory` are each pod's
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,12 +89,13 @@ def _time(text: object) -> datetime | None:
 
 
 def _job(obj: Mapping[str, Any]) -> Job | None:
-    """The forecast's view of a one-pod KaiwoJob; None for what it cannot model (Ray, several replicas)."""
+    """The forecast's view of a KaiwoJob, batch (one pod, or `spec.job`'s pods) or Ray (a head and GPU
+    workers), shaped as `kaiwo_ray.simulation.shape` reads it; None without a creation time."""
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     created = _time(meta.get("creationTimestamp"))
-    if created is None or spec.get("ray") or (spec.get("replicas") or 1) != 1:
+    if created is None:
         return None
     declared: float | None = None
     if isinstance(spec.get("duration"), str):
@@ -100,13 +104,14 @@ def _job(obj: Mapping[str, Any]) -> Job | None:
         except ValueError:
             declared = None
     requests = (spec.get("resources") or {}).get("requests") or {}
-    gpus = spec.get("gpus")
+    shape = kaiwojob_shape(spec)
     vendor: Literal["amd", "nvidia"] = "nvidia" if spec.get("gpuVendor") == "nvidia" else "amd"
     return Job(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
                user=str(spec.get("user") or "unknown"), queue=str(spec.get("clusterQueue") or "kaiwo"),
-               priority=spec.get("priorityClass") or None, gpus=gpus if isinstance(gpus, int) else 0,
+               priority=spec.get("priorityClass") or None, gpus=shape.gpus,
                gpu_vendor=vendor, cpu=str(requests.get("cpu") or "1"), memory=str(requests.get("memory") or "1Gi"),
-               created=created, started=_time(status.get("startTime")), declared=declared)
+               created=created, started=_time(status.get("startTime")), declared=declared,
+               kind=shape.kind, replicas=shape.replicas)
 
 
 def cluster_state(kaiwojobs: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -193,8 +198,9 @@ def forecast_trace(state: ClusterState, now: datetime, q: float) -> list[TraceEn
 
 def _workload(job: Job, submit: float, duration: float) -> TraceWorkload:
     return TraceWorkload(name=job.name, namespace=job.namespace, submit=submit, user=job.user, queue=job.queue,
-                         priority=job.priority, gpus=job.gpus, gpu_vendor=job.gpu_vendor, cpu=job.cpu,
-                         memory=job.memory, duration=duration, declared_duration=job.declared)
+                         priority=job.priority, kind=job.kind, replicas=job.replicas, gpus=job.gpus,
+                         gpu_vendor=job.gpu_vendor, cpu=job.cpu, memory=job.memory, duration=duration,
+                         declared_duration=job.declared)
 
 
 def estimates(state: ClusterState, now: datetime,

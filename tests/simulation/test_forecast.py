@@ -72,11 +72,12 @@ def test_the_trace_runs_what_is_left_of_the_running_jobs_then_the_pending_ones_i
         kaiwojob("late", "PENDING", NOW - timedelta(minutes=1)),
         kaiwojob("early", "PENDING", NOW - timedelta(minutes=9), duration="10m"),
         kaiwojob("run", "RUNNING", NOW - timedelta(hours=1), started=NOW - timedelta(minutes=30), duration="1h"),
-        kaiwojob("ray", "PENDING", NOW) | {"spec": {"ray": True, "user": "x"}},  # not modelled
+        kaiwojob("ray", "PENDING", NOW) | {"spec": {"ray": True, "user": "x"}},  # a rayjob (tests/simulation/test_kinds.py)
     ])
     trace = forecast_trace(state, NOW, 0.5)
     assert [(e.name, e.workload.submit, e.workload.duration) for e in trace] == [
-        ("run", 0.0, 1800.0), ("early", 1.0, 600.0), ("late", 2.0, pytest.approx(DEFAULT_RUN_SECONDS))]
+        ("run", 0.0, 1800.0), ("early", 1.0, 600.0), ("late", 2.0, pytest.approx(DEFAULT_RUN_SECONDS)),
+        ("ray", 3.0, pytest.approx(DEFAULT_RUN_SECONDS))]
 
 
 def test_a_pending_job_starts_when_the_running_one_it_waits_for_ends() -> None:
