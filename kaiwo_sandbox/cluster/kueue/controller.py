@@ -36,7 +36,6 @@ from kaiwo_sandbox.cluster.kueue.cache import (
     SCHEDULE,
     STATUS,
     KueueCache,
-    PendingQueue,
     WorkloadInfo,
     WorkloadKey,
     status_condition,
