@@ -24,7 +24,8 @@ the grace period, the pending threshold) and runs dev with `--gpu-preemption-int
 `--telemetry-interval` F s (one GPU sample per simulated second).
 
 Run: `.venv/bin/python benchmarks/simulate_faithful.py` (30 workloads, time factor 0.2, about 2
-minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 8 minutes).
+minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 20 minutes: 7 live, the
+simulation's 2-second GPU preemption polls 10 more); `--save FILE` writes both recordings.
 """
 
 from __future__ import annotations
