@@ -8,7 +8,10 @@ quota each in one cohort (tests/simulation/data/cohort.yaml: each borrows what t
 the sandbox's default nodes (16 MI300X); 1/2/4/8 GPUs, durations log-normal (median 40 s, 10..200 s),
 one arrival every 10 s on average (about the cluster's capacity: queues form and drain), every
 workload busy (50-100 %); a seeded 20 % of team-a's workloads have priority `high` and preempt lower
-ones within team-a. The live run submits each line as the simulator's KaiwoJob at `submit * F` wall
+ones within team-a. The operator preempts too (unless `--plain`): a seeded 15 % of the workloads
+declare a `duration` of half their run time (at least 10 s; terminated when it is past and another
+workload waits), and 10 % hold their GPUs at 0 % (idle-GPU preemption on, threshold 5 %, grace period
+30 s, policy OnPressure, polled every 2 simulated seconds in both runs). The live run submits each line as the simulator's KaiwoJob at `submit * F` wall
 seconds and stamps each Kueue Workload's admission and eviction from a watch, with this process's
 monotonic clock / F (hosts/runtime/live_replay.py).
 
@@ -16,14 +19,20 @@ Figures: per workload |start_live - start_sim| against max(2 % of the simulated 
 tolerance); the share within (target 100 %), the worst offenders, and whether the same workloads were
 preempted in the same order (target: yes).
 
+The live run scales what the operator times by F (hosts/runtime/live_replay.py: declared durations,
+the grace period, the pending threshold) and runs dev with `--gpu-preemption-interval` 2 * F s and
+`--telemetry-interval` F s (one GPU sample per simulated second).
+
 Run: `.venv/bin/python benchmarks/simulate_faithful.py` (30 workloads, time factor 0.2, about 2
-minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 8 minutes).
+minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 20 minutes: 7 live, the
+simulation's 2-second GPU preemption polls 10 more); `--save FILE` writes both recordings.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import signal
@@ -31,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -38,26 +48,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml
 
 from hosts.runtime.live_replay import replay_live
-from hosts.runtime.simulator import SimulationInputs, run_simulation
+from hosts.runtime.simulator import Features, SimulationInputs, run_simulation
 from kaiwo_ray.nodes import default_nodes
-from kaiwo_ray.simulation.faithful import compare
+from kaiwo_ray.simulation.faithful import compare, divergence
 from kaiwo_ray.simulation.generate import GeneratorSettings, generate
 from kaiwo_ray.simulation.trace import TraceEntry, parse_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUES = ROOT / "tests" / "simulation" / "data" / "cohort.yaml"
 READY = "kaiwo-ray dev is ready"
+POLLING_SECONDS = 2.0  # simulated seconds between idle-GPU preemption polls, both runs
+KAIWO_CONFIG = {"apiVersion": "config.kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoConfig",
+                "metadata": {"name": "kaiwo"},
+                "spec": {"gpuPreemption": {"defaultThreshold": 5, "defaultGracePeriod": "30s",
+                                           "defaultPolicy": "OnPressure"}}}
 
 
-def make_trace(workloads: int, seed: int) -> list[TraceEntry]:
+def make_trace(workloads: int, seed: int, plain: bool = False) -> list[TraceEntry]:
     settings = GeneratorSettings(workloads=workloads, rate_per_hour=360.0, queues=("team-a", "team-b"),
                                  duration_median=40.0, duration_sigma=0.8, duration_min=10.0,
-                                 duration_max=200.0, idle_fraction=0.0, seed=seed)
+                                 duration_max=200.0, idle_fraction=0.0 if plain else 0.1, seed=seed)
     chooser = random.Random(seed + 1)
+    declarer = random.Random(seed + 2)
     entries = []
     for line, workload in enumerate(generate(settings), start=1):
         if workload.queue == "team-a" and chooser.random() < 0.2:
             workload = workload.model_copy(update={"priority": "high"})
+        if not plain and declarer.random() < 0.15:
+            declared = max(10.0, round(workload.duration / 2, 1))
+            if declared < workload.duration:
+                workload = workload.model_copy(update={"declared_duration": declared})
         entries.append(TraceEntry(line, workload))
     return entries
 
@@ -66,7 +86,9 @@ def start_dev(scratch: Path, time_factor: float) -> tuple[subprocess.Popen[bytes
     kubeconfig = scratch / "kubeconfig"
     log = scratch / "dev.log"
     command = [sys.executable, "-m", "hosts.cli.main", "dev", "--kubeconfig", str(kubeconfig),
-               "--time-factor", repr(time_factor), "--no-admin"]
+               "--time-factor", repr(time_factor), "--no-admin",
+               "--gpu-preemption-interval", f"{POLLING_SECONDS * time_factor:.3f}s",
+               "--telemetry-interval", repr(time_factor)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -95,15 +117,24 @@ def main() -> int:
     parser.add_argument("--trace", type=Path, help="take this trace (queues team-a, team-b) instead")
     parser.add_argument("--time-factor", type=float, default=0.2, help="wall seconds per simulated second")
     parser.add_argument("--seed", type=int, default=37)
+    parser.add_argument("--save", type=Path, help="write both recordings here (JSON) for a closer look")
+    parser.add_argument("--plain", action="store_true",
+                        help="no operator preemption: no declared durations, no idle workloads, GPU preemption off")
     args = parser.parse_args()
     if args.trace is not None:
         with args.trace.open(encoding="utf-8") as lines:
             trace = parse_trace(lines)
     else:
-        trace = make_trace(args.scale, args.seed)
-    inputs = SimulationInputs(trace, default_nodes(), yaml.safe_load(QUEUES.read_text()), settle_seconds=120.0)
+        trace = make_trace(args.scale, args.seed, args.plain)
+    features = Features(gpu_preemption=not args.plain, gpu_preemption_polling=POLLING_SECONDS)
+    inputs = SimulationInputs(trace, default_nodes(), yaml.safe_load(QUEUES.read_text()),
+                              kaiwo_config=None if args.plain else KAIWO_CONFIG, settle_seconds=120.0,
+                              features=features)
     span = max(e.workload.submit for e in trace)
-    print(f"trace: {len(trace)} workloads over {span:.0f} simulated s; time factor {args.time_factor}")
+    declared = sum(1 for e in trace if e.workload.declared_duration is not None)
+    idle = sum(1 for e in trace if e.workload.gpus and all(s.percent == 0 for s in e.workload.utilization))
+    print(f"trace: {len(trace)} workloads over {span:.0f} simulated s ({declared} with a declared duration, "
+          f"{idle} idle); time factor {args.time_factor}")
 
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kaiwo-faithful-") as scratch:
@@ -142,6 +173,10 @@ def main() -> int:
     if not result.same_preemptions:
         print(f"  preempted live:      {[sorted(g) for g in result.preemptions_live]}")
         print(f"  preempted simulated: {[sorted(g) for g in result.preemptions_simulated]}")
+    for line in divergence(live, simulated, result):
+        print(line)
+    if args.save is not None:
+        args.save.write_text(json.dumps({"live": asdict(live), "simulated": asdict(simulated)}))
     return 0
 
 

@@ -6,6 +6,13 @@ Each trace line becomes the KaiwoJob the simulator submits (`simulator.kaiwojob`
 `submit * time_factor` wall seconds after the first. The Kueue Workloads are watched, and the
 simulator's own Recorder stamps their admissions, evictions and ends with this process's monotonic
 clock divided by the time factor (the API's timestamps are whole seconds: too coarse at 0.1).
+
+The sandbox scales what it simulates (run times, GPU utilization profiles) by its time factor; the
+operator measures wall time. So what the operator times is scaled here (`scaled_kaiwojob`,
+`scaled_kaiwo_config`): each KaiwoJob's `spec.duration`, and the KaiwoConfig's idle-GPU grace period
+and pending threshold for duration preemption are `time_factor` times the trace's. The operator's GPU
+preemption polling interval is the live cluster's setting (`kaiwo-ray dev --gpu-preemption-interval`).
+With idle-GPU preemption on, the trace's namespaces are opted in, as the simulation does.
 """
 
 from __future__ import annotations
@@ -14,13 +21,27 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
-from hosts.runtime.simulator import Recorder, SimulationError, SimulationInputs, kaiwojob
+from hosts.runtime.simulator import (
+    GPU_PREEMPTION_OPT_IN,
+    Features,
+    Recorder,
+    SimulationError,
+    SimulationInputs,
+    kaiwojob,
+)
+from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists
 from kaiwo_ray.simulation.report import Recording
-from kaiwo_sandbox.contracts import WORKLOADS, JsonObj, WatchEvent
+from kaiwo_ray.simulation.trace import TraceEntry
+from kaiwo_sandbox.contracts import GVR, WORKLOADS, JsonObj, WatchEvent
+
+# What the operator times, with the defaults it falls back on: (section, field, default).
+TIMED_SETTINGS = (("scheduling", "pendingThresholdForPreemption", "5m"),
+                  ("gpuPreemption", "defaultGracePeriod", "10m"))
 
 
 @dataclass
@@ -33,19 +54,48 @@ class LiveRecorder(Recorder):
         return (time.monotonic() - self.origin) / self.time_factor
 
 
-async def _watch_workloads(client: KubeClient, recorder: LiveRecorder) -> None:
+def _seconds(value: float) -> str:
+    return f"{value:.3f}s"
+
+
+def scaled_kaiwojob(entry: TraceEntry, time_factor: float) -> JsonObj:
+    """The simulator's KaiwoJob, its declared duration in wall seconds."""
+    body = kaiwojob(entry)
+    declared = entry.workload.declared_duration
+    if declared is not None:
+        body["spec"]["duration"] = _seconds(declared * time_factor)
+    return body
+
+
+def scaled_kaiwo_config(body: JsonObj, time_factor: float) -> JsonObj:
+    """The KaiwoConfig with what the operator times in wall seconds: the pending threshold for duration
+    preemption, and with a `gpuPreemption` section its default grace period (defaults made explicit)."""
+    spec = {key: dict(value) if isinstance(value, dict) else value for key, value in (body.get("spec") or {}).items()}
+    for section, name, default in TIMED_SETTINGS:
+        if section == "gpuPreemption" and not isinstance(spec.get(section), dict):
+            continue
+        part = spec.setdefault(section, {})
+        simulated = parse_go_duration(str(part.get(name) or default)) / timedelta(seconds=1)
+        part[name] = _seconds(simulated * time_factor)
+    return {**body, "spec": spec}
+
+
+async def _watch(client: KubeClient, res: R.Resource, recorder: LiveRecorder) -> None:
+    """Feed the recorder one kind's changes (Kueue Workloads; the operator's KaiwoJobs and GpuWorkloads,
+    whose conditions and phases tell why the operator ended a workload)."""
+    gvr = WORKLOADS if res == R.WORKLOADS else GVR(res.group, res.version, res.plural)
     while True:
-        listing = await client.list(R.WORKLOADS)
+        listing = await client.list(res)
         for item in listing.get("items") or []:
-            recorder.on_event(WatchEvent("ADDED", WORKLOADS, item))
+            recorder.on_event(WatchEvent("ADDED", gvr, item))
         version = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
-        async for event in client.watch(R.WORKLOADS, resource_version=version, timeout_seconds=3600):
+        async for event in client.watch(res, resource_version=version, timeout_seconds=3600):
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":
                 break  # relist
             if kind in ("ADDED", "MODIFIED", "DELETED"):
-                recorder.on_event(WatchEvent(kind, WORKLOADS, obj))
+                recorder.on_event(WatchEvent(kind, gvr, obj))
 
 
 async def _create_or_replace(client: KubeClient, res: R.Resource, body: JsonObj) -> None:
@@ -67,31 +117,37 @@ async def replay_live(kubeconfig: str, inputs: SimulationInputs, time_factor: fl
     loop = asyncio.get_running_loop()
     recorder = LiveRecorder(loop, time_factor=time_factor)
     client = await KubeClient.from_kubeconfig(kubeconfig)
-    watcher: asyncio.Task[None] | None = None
+    watchers: list[asyncio.Task[None]] = []
+    features = inputs.features if inputs.features is not None else Features.of(inputs.kaiwo_config)
+    kaiwo_config = None if inputs.kaiwo_config is None else scaled_kaiwo_config(inputs.kaiwo_config, time_factor)
     try:
-        for res, body in ((R.KAIWOCONFIGS, inputs.kaiwo_config), (R.KAIWOQUEUECONFIGS, inputs.queue_config)):
+        for res, body in ((R.KAIWOCONFIGS, kaiwo_config), (R.KAIWOQUEUECONFIGS, inputs.queue_config)):
             if body is not None:
                 await _create_or_replace(client, res, body)
         queues = {str(q.get("name")) for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
         async with asyncio.timeout(60.0):
             while not queues <= {o["metadata"]["name"] for o in (await client.list(R.CLUSTERQUEUES))["items"]}:
                 await asyncio.sleep(0.1)
+        opt_in = {GPU_PREEMPTION_OPT_IN: "true"} if features.gpu_preemption else {}
         for namespace in sorted({e.workload.namespace for e in inputs.trace}):
             with contextlib.suppress(AlreadyExists):
-                await client.create(R.NAMESPACES, {"metadata": {"name": namespace}})
+                await client.create(R.NAMESPACES, {"metadata": {"name": namespace, "annotations": opt_in}})
+            if opt_in:  # the namespace may have been there already (default)
+                await client.patch(R.NAMESPACES, namespace, {"metadata": {"annotations": opt_in}})
         for entry in inputs.trace:
             recorder.expect(entry)
         recorder.origin = time.monotonic()
-        watcher = asyncio.ensure_future(_watch_workloads(client, recorder))
+        watchers = [asyncio.ensure_future(_watch(client, res, recorder))
+                    for res in (R.WORKLOADS, R.KAIWOJOBS, R.GPUWORKLOADS)]
         async with asyncio.timeout(timeout_seconds):
             for entry in sorted(inputs.trace, key=lambda e: (e.workload.submit, e.line)):
                 due = recorder.origin + entry.workload.submit * time_factor
                 if due > time.monotonic():
                     await asyncio.sleep(due - time.monotonic())
                 recorder.submitted(entry)
-                await client.create(R.KAIWOJOBS, kaiwojob(entry), entry.workload.namespace)
+                await client.create(R.KAIWOJOBS, scaled_kaiwojob(entry, time_factor), entry.workload.namespace)
             total = len(inputs.trace)
-            while recorder.finished < total:
+            while recorder.finished + recorder.terminated < total:
                 recorder.changed.clear()
                 try:
                     async with asyncio.timeout(inputs.settle_seconds * time_factor):
@@ -101,12 +157,13 @@ async def replay_live(kubeconfig: str, inputs: SimulationInputs, time_factor: fl
                         return recorder.recording(recorder.last_change)
         return recorder.recording(recorder.now())
     except TimeoutError:
-        waiting = sorted(t.record.name for t in recorder.by_name.values() if t.record.finished is None)
+        waiting = sorted(t.record.name for t in recorder.by_name.values()
+                         if t.record.finished is None and t.record.terminated is None)
         raise SimulationError(f"the live replay did not finish within {timeout_seconds:.0f}s: "
                               f"{recorder.finished} finished, {recorder.running} running, not finished: "
                               f"{', '.join(waiting)}") from None
     finally:
-        if watcher is not None:
+        for watcher in watchers:
             watcher.cancel()
             with contextlib.suppress(BaseException):
                 await watcher

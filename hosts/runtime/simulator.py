@@ -68,6 +68,8 @@ class Features:
 
     gpu_preemption: bool = False
     resource_monitoring: bool = False
+    # Simulated seconds between idle-GPU preemption polls (the operator's GPU_PREEMPTION_POLLING_INTERVAL).
+    gpu_preemption_polling: float = 15.0
 
     @staticmethod
     def of(kaiwo_config: JsonObj | None) -> Features:
@@ -305,7 +307,8 @@ def controller_options(features: Features, client: KubeClient) -> dict[str, dict
                                                        watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
     options: dict[str, dict[str, Any]] = {name: dict(informers) for name in CONTROLLERS}
     if features.gpu_preemption:
-        options["gpuworkload"] = {**informers, "settings": GpuPreemptionSettings(enabled=True),
+        options["gpuworkload"] = {**informers, "settings": GpuPreemptionSettings(
+            enabled=True, polling_interval=features.gpu_preemption_polling),
                                   "source": SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0))}
     if features.resource_monitoring:
         options["resourcemonitor"] = {**informers, "settings": MonitorSettings(enabled=True),

@@ -28,6 +28,16 @@ from kaiwo_ray.kube.stats import QueueStats
 K = TypeVar("K", bound=Hashable)
 
 
+def loop_time() -> float:
+    """The running event loop's clock (`time.monotonic()` outside one). The queue's timers are the
+    loop's, so its deadlines must be on the same clock: in a simulation's virtual-time loop
+    (`kaiwo-ray simulate`) a deadline on the wall clock is never reached, as the loop jumps ahead of it."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 @dataclass(slots=True)
 class Backoff:
     """Per-key exponential backoff: base * 2**failures, capped."""
@@ -57,7 +67,7 @@ class TokenBucket:
 
     rate: float = 10.0
     burst: float = 100.0
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = loop_time
     _tokens: float | None = None  # None until first use; negative = reservations in debt
     _last: float = 0.0
 
@@ -72,7 +82,7 @@ class TokenBucket:
 
 class WorkQueue(Generic[K]):
     def __init__(self, *, backoff: Backoff | None = None, bucket: TokenBucket | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = loop_time) -> None:
         self._clock = clock
         self._backoff = backoff or Backoff()
         self._bucket = bucket or TokenBucket(clock=clock)

@@ -92,3 +92,61 @@ def compare(live: Recording, simulated: Recording) -> Comparison:
         comparison.starts.append(StartDifference(sim.name, other.started if other else None, sim.started,
                                                  tolerance(sim.submitted, sim.started)))
     return comparison
+
+
+def events(recording: Recording) -> list[tuple[float, str, str]]:
+    """(time, workload, what) for every submission, admission and end of an admission (`end
+    finished`, `end <cause>` for an eviction or termination, `end` for one cut by the run's end), by time."""
+    found: list[tuple[float, str, str]] = []
+    for record in recording.workloads:
+        if record.submitted is not None:
+            found.append((record.submitted, record.name, "submit"))
+        for interval in record.intervals:
+            found.append((interval.start, record.name, "start"))
+            if interval.cause:
+                what = f"end {interval.cause}"
+            elif record.finished is not None and interval.end == record.finished:
+                what = "end finished"
+            else:
+                what = "end"
+            found.append((interval.end, record.name, what))
+    return sorted(found)
+
+
+def first_divergence(comparison: Comparison) -> StartDifference | None:
+    """The start outside the tolerance that came first (by the earlier of its two starts): where the runs
+    part. Later ones are often its consequences."""
+    outside = [s for s in comparison.starts if not s.agrees]
+    if not outside:
+        return None
+    return min(outside, key=lambda s: (min(t for t in (s.live, s.simulated) if t is not None)
+                                       if s.live is not None or s.simulated is not None else float("inf"), s.name))
+
+
+def divergence(live: Recording, simulated: Recording, comparison: Comparison, window: float = 20.0) -> list[str]:
+    """The first start outside the tolerance and, side by side, both runs' events within `window`
+    simulated seconds before it (and a little after): what each run saw in what order. Empty when
+    every start agrees."""
+    first = first_divergence(comparison)
+    if first is None:
+        return []
+    moments = [t for t in (first.live, first.simulated) if t is not None]
+    low, high = min(moments) - window, max(moments) + 1.0
+    lines = [f"first start outside the tolerance: {first.name}: live {_time(first.live)}, simulated "
+             f"{_time(first.simulated)}, tolerance {first.tolerance:.2f} s; events from {low:.1f} to {high:.1f} s:"]
+    live_events = [e for e in events(live) if low <= e[0] <= high]
+    sim_events = [e for e in events(simulated) if low <= e[0] <= high]
+    lines.append(f"  {'simulated':<40} live")
+    for index in range(max(len(live_events), len(sim_events))):
+        left = _event(sim_events[index]) if index < len(sim_events) else ""
+        right = _event(live_events[index]) if index < len(live_events) else ""
+        lines.append(f"  {left:<40} {right}")
+    return lines
+
+
+def _time(moment: float | None) -> str:
+    return "never" if moment is None else f"{moment:.2f} s"
+
+
+def _event(event: tuple[float, str, str]) -> str:
+    return f"{event[0]:9.2f} {event[1]} {event[2]}"

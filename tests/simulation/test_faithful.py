@@ -12,12 +12,12 @@ from pathlib import Path
 import yaml
 
 from hosts.runtime.controller_host import Operator
-from hosts.runtime.live_replay import replay_live
+from hosts.runtime.live_replay import replay_live, scaled_kaiwo_config, scaled_kaiwojob
 from hosts.runtime.simulator import CONTROLLERS, SimulationInputs, run_simulation
 from kaiwo_ray.controllers.manager import HostSettings
 from kaiwo_ray.nodes import default_nodes
-from kaiwo_ray.simulation.faithful import compare
-from kaiwo_ray.simulation.report import Recording
+from kaiwo_ray.simulation.faithful import compare, divergence
+from kaiwo_ray.simulation.report import Interval, Recording, WorkloadRecord
 from kaiwo_ray.simulation.trace import parse_trace
 from kaiwo_sandbox.testing import start_sandbox
 
@@ -62,3 +62,34 @@ def test_live_and_simulated_runs_agree() -> None:
     assert len(starts) == 12 and all(sim is not None for _, sim in starts.values()), starts
     assert result.preemptions_simulated, "the trace is meant to preempt"
     assert result.preemptions_live == result.preemptions_simulated
+
+
+def test_the_live_run_gets_what_the_operator_times_in_wall_seconds() -> None:
+    # The sandbox scales run times and utilization profiles by its time factor; the operator measures
+    # wall time, so a declared duration, the grace period and the pending threshold are scaled for it.
+    entry = parse_trace(['{"name": "a", "submit": 0, "user": "u", "queue": "team-a", "gpus": 1, '
+                         '"duration": 60, "declared_duration": 30}'])[0]
+    assert scaled_kaiwojob(entry, 0.2)["spec"]["duration"] == "6.000s"
+    config = {"metadata": {"name": "kaiwo"}, "spec": {"gpuPreemption": {"defaultGracePeriod": "1m"}}}
+    spec = scaled_kaiwo_config(config, 0.5)["spec"]
+    assert spec["gpuPreemption"] == {"defaultGracePeriod": "30.000s"}
+    assert spec["scheduling"] == {"pendingThresholdForPreemption": "150.000s"}  # the 5m default
+    assert config["spec"] == {"gpuPreemption": {"defaultGracePeriod": "1m"}}  # not changed in place
+    assert "gpuPreemption" not in scaled_kaiwo_config({"spec": {}}, 0.5)["spec"]
+
+
+def test_the_diagnostic_names_the_first_start_outside_the_tolerance_and_both_runs_events() -> None:
+    def recording(b_start: float) -> Recording:
+        return Recording([WorkloadRecord(1, "a", 0.0, [Interval(0.0, 10.0, "")], finished=10.0),
+                          WorkloadRecord(2, "b", 1.0, [Interval(b_start, b_start + 5.0, "")], finished=b_start + 5.0),
+                          WorkloadRecord(3, "c", 2.0, [Interval(40.0, 45.0, "")], finished=45.0)], 45.0)
+
+    simulated, live = recording(10.0), recording(14.0)
+    result = compare(live, simulated)
+    assert [s.name for s in result.starts if not s.agrees] == ["b"]
+    lines = divergence(live, simulated, result)
+    assert lines[0].startswith("first start outside the tolerance: b: live 14.00 s, simulated 10.00 s")
+    rows = [line.split() for line in lines[2:]]
+    assert ["10.00", "a", "end", "finished", "10.00", "a", "end", "finished"] in rows, lines
+    assert ["10.00", "b", "start", "14.00", "b", "start"] in rows, lines
+    assert divergence(simulated, simulated, compare(simulated, simulated)) == []

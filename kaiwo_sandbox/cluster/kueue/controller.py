@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -35,7 +36,6 @@ from kaiwo_sandbox.cluster.kueue.cache import (
     SCHEDULE,
     STATUS,
     KueueCache,
-    PendingQueue,
     WorkloadInfo,
     WorkloadKey,
     status_condition,
@@ -243,11 +243,9 @@ class KueueController(Controller):
         # the two change places for ever.
         self._held = []
         try:
-            for cq in sorted(set(full) | set(new)):
-                queue = self.cache.pending.get(cq)
-                if queue is None or not len(queue):
-                    continue
-                self._schedule_queue(cq, queue, cq in full, new.get(cq, []))
+            cursors = [cursor for cq in sorted(set(full) | set(new))
+                       if (cursor := self._cursor(cq, cq in full, new.get(cq, []))) is not None]
+            self._run_cycles(cursors)
         finally:
             for cq, usage in self._held:
                 self.cache.book.add_usage(cq, usage, sign=-1)
@@ -261,7 +259,12 @@ class KueueController(Controller):
         cq = str((lq.get("spec") or {}).get("clusterQueue") or "")
         self._set_pending(info, "Inadmissible", f"ClusterQueue {cq} doesn't exist")
 
-    def _schedule_queue(self, cq: str, queue: PendingQueue, full: bool, fresh: list[WorkloadKey]) -> None:
+    def _cursor(self, cq: str, full: bool, fresh: list[WorkloadKey]) -> _QueueCursor | None:
+        """The workloads of `cq` to try in this pass, in queue order (None when there are none); a
+        queue that cannot admit reports why to each of them instead."""
+        queue = self.cache.pending.get(cq)
+        if queue is None or not len(queue):
+            return None
         spec = self.cache.book.specs.get(cq)
         problem = self.cache.cq_problems.get(cq)
         if spec is None or problem is not None:
@@ -269,45 +272,91 @@ class KueueController(Controller):
                 info = self.cache.wls.get(key)
                 if info is not None and info.queued:
                     self._set_pending(info, "Inadmissible", f"ClusterQueue {cq} is inactive")
-            return
+            return None
         if full or spec.strict_fifo:
             candidates = queue.ordered_keys()
         else:
             wanted = set(fresh)
             candidates = [k for k in queue.ordered_keys() if k in wanted]
-        failed: dict[Hashable, str] = {}
-        selector = self.cache.ns_selectors.get(cq)
-        for key in candidates:
+        return _QueueCursor(cq, spec, candidates)
+
+    def _head(self, cursor: _QueueCursor) -> WorkloadInfo | None:
+        """The queue's next workload to try (its head in Kueue's terms), reporting the ones that
+        cannot be tried on the way; None when the queue has no more."""
+        selector = self.cache.ns_selectors.get(cursor.cq)
+        while cursor.position < len(cursor.candidates):
+            key = cursor.candidates[cursor.position]
             info = self.cache.wls.get(key)
-            if info is None or not info.queued or info.bucket != cq:
+            if info is None or not info.queued or info.bucket != cursor.cq:
+                cursor.position += 1
                 continue
             if info.invalid:
                 self._set_pending(info, "Inadmissible", info.invalid)
+                cursor.position += 1
                 continue
             if selector is None or not selector.matches(self.cache.ns_labels.get(key[0])):
                 self._set_pending(info, "Pending", "Workload namespace doesn't match ClusterQueue selector")
+                cursor.position += 1
                 continue
-            admitted = self._try_admit(cq, spec, info, failed)
-            if not admitted and spec.strict_fifo:
-                break
+            return info
+        return None
 
-    def _try_admit(self, cq: str, spec: ClusterQueueSpec, info: WorkloadInfo, failed: dict[Hashable, str]) -> bool:
+    def _run_cycles(self, cursors: list[_QueueCursor]) -> None:
+        """Kueue's scheduling cycles over the queues: each cycle takes every queue's head, orders
+        the heads as Kueue's scheduler does (classicalIterator: a head that fits within its queue's
+        nominal quota before one that must borrow, then higher priority, then earlier in queue
+        order), and tries them in that order, each against the usage the earlier ones left. A
+        head tried moves its queue on (BestEffortFIFO: the next workload is the head of the next
+        cycle; a StrictFIFO queue stops at one that does not get in). Only heads of one cohort
+        share quota, so only they are ranked (the others keep the alphabetical order)."""
+        while cursors:
+            heads = [(cursor, info) for cursor in cursors if (info := self._head(cursor)) is not None]
+            if not heads:
+                return
+            cohort_heads: dict[str, int] = {}
+            for cursor, _ in heads:
+                if cursor.spec.cohort:
+                    cohort_heads[cursor.spec.cohort] = cohort_heads.get(cursor.spec.cohort, 0) + 1
+            ranked = []
+            for cursor, info in heads:
+                nominated: Assignment | None = None
+                if cohort_heads.get(cursor.spec.cohort or "", 0) > 1:
+                    nominated = assign_flavors(cursor.cq, info.podsets, self.cache.book, self.cache.flavors)
+                borrows = nominated is not None and nominated.borrows
+                ranked.append(((borrows, -info.priority, info.seq), cursor, info, nominated))
+            ranked.sort(key=lambda entry: entry[0])
+            changed = False  # whether a head of this cycle took quota (nominations are stale then)
+            for _, cursor, info, nominated in ranked:
+                outcome = self._try_admit(cursor.cq, cursor.spec, info, cursor.failed,
+                                          None if changed else nominated)
+                changed = changed or outcome != _NOT_ADMITTED
+                if outcome == _ADMITTED or not cursor.spec.strict_fifo:
+                    cursor.position += 1
+                else:
+                    cursor.position = len(cursor.candidates)
+            cursors = [cursor for cursor in cursors if cursor.position < len(cursor.candidates)]
+
+    def _try_admit(self, cq: str, spec: ClusterQueueSpec, info: WorkloadInfo, failed: dict[Hashable, str],
+                   nominated: Assignment | None = None) -> str:
+        """Reserve quota for `info` (or preempt for it); `nominated` is its assignment when the
+        usage has not changed since it was made. Returns _ADMITTED, _PREEMPTING (the usage it asked
+        for is held until the pass ends) or _NOT_ADMITTED."""
         memo = failed.get(info.signature)
         if memo is not None:
             self._set_pending(info, "Pending", memo)
-            return False
-        assignment = assign_flavors(cq, info.podsets, self.cache.book, self.cache.flavors)
+            return _NOT_ADMITTED
+        assignment = nominated or assign_flavors(cq, info.podsets, self.cache.book, self.cache.flavors)
         if assignment.mode == FIT:
             self._reserve(cq, info, assignment)
-            return True
+            return _ADMITTED
         if assignment.mode == PREEMPT and self._preempt(cq, info, assignment):
             self.cache.book.add_usage(cq, assignment.usage)
             self._held.append((cq, dict(assignment.usage)))
-            return False
+            return _PREEMPTING
         self._set_pending(info, "Pending", assignment.message)
         if assignment.mode == NO_FIT:
-            failed[info.signature] = assignment.message
-        return False
+            failed[info.signature] = assignment.message  # usage only grows in a pass: it stays NO_FIT
+        return _NOT_ADMITTED
 
     def _preempt(self, cq: str, info: WorkloadInfo, assignment: Assignment) -> bool:
         """Evict lower-priority workloads of the queue so `info` fits; True when room is being made."""
@@ -636,6 +685,20 @@ class KueueController(Controller):
                 raise
             return
         self._last_status[key] = status
+
+
+_ADMITTED, _PREEMPTING, _NOT_ADMITTED = "admitted", "preempting", "not admitted"
+
+
+@dataclass(slots=True)
+class _QueueCursor:
+    """One ClusterQueue's walk through its pending workloads in a scheduling pass."""
+
+    cq: str
+    spec: ClusterQueueSpec
+    candidates: list[WorkloadKey]
+    position: int = 0
+    failed: dict[Hashable, str] = field(default_factory=dict)  # NO_FIT verdicts by request signature
 
 
 def _clone(obj: JsonObj) -> JsonObj:
