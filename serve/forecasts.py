@@ -64,14 +64,15 @@ def settled(previous: Forecasts, kaiwojobs: list[JsonObj], now: datetime) -> For
     return Forecasts(computed=now, first=first, scores=(previous.scores + started)[-MAX_SCORES:])
 
 
-def remembered(memory: Forecasts, estimates: list[Estimate]) -> Forecasts:
-    """`memory` with a forecast's estimates; a workload's first estimate with a start is kept to be
-    scored when it starts (later ones do not replace it: the first looked furthest ahead)."""
+def remembered(memory: Forecasts, estimates: list[Estimate], now: datetime) -> Forecasts:
+    """`memory` with the estimates of a forecast computed at `now`; a workload's first estimate with a
+    start is kept to be scored when it starts (later ones do not replace it: the first looked furthest
+    ahead)."""
     first = dict(memory.first)
     for estimate in estimates:
         if estimate.start is not None:
-            first.setdefault((estimate.namespace, estimate.name), (memory.computed or datetime.now(UTC), estimate))
-    return Forecasts({(e.namespace, e.name): e for e in estimates}, memory.computed, first, memory.scores)
+            first.setdefault((estimate.namespace, estimate.name), (now, estimate))
+    return Forecasts({(e.namespace, e.name): e for e in estimates}, now, first, memory.scores)
 
 
 async def compute(state: AdminState) -> Forecasts:
@@ -104,7 +105,7 @@ async def compute(state: AdminState) -> Forecasts:
         raise RuntimeError(f"the forecast took more than {TIMEOUT_SECONDS:.0f} s") from None
     if proc.returncode != 0:
         raise RuntimeError(f"the forecast failed ({proc.returncode}): {stderr.decode(errors='replace')[-500:]}")
-    return remembered(memory, [Estimate.model_validate(e) for e in json.loads(out)])
+    return remembered(memory, [Estimate.model_validate(e) for e in json.loads(out)], now)
 
 
 async def run_forecasts(state: AdminState, interval: float) -> None:

@@ -113,11 +113,11 @@ def test_the_first_estimate_is_kept_until_its_workload_starts_then_scored_and_50
 
     first = remembered(settled(Forecasts(), [_object("a", "PENDING")], t0),
                        [estimate("a", t0, t0 + timedelta(hours=1)), Estimate(
-                           namespace=NS, name="b", start=None, earliest=None, latest=None)])
+                           namespace=NS, name="b", start=None, earliest=None, latest=None)], t0)
     assert set(first.first) == {(NS, "a")}  # b had no start: nothing to score
     # a later forecast shows its own estimate, but the first one is what gets scored
     t1 = t0 + timedelta(minutes=10)
-    later = remembered(settled(first, [_object("a", "PENDING")], t1), [estimate("a", t1, t0 + timedelta(hours=3))])
+    later = remembered(settled(first, [_object("a", "PENDING")], t1), [estimate("a", t1, t0 + timedelta(hours=3))], t1)
     assert later.get(NS, "a") == estimate("a", t1, t0 + timedelta(hours=3))
     assert later.first[(NS, "a")] == (t0, estimate("a", t0, t0 + timedelta(hours=1)))
     # a starts 2 h after t0: 1 h after its first estimate's span, in units of its 1 h horizon
