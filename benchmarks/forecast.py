@@ -11,8 +11,13 @@ nodes, one ClusterQueue. Run: `.venv/bin/python benchmarks/forecast.py [--rate 1
 2 minutes on a quiet 2-core machine; `--pending-cost 200` adds one forecast of 200 pending workloads,
 about 30 CPU s more). Prints, over the workloads that waited at submission (the others are never
 pending for a forecast to see), the median real wait, the median and p90 absolute error, the share of
-real starts inside the 80 % interval (target #37: >= 80 %) and inside the uncalibrated span, and the
-CPU seconds per forecast, each on its own line.
+real starts inside the 80 % interval (target #37: >= 80 %, overall and per size class) and inside the
+uncalibrated span, the interval's median width, and the CPU seconds per forecast, each on its own line.
+
+`--dump FILE` writes each estimate (its span, before calibration) and real start as JSON Lines;
+`--replay FILE` reads such a file instead of simulating (same `--workloads`, `--rate`, `--seed`) and
+calibrates and counts it again with the code as it is now, in seconds: the spans do not depend on the
+calibration, so a replay prints what a full run would, save the CPU figures.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,7 +38,19 @@ from simulate import gpu_nodes, queue_config  # benchmarks/simulate.py
 from hosts.runtime.forecast import forecast
 from hosts.runtime.simulator import EPOCH, SimulationInputs, run_simulation
 from kaiwo_ray.api.jsonobj import JsonObj
-from kaiwo_ray.simulation.forecast import MIN_SCORES, ClusterState, Job, percentile, score
+from kaiwo_ray.simulation.forecast import (
+    MIN_SCORES,
+    SIZE_CLASSES,
+    ClusterState,
+    Estimate,
+    Job,
+    Score,
+    calibrated,
+    percentile,
+    score,
+    size_class,
+    widening,
+)
 from kaiwo_ray.simulation.report import Recording
 from kaiwo_ray.simulation.trace import TraceEntry
 
@@ -87,6 +105,98 @@ def pending_cost(pending: int, nodes: list[JsonObj], queues: JsonObj, gpus: int)
     return time.process_time() - cpu, len(waiting)
 
 
+NODE_GPUS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One workload that waited: when it was submitted and started (trace seconds), its GPUs, its estimate
+    (span and likely start; calibration is redone in `count`), the forecast's CPU seconds and pending."""
+
+    submit: float
+    started: float
+    name: str
+    gpus: int
+    estimate: Estimate
+    cpu: float | None
+    pending: int
+
+
+def simulate(trace: list[TraceEntry], nodes: list[JsonObj], queues: JsonObj) -> list[Seen]:
+    """The truth, then each workload forecast from the cluster at its submission, calibrated by the scores
+    of the earlier estimates whose workloads had started by then (as serve/forecasts.py keeps them)."""
+    truth = run_simulation(SimulationInputs(trace, nodes, queues))
+    seen: list[Seen] = []
+    scored: list[tuple[float, Score]] = []
+    for entry, record in zip(trace, truth.workloads, strict=True):
+        if record.started is None:
+            continue
+        t = entry.workload.submit
+        now = EPOCH + timedelta(seconds=t)
+        state = state_at(trace, truth, t)
+        past = [sc for started, sc in sorted(scored) if started <= t]
+        cpu = time.process_time()
+        estimate = next((e for e in forecast(state, now, nodes, queues, scores=past) if e.name == entry.name), None)
+        cpu = time.process_time() - cpu
+        if estimate is None or estimate.start is None:  # started before the forecast could see it pending
+            continue
+        found = score(estimate, now, EPOCH + timedelta(seconds=record.started))
+        if found is not None:
+            scored.append((record.started, found))
+        seen.append(Seen(t, record.started, entry.name, entry.workload.gpus, estimate, cpu, len(state.pending)))
+    return seen
+
+
+def replay(path: Path, trace: list[TraceEntry]) -> list[Seen]:
+    """What a `--dump` run of the same trace recorded."""
+    gpus = {e.name: e.workload.gpus for e in trace}
+    seen = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        seen.append(Seen(float(row["t"]), float(row["started"]), row["name"], gpus[row["name"]],
+                         Estimate.model_validate(row["start"]), row.get("cpu"), int(row.get("pending") or 0)))
+    return seen
+
+
+def count(seen: list[Seen]) -> dict[str, object]:
+    """Each estimate calibrated by the scores of the earlier ones whose workloads had started by its time,
+    as the admin API does, and the figures over all of them."""
+    scored: list[tuple[float, Score]] = []
+    errors, waits, widths = [], [], []
+    inside = inside_span = calibrated_by_own = 0
+    by_size: dict[str, list[bool]] = {size: [] for size in SIZE_CLASSES}
+    by_gpus: dict[int, list[bool]] = {}
+    widths_by_size: dict[str, list[float]] = {size: [] for size in SIZE_CLASSES}
+    second = timedelta(seconds=1)
+    for one in seen:
+        now = EPOCH + timedelta(seconds=one.submit)
+        actual = EPOCH + timedelta(seconds=one.started)
+        size = size_class(one.gpus, NODE_GPUS)
+        past = [sc for started, sc in sorted(scored) if started <= one.submit]
+        calibrated_by_own += len(past) >= MIN_SCORES
+        estimate = calibrated(one.estimate.model_copy(update={"size": size}), now, widening(past)[size])
+        found = score(estimate, now, actual)
+        if found is not None:
+            scored.append((one.started, found))
+        assert estimate.start is not None
+        errors.append(abs((estimate.start - actual).total_seconds()))
+        waits.append(one.started - one.submit)
+        if estimate.earliest is not None and estimate.latest is not None:
+            width = (estimate.latest - estimate.earliest).total_seconds()
+            widths.append(width)
+            widths_by_size[size].append(width)
+            held = estimate.earliest - second <= actual <= estimate.latest + second
+            inside += held
+            by_size[size].append(held)
+            by_gpus.setdefault(one.gpus, []).append(held)
+        if estimate.span_earliest is not None and estimate.span_latest is not None and \
+                estimate.span_earliest - second <= actual <= estimate.span_latest + second:
+            inside_span += 1
+    return {"errors": errors, "waits": waits, "widths": widths, "inside": inside, "inside_span": inside_span,
+            "by_size": by_size, "by_gpus": by_gpus, "widths_by_size": widths_by_size,
+            "calibrated": calibrated_by_own}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workloads", type=int, default=45)
@@ -96,6 +206,7 @@ def main() -> int:
     parser.add_argument("--pending-cost", type=int, default=0, metavar="N",
                         help="also time one forecast with N workloads pending (about 30 CPU s at 200)")
     parser.add_argument("--dump", type=Path, help="write each estimate and real start as JSON Lines here")
+    parser.add_argument("--replay", type=Path, help="count a --dump file of the same trace instead of simulating")
     args = parser.parse_args()
     from kaiwo_ray.simulation.generate import GeneratorSettings, generate
 
@@ -103,79 +214,58 @@ def main() -> int:
         workloads=args.workloads, rate_per_hour=args.rate, seed=args.seed)))]
     nodes, queues = gpu_nodes(args.nodes), queue_config(8 * args.nodes)
     began = time.perf_counter()
-    truth = run_simulation(SimulationInputs(trace, nodes, queues))
-    errors: list[float] = []
-    waits: list[float] = []
-    cpus: list[float] = []
-    widths: list[float] = []
-    by_gpus: dict[int, list[bool]] = {}  # GPUs asked for -> inside the interval or not, per estimate
-    most_pending = inside = inside_span = counted = calibrated = 0
-    # The cluster's own calibration record, as serve/forecasts.py keeps it: (real start, score) of each
-    # earlier estimate; a forecast at t sees those whose workload had started by t.
-    scored: list[tuple[float, tuple[float, float]]] = []
-    for entry, record in zip(trace, truth.workloads, strict=True):
-        if record.started is None:
-            continue
-        t = entry.workload.submit
-        now = EPOCH + timedelta(seconds=t)
-        state = state_at(trace, truth, t)
-        past = [s for started, s in sorted(scored) if started <= t]
-        cpu = time.process_time()
-        estimate = next((e for e in forecast(state, now, nodes, queues, scores=past) if e.name == entry.name), None)
-        cpu = time.process_time() - cpu
-        if estimate is None or estimate.start is None:  # started before the forecast could see it pending
-            continue
-        actual = EPOCH + timedelta(seconds=record.started)
-        found = score(estimate, now, actual)
-        if found is not None:
-            scored.append((record.started, found))
-        error = abs((estimate.start - actual).total_seconds())
-        errors.append(error)
-        waits.append(record.started - t)
-        cpus.append(cpu)
-        most_pending = max(most_pending, len(state.pending))
-        counted += 1
-        calibrated += len(past) >= MIN_SCORES
-        second = timedelta(seconds=1)
-        if estimate.earliest is not None and estimate.latest is not None:
-            widths.append((estimate.latest - estimate.earliest).total_seconds())
-            held = estimate.earliest - second <= actual <= estimate.latest + second
-            inside += held
-            by_gpus.setdefault(entry.workload.gpus, []).append(held)
-        if estimate.span_earliest is not None and estimate.span_latest is not None and \
-                estimate.span_earliest - second <= actual <= estimate.span_latest + second:
-            inside_span += 1
-        if args.dump is not None:
-            with args.dump.open("a") as f:
-                f.write(json.dumps({"t": t, "started": record.started, "name": entry.name, "cpu": cpu,
-                                    "pending": len(state.pending), "scores": len(past), "score": found,
-                                    "start": estimate.model_dump(mode="json")}) + "\n")
+    seen = replay(args.replay, trace) if args.replay else simulate(trace, nodes, queues)
+    if args.dump is not None:
+        with args.dump.open("w") as f:
+            for one in seen:
+                f.write(json.dumps({"t": one.submit, "started": one.started, "name": one.name, "gpus": one.gpus,
+                                    "cpu": one.cpu, "pending": one.pending,
+                                    "start": one.estimate.model_dump(mode="json")}) + "\n")
+    figures = count(seen)
     wall = time.perf_counter() - began
+    counted = len(seen)
     print(f"forecast_workloads: {counted} waited at submission and were estimated, of {len(trace)}; "
-          f"{args.nodes} nodes x 8 GPUs, {args.rate:g} arrivals/h, seed {args.seed}, {wall:.1f} s wall")
+          f"{args.nodes} nodes x 8 GPUs, {args.rate:g} arrivals/h, seed {args.seed}, {wall:.1f} s wall"
+          + (" (replayed)" if args.replay else ""))
     if counted:
+        errors, waits, widths = figures["errors"], figures["waits"], figures["widths"]
+        assert isinstance(errors, list) and isinstance(waits, list) and isinstance(widths, list)
+        by_size = figures["by_size"]
+        by_gpus = figures["by_gpus"]
+        widths_by_size = figures["widths_by_size"]
+        assert isinstance(by_size, dict) and isinstance(by_gpus, dict) and isinstance(widths_by_size, dict)
         print(f"forecast_wait_p50: {percentile(waits, 0.5) / 60:.1f} min real wait of those (for scale)")
         print(f"forecast_error_p50: {percentile(errors, 0.5) / 60:.1f} min absolute error (no target)")
         print(f"forecast_error_p90: {percentile(errors, 0.9) / 60:.1f} min absolute error (no target)")
-        print(f"forecast_inside_interval: {100 * inside / counted:.0f} % of real starts within earliest..latest "
-              f"(#37 target: >= 80 % within an 80 % interval)")
+        print(f"forecast_inside_interval: {100 * int(str(figures['inside'])) / counted:.0f} % of real starts within "
+              f"earliest..latest (#37 target: >= 80 % within an 80 % interval)")
         if widths:
             print(f"forecast_interval_width_p50: {percentile(widths, 0.5) / 60:.1f} min from earliest to latest "
                   f"(no target; the price of honesty)")
+        for size, held in by_size.items():
+            if held:
+                print(f"forecast_inside_{size}: {sum(held)} of {len(held)} ({100 * sum(held) / len(held):.0f} %) "
+                      f"inside, width p50 {percentile(widths_by_size[size], 0.5) / 60:.1f} min "
+                      f"(target >= 80 % per size class; {size}: {_sizes(size)})")
         print("forecast_inside_by_gpus: " + ", ".join(
-            f"{gpus} GPUs {sum(held)} of {len(held)}" for gpus, held in sorted(by_gpus.items()))
-            + " inside (no target: the 80 % holds over all workloads, not per size)")
-        print(f"forecast_inside_span: {100 * inside_span / counted:.0f} % within the run-time scenarios' span "
-              f"before calibration (for comparison)")
-        print(f"forecast_calibrated: {calibrated} of {counted} estimates could be widened by the cluster's own "
-              f"scores (>= {MIN_SCORES} earlier estimates had started), the others by the defaults alone")
-        print(f"forecast_cpu: {percentile(cpus, 0.5):.1f} s median, {max(cpus):.1f} s max CPU per forecast "
-              f"(up to {most_pending} pending; no target, runs at most once a minute)")
+            f"{gpus} GPUs {sum(held)} of {len(held)}" for gpus, held in sorted(by_gpus.items())) + " inside")
+        print(f"forecast_inside_span: {100 * int(str(figures['inside_span'])) / counted:.0f} % within the run-time "
+              f"scenarios' span before calibration (for comparison)")
+        print(f"forecast_calibrated: {figures['calibrated']} of {counted} estimates could be widened by the "
+              f"cluster's own scores (>= {MIN_SCORES} earlier estimates had started), the others by the defaults alone")
+        cpus = [one.cpu for one in seen if one.cpu is not None]
+        if cpus:
+            print(f"forecast_cpu: {percentile(cpus, 0.5):.1f} s median, {max(cpus):.1f} s max CPU per forecast "
+                  f"(up to {max(one.pending for one in seen)} pending; no target, runs at most once a minute)")
     if args.pending_cost:
         cpu, waiting = pending_cost(args.pending_cost, nodes, queues, 8 * args.nodes)
         print(f"forecast_cpu_{waiting}_pending: {cpu:.1f} s CPU for one forecast with {waiting} pending "
               f"(no target; the admin API abandons one after 300 s)")
     return 0
+
+
+def _sizes(size: str) -> str:
+    return {"small": "1-2 GPUs", "medium": "3-4 GPUs", "large": "5-8 GPUs"}.get(size, "")
 
 
 if __name__ == "__main__":

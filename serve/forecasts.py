@@ -7,9 +7,10 @@ stamped with when they were computed. A child process, because a forecast takes 
 runs the operator's clock in virtual time. A failed forecast is logged and the last estimates kept.
 
 Calibration: each pending KaiwoJob's first estimate is kept until the KaiwoJob starts; then how far
-that estimate missed (`score`) joins the last `MAX_SCORES` scores, which go to the next forecasts to
-widen their intervals into 80 % ones. They live in memory: a restarted admin API widens by the
-defaults alone (`DEFAULT_BELOW`, `DEFAULT_ABOVE`) until `MIN_SCORES` of its new estimates have started.
+that estimate missed and its size class (`score`) join the last `MAX_SCORES` scores, which go to the
+next forecasts to widen their intervals into 80 % ones per size class. They live in memory: a
+restarted admin API widens by the defaults alone (`DEFAULTS`) until `MIN_SCORES` of its new estimates
+have started. `settled` and `remembered` are that bookkeeping, pure.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, NODES
-from kaiwo_ray.simulation.forecast import PENDING, Estimate, Key, settle
+from kaiwo_ray.simulation.forecast import PENDING, Estimate, Key, Score, settle
 from serve.state import AdminState
 
 log = logging.getLogger(__name__)
@@ -43,7 +45,7 @@ class Forecasts:
     # Calibration memory: the first estimate of each workload still pending (when it was made, the
     # estimate), and the scores of those that started, oldest first.
     first: dict[Key, tuple[datetime, Estimate]] = field(default_factory=dict)
-    scores: list[tuple[float, float]] = field(default_factory=list)
+    scores: list[Score] = field(default_factory=list)
 
     def get(self, namespace: str, name: str) -> Estimate | None:
         return self.by_workload.get((namespace, name))
@@ -54,22 +56,40 @@ def forecasts(state: AdminState) -> Forecasts:
     return found if isinstance(found, Forecasts) else Forecasts()
 
 
+def settled(previous: Forecasts, kaiwojobs: list[JsonObj], now: datetime) -> Forecasts:
+    """`previous`'s calibration memory brought up to the KaiwoJobs now, without estimates: the first
+    estimates of those that started since are scored (the last `MAX_SCORES` scores kept), those of
+    KaiwoJobs still pending kept, the others dropped."""
+    first, started = settle(previous.first, kaiwojobs)
+    return Forecasts(computed=now, first=first, scores=(previous.scores + started)[-MAX_SCORES:])
+
+
+def remembered(memory: Forecasts, estimates: list[Estimate], now: datetime) -> Forecasts:
+    """`memory` with the estimates of a forecast computed at `now`; a workload's first estimate with a
+    start is kept to be scored when it starts (later ones do not replace it: the first looked furthest
+    ahead)."""
+    first = dict(memory.first)
+    for estimate in estimates:
+        if estimate.start is not None:
+            first.setdefault((estimate.namespace, estimate.name), (now, estimate))
+    return Forecasts({(e.namespace, e.name): e for e in estimates}, now, first, memory.scores)
+
+
 async def compute(state: AdminState) -> Forecasts:
     """One forecast of the cluster as the cache and the API server show it now, calibrated with the
     scores of the earlier forecasts' estimates whose workloads have started since."""
     jobs = state.cache.items(KAIWOJOBS)
     now = datetime.now(UTC).replace(microsecond=0)  # the cluster's stamps are whole seconds
-    previous = forecasts(state)
-    first, started = settle(previous.first, jobs)
-    scores = (previous.scores + started)[-MAX_SCORES:]
+    memory = settled(forecasts(state), jobs, now)
+    scores = memory.scores
     pending = [j for j in jobs if str((j.get("status") or {}).get("status") or "") in PENDING]
     if not pending:
-        return Forecasts(computed=now, first=first, scores=scores)
+        return memory
     try:
         queue_config = await state.client.get(KAIWOQUEUECONFIGS, QUEUE_CONFIG)
     except KubeError as err:
         log.warning("start-time forecast skipped: KaiwoQueueConfig %s: %s", QUEUE_CONFIG, err)
-        return Forecasts(computed=now, first=first, scores=scores)
+        return memory
     configs = state.cache.items(KAIWOCONFIGS)
     request = {"now": now.isoformat(), "kaiwojobs": jobs, "nodes": state.cache.items(NODES),
                "queueConfig": queue_config, "kaiwoConfig": configs[0] if configs else None, "scores": scores}
@@ -85,11 +105,7 @@ async def compute(state: AdminState) -> Forecasts:
         raise RuntimeError(f"the forecast took more than {TIMEOUT_SECONDS:.0f} s") from None
     if proc.returncode != 0:
         raise RuntimeError(f"the forecast failed ({proc.returncode}): {stderr.decode(errors='replace')[-500:]}")
-    estimates = [Estimate.model_validate(e) for e in json.loads(out)]
-    for estimate in estimates:
-        if estimate.start is not None:
-            first.setdefault((estimate.namespace, estimate.name), (now, estimate))
-    return Forecasts({(e.namespace, e.name): e for e in estimates}, now, first, scores)
+    return remembered(memory, [Estimate.model_validate(e) for e in json.loads(out)], now)
 
 
 async def run_forecasts(state: AdminState, interval: float) -> None:

@@ -2,7 +2,8 @@
 replayed forward by the simulator (hosts/runtime/simulator.py) once per run-time scenario.
 
 `python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "nodes", "queueConfig", "kaiwoConfig",
-"scores"}` (scores: how far the cluster's past estimates missed, kaiwo_ray/simulation/forecast.py `score`)
+"scores"}` (scores: how far the cluster's past estimates missed and their size class,
+kaiwo_ray/simulation/forecast.py `score`)
 as JSON on stdin and writes the estimates as a JSON list: the admin API runs it as a child process,
 because a simulation takes seconds of CPU and sets the process's operator clock to virtual time.
 """
@@ -22,6 +23,7 @@ from kaiwo_ray.simulation.forecast import (
     QUANTILES,
     ClusterState,
     Estimate,
+    Score,
     cluster_state,
     estimates,
     forecast_trace,
@@ -43,6 +45,23 @@ def _node(node: Mapping[str, Any]) -> JsonObj:
                        "allocatable": dict(status.get("allocatable") or status.get("capacity") or {})}}
 
 
+GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
+
+
+def node_gpus(nodes: Sequence[Mapping[str, Any]]) -> int:
+    """The most GPUs one node has (0 with no GPU node): what a workload's size class is relative to."""
+    most = 0
+    for node in nodes:
+        status = node.get("status") or {}
+        resources = status.get("allocatable") or status.get("capacity") or {}
+        for name in GPU_RESOURCES:
+            try:
+                most = max(most, int(str(resources.get(name) or 0)))
+            except ValueError:
+                continue
+    return most
+
+
 def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
     if obj is None:
         return None
@@ -51,9 +70,10 @@ def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
 
 
 def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, Any]], queue_config: Mapping[str, Any],
-             kaiwo_config: Mapping[str, Any] | None = None, scores: Sequence[tuple[float, float]] = ()) -> list[Estimate]:
+             kaiwo_config: Mapping[str, Any] | None = None, scores: Sequence[Score] = ()) -> list[Estimate]:
     """Each pending job's estimate, its span widened by the conformal quantile of the cluster's past
-    `scores` (kaiwo_ray/simulation/forecast.py, `widening`); blocks for the simulations (seconds each)."""
+    `scores` for its size class (kaiwo_ray/simulation/forecast.py, `widening`); blocks for the
+    simulations (seconds each)."""
     if not state.pending:
         return []
     node_objects = [_node(n) for n in nodes]
@@ -72,7 +92,12 @@ def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, An
             by_line = {e.line: (e.workload.namespace, e.name) for e in trace}
             simulated[key] = {by_line[r.line]: r.started for r in recording.workloads}
         starts[q] = simulated[key]
-    return estimates(state, now, starts, widening(scores))
+    return estimates(state, now, starts, widening(scores), node_gpus(nodes))
+
+
+def _score(item: Sequence[Any]) -> Score:
+    """A score as JSON gives it: [below, above, size], or [below, above] (pooled only)."""
+    return float(item[0]), float(item[1]), str(item[2]) if len(item) > 2 else ""
 
 
 def main() -> None:
@@ -82,7 +107,7 @@ def main() -> None:
     now = datetime.fromisoformat(request["now"]) if request.get("now") else datetime.now(UTC)
     result = forecast(cluster_state(request.get("kaiwojobs") or []), now, request.get("nodes") or [],
                       request.get("queueConfig") or {}, request.get("kaiwoConfig"),
-                      [(float(b), float(a)) for b, a in request.get("scores") or []])
+                      [_score(item) for item in request.get("scores") or []])
     json.dump([e.model_dump(mode="json") for e in result], sys.stdout)
 
 

@@ -38,7 +38,8 @@ def _in(delta: timedelta) -> str:
 
 
 def estimate_line(estimate: StartEstimate, now: datetime) -> str:
-    """`  estimated start: 2026-03-01 12:30Z (in 30m; 12:20Z..13:10Z with short..long run times; forecast 1m ago)`."""
+    """`  estimated start: 2026-03-01 12:30Z (in 30m; 80 % interval 2026-03-01 12:20Z..2026-03-01 13:10Z;
+    forecast 1m ago)` (one line)."""
     def at(t: datetime) -> str:
         return t.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
 
@@ -46,7 +47,7 @@ def estimate_line(estimate: StartEstimate, now: datetime) -> str:
         return "  estimated start: not within the forecast's week"
     span = ""
     if estimate.earliest is not None and estimate.latest is not None and estimate.earliest != estimate.latest:
-        span = f"; {at(estimate.earliest)}..{at(estimate.latest)} with short..long run times"
+        span = f"; 80 % interval {at(estimate.earliest)}..{at(estimate.latest)}"
     return (f"  estimated start: {at(estimate.start)} (in {_in(estimate.start - now)}{span}; "
             f"forecast {_in(now - estimate.computed)} ago)")
 

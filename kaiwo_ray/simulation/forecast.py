@@ -34,6 +34,10 @@ e^1.28 = 3.6 either way between its median and its 10th/90th percentiles)."""
 RUNNING = frozenset({"STARTING", "RUNNING", "READY"})
 PENDING = frozenset({"", "DOWNLOADING", "PENDING"})
 Basis = Literal["declared", "user", "queue", "few", "default"]
+SizeClass = Literal["small", "medium", "large"]
+SIZE_CLASSES: tuple[SizeClass, ...] = ("small", "medium", "large")
+ASSUMED_NODE_GPUS = 8
+"""A node's GPUs where the forecast knows no GPU node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,20 @@ class Job:
     kind: Literal["job", "rayjob"] = "job"
     replicas: int = 1  # pods of a job, GPU workers of a rayjob; `gpus`, `cpu`, `memory` are each pod's
 
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.replicas
+
+
+def size_class(gpus: int, node_gpus: int) -> SizeClass:
+    """A workload's size relative to the cluster's largest GPU node: at most a quarter of it "small",
+    at most half "medium", more "large". Estimates are calibrated per size (below): a large job waits
+    for a whole node to drain while smaller later arrivals go first, so its misses are larger."""
+    node = node_gpus if node_gpus > 0 else ASSUMED_NODE_GPUS
+    if 4 * gpus <= node:
+        return "small"
+    return "medium" if 2 * gpus <= node else "large"
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterState:
@@ -67,8 +85,8 @@ class Estimate(BaseModel):
     """A pending workload's estimated start; None where the simulation did not start it before its
     horizon. `start` is the likely one (the scenario with median run times). `span_earliest` and
     `span_latest` span the starts of the three run-time scenarios (10th, 50th, 90th percentile run
-    times); `earliest`..`latest` is that span widened by the cluster's past errors into an 80 %
-    interval (`calibrated`)."""
+    times); `earliest`..`latest` is that span widened by the cluster's past errors for workloads of its
+    `size` (`size_class`) into an 80 % interval (`calibrated`)."""
 
     namespace: str
     name: str
@@ -77,6 +95,7 @@ class Estimate(BaseModel):
     latest: datetime | None
     span_earliest: datetime | None = None
     span_latest: datetime | None = None
+    size: SizeClass = "small"
 
 
 def _time(text: object) -> datetime | None:
@@ -205,9 +224,11 @@ def _workload(job: Job, submit: float, duration: float) -> TraceWorkload:
 
 def estimates(state: ClusterState, now: datetime,
               starts: Mapping[float, Mapping[tuple[str, str], float | None]],
-              widen: Widening | None = None) -> list[Estimate]:
+              widen: Mapping[SizeClass, Widening] | None = None,
+              node_gpus: int = ASSUMED_NODE_GPUS) -> list[Estimate]:
     """Each pending job's estimate from the simulated starts (trace seconds after `now`) per quantile,
-    its span widened by `widen` (see `calibrated`)."""
+    its span widened by `widen` for its size class (see `calibrated`; the defaults when None)."""
+    by_size = widen or DEFAULTS
 
     def at(q: float, key: tuple[str, str]) -> datetime | None:
         seconds = starts.get(q, {}).get(key)
@@ -221,36 +242,52 @@ def estimates(state: ClusterState, now: datetime,
         # Shorter run times usually mean an earlier start, not always (a freed gap another job takes):
         # the span is that of the three scenarios.
         first, last = (min(known), max(known)) if known else (None, None)
+        size = size_class(job.total_gpus, node_gpus)
         out.append(calibrated(Estimate(namespace=job.namespace, name=job.name, start=at(mid, key), earliest=first,
-                                       latest=last, span_earliest=first, span_latest=last), now,
-                                   widen or Widening()))
+                                       latest=last, span_earliest=first, span_latest=last, size=size), now,
+                              by_size.get(size, DEFAULTS[size])))
     return out
 
 
-# Calibration (conformalized quantile regression, normalized, one side at a time): the run-time
-# scenarios' span knows neither how run times really vary together nor what the forecast cannot see
-# (later arrivals that go first, backfill ahead of a large job). How far each estimate's span missed
+# Calibration (conformalized quantile regression, normalized, one side at a time, per size class): the
+# run-time scenarios' span knows neither how run times really vary together nor what the forecast cannot
+# see (later arrivals that go first, backfill ahead of a large job). How far each estimate's span missed
 # its workload's real start, below and above, in units of how far ahead it looked, is its score; the
-# span widened on each side by the SIDE_LEVEL quantile of the cluster's past scores on that side
-# misses at most 10 % below and 10 % above, so holds at least COVERAGE of starts, as far as the future
-# errs like the past. Never narrower than the defaults: measured (benchmarks/forecast.py), narrowing on
-# a cluster's first scores lost coverage while its queue grew, as early waits are short.
+# span widened on each side by the SIDE_LEVEL quantile of past scores on that side misses at most 10 %
+# below and 10 % above, so holds at least COVERAGE of starts, as far as the future errs like the past.
+# Pooled over all sizes that holds on average only: large jobs (overtaken by smaller later arrivals)
+# miss far more than small ones. So each size class is calibrated by its own scores (group-conditional,
+# "Mondrian" conformal prediction) once it has MIN_CLASS_SCORES, by the pooled ones before, and never
+# narrower than its defaults: measured (benchmarks/forecast.py), narrowing on a cluster's first scores
+# lost coverage while its queue grew, as early waits are short.
 COVERAGE = 0.8
 SIDE_LEVEL = 1.0 - (1.0 - COVERAGE) / 2
 MIN_SCORES = 10
-"""Past scores needed before they may widen the interval beyond the defaults."""
-DEFAULT_BELOW = 0.25
-DEFAULT_ABOVE = 1.5
-"""The least widening below and above the span, in horizons, measured with `benchmarks/forecast.py`:
-real starts fall after the span far more often (and further) than before it."""
+"""Past scores (all sizes) needed before they may widen the interval beyond the defaults."""
+MIN_CLASS_SCORES = 10
+"""Past scores of one size class needed before that class is calibrated by its own alone."""
 SCALE_FLOOR_SECONDS = 1800.0
 """The least horizon a score is measured in: a start estimated a minute away can still be an hour off."""
+
+Score = tuple[float, float, str]
+"""How far a real start fell before and after its estimate's span, in horizons, and its size class
+("" where unknown: it counts in the pooled scores only)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Widening:
-    below: float = DEFAULT_BELOW
-    above: float = DEFAULT_ABOVE
+    below: float
+    above: float
+
+
+DEFAULTS: dict[SizeClass, Widening] = {
+    "small": Widening(0.25, 0.5),
+    "medium": Widening(0.25, 3.5),
+    "large": Widening(0.25, 4.0),
+}
+"""The least widening below and above the span per size class, in horizons, measured with
+`benchmarks/forecast.py` (docs/simulate.md): real starts fall after the span far more often (and
+further) than before it, and the larger the job the further."""
 
 
 def horizon(now: datetime, start: datetime) -> float:
@@ -258,14 +295,14 @@ def horizon(now: datetime, start: datetime) -> float:
     return max((start - now).total_seconds(), SCALE_FLOOR_SECONDS)
 
 
-def score(estimate: Estimate, computed: datetime, actual: datetime) -> tuple[float, float] | None:
-    """How far the real start fell before and after its scenarios' span (negative: inside), in horizons;
-    None for an estimate without a start."""
+def score(estimate: Estimate, computed: datetime, actual: datetime) -> Score | None:
+    """How far the real start fell before and after its scenarios' span (negative: inside), in horizons,
+    with the estimate's size class; None for an estimate without a start."""
     if estimate.start is None or estimate.span_earliest is None or estimate.span_latest is None:
         return None
     unit = horizon(computed, estimate.start)
     return ((estimate.span_earliest - actual).total_seconds() / unit,
-            (actual - estimate.span_latest).total_seconds() / unit)
+            (actual - estimate.span_latest).total_seconds() / unit, estimate.size)
 
 
 def _conformal(values: Sequence[float]) -> float:
@@ -274,13 +311,18 @@ def _conformal(values: Sequence[float]) -> float:
     return ordered[min(len(ordered), math.ceil((len(ordered) + 1) * SIDE_LEVEL)) - 1]
 
 
-def widening(scores: Sequence[tuple[float, float]]) -> Widening:
-    """Each side's conformal quantile of past scores, at least its default; the defaults with fewer than
-    `MIN_SCORES`."""
-    if len(scores) < MIN_SCORES:
-        return Widening()
-    return Widening(max(DEFAULT_BELOW, _conformal([b for b, _a in scores])),
-                    max(DEFAULT_ABOVE, _conformal([a for _b, a in scores])))
+def widening(scores: Sequence[Score]) -> dict[SizeClass, Widening]:
+    """Per size class, each side's conformal quantile of that class's past scores once it has
+    `MIN_CLASS_SCORES`, else of all past scores once there are `MIN_SCORES`, never below the class's
+    defaults; the defaults alone before."""
+    out: dict[SizeClass, Widening] = {}
+    for size in SIZE_CLASSES:
+        own = [sc for sc in scores if sc[2] == size]
+        sample = own if len(own) >= MIN_CLASS_SCORES else scores if len(scores) >= MIN_SCORES else ()
+        floor = DEFAULTS[size]
+        out[size] = floor if not sample else Widening(max(floor.below, _conformal([sc[0] for sc in sample])),
+                                                      max(floor.above, _conformal([sc[1] for sc in sample])))
+    return out
 
 
 def calibrated(estimate: Estimate, now: datetime, widen: Widening) -> Estimate:
@@ -297,12 +339,12 @@ Key = tuple[str, str]
 
 
 def settle(first: Mapping[Key, tuple[datetime, Estimate]], kaiwojobs: Iterable[Mapping[str, Any]],
-           ) -> tuple[dict[Key, tuple[datetime, Estimate]], list[tuple[float, float]]]:
+           ) -> tuple[dict[Key, tuple[datetime, Estimate]], list[Score]]:
     """The scores of first estimates (when made, the estimate) whose KaiwoJob has started since, and the
     first estimates still waiting: a KaiwoJob still pending keeps its own, one that ended otherwise (or
     is gone) drops it."""
     waiting: dict[Key, tuple[datetime, Estimate]] = {}
-    scores: list[tuple[float, float]] = []
+    scores: list[Score] = []
     for obj in kaiwojobs:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))

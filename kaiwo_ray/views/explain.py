@@ -129,8 +129,9 @@ class Reason(BaseModel):
 
 class StartEstimate(BaseModel):
     """When a pending workload is expected to start (docs/simulate.md, "Estimated start times"): `start`
-    with median run times, `earliest`..`latest` the span with the 10th..90th percentile run times; not
-    a calibrated interval. `computed` is when the forecast was made."""
+    with median run times; `earliest`..`latest` an 80 % interval (the 10th..90th percentile run times'
+    span, widened by how far the cluster's past estimates for workloads of its size missed). `computed`
+    is when the forecast was made."""
 
     start: datetime | None = None
     earliest: datetime | None = None

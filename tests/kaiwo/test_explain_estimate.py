@@ -10,12 +10,12 @@ from kaiwo_ray.views.explain import StartEstimate
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-def test_the_line_gives_the_start_the_span_and_the_forecasts_age() -> None:
+def test_the_line_gives_the_start_the_80_percent_interval_and_the_forecasts_age() -> None:
     estimate = StartEstimate(start=NOW + timedelta(minutes=30), earliest=NOW + timedelta(minutes=20),
                              latest=NOW + timedelta(hours=3, minutes=5), computed=NOW - timedelta(seconds=70))
     assert estimate_line(estimate, NOW) == (
-        "  estimated start: 2026-03-01 12:30Z (in 30m; 2026-03-01 12:20Z..2026-03-01 15:05Z with short..long "
-        "run times; forecast 1m ago)")
+        "  estimated start: 2026-03-01 12:30Z (in 30m; 80 % interval 2026-03-01 12:20Z..2026-03-01 15:05Z; "
+        "forecast 1m ago)")
 
 
 def test_a_point_estimate_has_no_span_and_none_says_so() -> None:

@@ -6,7 +6,7 @@ shown in WorkloadSummary, explain and the dashboard."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,8 +15,9 @@ from admin_support import RunningApp, kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from test_dashboard import browser, errors, open_page  # noqa: F401  (browser: a fixture)
 
-from kaiwo_ray.simulation.forecast import DEFAULT_ABOVE, DEFAULT_BELOW, SCALE_FLOOR_SECONDS
+from kaiwo_ray.simulation.forecast import DEFAULTS, SCALE_FLOOR_SECONDS, Estimate
 from kaiwo_sandbox.testing import eventually
+from serve.forecasts import MAX_SCORES, Forecasts, remembered, settled
 from serve.state import AdminSettings
 
 NS = "forecast"
@@ -69,11 +70,13 @@ def test_a_waiting_job_is_estimated_to_start_when_the_running_one_ends(
     start = _time(summary["estimatedStart"])
     assert abs((start - (hold + timedelta(hours=1))).total_seconds()) <= 3, (summary, hold)
     # both run times declared: the three scenarios agree, and with no past estimates to calibrate by
-    # the interval is that point widened by the defaults, in units of how far ahead it looks
+    # the interval is that point widened by the defaults of its size (8 GPUs of 8: large), in units of
+    # how far ahead it looks
+    below, above = DEFAULTS["large"].below, DEFAULTS["large"].above
     ahead = max((start - _time(summary["estimatedAt"])).total_seconds(), SCALE_FLOOR_SECONDS)
     earliest, latest = _time(summary["estimatedStartEarliest"]), _time(summary["estimatedStartLatest"])
-    assert abs((start - earliest).total_seconds() - DEFAULT_BELOW * ahead) <= 1, summary
-    assert abs((latest - start).total_seconds() - DEFAULT_ABOVE * ahead) <= 1, summary
+    assert abs((start - earliest).total_seconds() - below * ahead) <= 1, summary
+    assert abs((latest - start).total_seconds() - above * ahead) <= 1, summary
     with forecasting.client() as http:
         running = http.get(f"{PREFIX}/namespaces/{NS}/workloadsummaries/job.hold").json()
         assert running["phase"] == "RUNNING" and running["estimatedStart"] is None
@@ -91,3 +94,39 @@ def test_the_dashboard_shows_the_estimate_on_the_workload_page(
     assert errors(open_page(browser, f"{forecasting.url}/#/workloads/{NS}/kaiwojobs/wait", "workload-wait")) == []
     line = browser.execute_script("return document.getElementById('estimated-start').innerText")
     assert line.startswith("Estimated start: " + summary["estimatedStart"][:16].replace("T", " ") + "Z"), line
+
+
+def _object(name: str, phase: str, started: datetime | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {"status": phase}
+    if started is not None:
+        status["startTime"] = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"metadata": {"namespace": NS, "name": name, "creationTimestamp": "2026-03-01T11:00:00Z"},
+            "spec": {"gpus": 8}, "status": status}
+
+
+def test_the_first_estimate_is_kept_until_its_workload_starts_then_scored_and_500_scores_kept() -> None:
+    t0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+    def estimate(name: str, at: datetime, start: datetime) -> Estimate:
+        return Estimate(namespace=NS, name=name, start=start, earliest=at, latest=start, span_earliest=start,
+                        span_latest=start, size="large")
+
+    first = remembered(settled(Forecasts(), [_object("a", "PENDING")], t0),
+                       [estimate("a", t0, t0 + timedelta(hours=1)), Estimate(
+                           namespace=NS, name="b", start=None, earliest=None, latest=None)], t0)
+    assert set(first.first) == {(NS, "a")}  # b had no start: nothing to score
+    # a later forecast shows its own estimate, but the first one is what gets scored
+    t1 = t0 + timedelta(minutes=10)
+    later = remembered(settled(first, [_object("a", "PENDING")], t1), [estimate("a", t1, t0 + timedelta(hours=3))], t1)
+    assert later.get(NS, "a") == estimate("a", t1, t0 + timedelta(hours=3))
+    assert later.first[(NS, "a")] == (t0, estimate("a", t0, t0 + timedelta(hours=1)))
+    # a starts 2 h after t0: 1 h after its first estimate's span, in units of its 1 h horizon
+    t2 = t0 + timedelta(hours=2)
+    started = settled(later, [_object("a", "RUNNING", t2)], t2)
+    assert started.first == {} and started.scores == [(-1.0, 1.0, "large")]
+    # at most MAX_SCORES scores, the newest
+    full = Forecasts(first=later.first, scores=[(0.0, float(i), "small") for i in range(MAX_SCORES)])
+    kept = settled(full, [_object("a", "RUNNING", t2)], t2).scores
+    assert len(kept) == MAX_SCORES == 500 and kept[0] == (0.0, 1.0, "small") and kept[-1] == (-1.0, 1.0, "large")
+    # a workload deleted (or ended without starting) before it started drops its first estimate unscored
+    assert settled(later, [], t2) == Forecasts(computed=t2)

@@ -13,16 +13,18 @@ import yaml
 from hosts.runtime.forecast import forecast
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.simulation.forecast import (
-    DEFAULT_ABOVE,
-    DEFAULT_BELOW,
     DEFAULT_RUN_SECONDS,
+    DEFAULTS,
+    MIN_CLASS_SCORES,
     Estimate,
+    SizeClass,
     Widening,
     calibrated,
     cluster_state,
     forecast_trace,
     run_seconds,
     settle,
+    size_class,
     widening,
 )
 
@@ -95,12 +97,14 @@ def test_a_pending_job_starts_when_the_running_one_it_waits_for_ends() -> None:
     assert result["next"].start == NOW + timedelta(minutes=30)
     assert result["after"].start == NOW + timedelta(minutes=40)
     # every run time declared: the three scenarios are one, so their span is a point; with no past
-    # scores the interval is that point widened by the defaults, in horizons (30 and 40 min ahead)
-    for name, ahead in (("next", 30), ("after", 40)):
+    # scores the interval is that point widened by its size class's defaults, in horizons (30 and 40
+    # min ahead): on 8-GPU nodes the 8-GPU job is large, the 4-GPU one medium
+    sizes: tuple[tuple[str, int, SizeClass], ...] = (("next", 30, "large"), ("after", 40, "medium"))
+    for name, ahead, size in sizes:
         estimate = result[name]
-        assert (estimate.span_earliest, estimate.span_latest) == (estimate.start,) * 2
-        assert estimate.earliest == NOW + timedelta(minutes=ahead * (1 - DEFAULT_BELOW))
-        assert estimate.latest == NOW + timedelta(minutes=ahead * (1 + DEFAULT_ABOVE))
+        assert (estimate.span_earliest, estimate.span_latest, estimate.size) == (estimate.start,) * 2 + (size,)
+        assert estimate.earliest == NOW + timedelta(seconds=round(ahead * 60 * (1 - DEFAULTS[size].below)))
+        assert estimate.latest == NOW + timedelta(seconds=round(ahead * 60 * (1 + DEFAULTS[size].above)))
 
 
 def test_a_preempted_and_requeued_job_is_pending_again() -> None:
@@ -127,11 +131,29 @@ def test_a_running_job_ends_like_the_past_runs_that_lasted_longer_than_it_has_ru
     assert run_seconds(job, few, 0.1, 5000.0)[0] > 5000.0  # conditioned on having run 5000 s
 
 
-def test_the_interval_widens_by_the_clusters_past_misses_never_below_the_defaults() -> None:
-    assert widening([(0.0, 5.0)] * 9) == Widening()  # too few to go by
-    # 20 scores: the ceil(21 * 0.9) = 19th smallest on each side, at least the default
-    assert widening([(-1.0, i / 10) for i in range(20)]) == Widening(DEFAULT_BELOW, 1.8)
-    assert widening([(0.5, -1.0)] * 20) == Widening(0.5, DEFAULT_ABOVE)
+def test_a_workloads_size_class_is_its_share_of_the_largest_node() -> None:
+    assert [size_class(g, 8) for g in (0, 1, 2, 3, 4, 5, 8, 16)] == ["small"] * 3 + ["medium"] * 2 + ["large"] * 3
+    assert [size_class(g, 4) for g in (1, 2, 4)] == ["small", "medium", "large"]
+    assert size_class(2, 0) == "small"  # no GPU node known: as on 8-GPU nodes
+
+
+def test_the_interval_widens_by_the_past_misses_of_its_size_never_below_the_defaults() -> None:
+    assert widening([(0.0, 9.0, "large")] * 9) == DEFAULTS  # too few to go by
+    # 20 scores of no known size: every class takes the ceil(21 * 0.9) = 19th smallest on each side,
+    # at least its default
+    pooled = widening([(-1.0, 9.0 + i / 10, "") for i in range(20)])
+    assert pooled == {size: Widening(d.below, 10.8) for size, d in DEFAULTS.items()}
+    assert widening([(5.0, -1.0, "")] * 20)["small"] == Widening(5.0, DEFAULTS["small"].above)
+    # large jobs with enough scores of their own go by those alone; the others by all of them
+    mixed = [(-1.0, 20.0, "large")] * MIN_CLASS_SCORES + [(-1.0, -1.0, "small")] * 30
+    by_size = widening(mixed)
+    assert by_size["large"] == Widening(DEFAULTS["large"].below, 20.0)
+    assert by_size["medium"] == Widening(DEFAULTS["medium"].below, 20.0)  # 10 of 40 pooled: its 37th is 20
+    assert by_size["small"] == DEFAULTS["small"]
+    fewer = widening(mixed[1:])  # 9 large ones: pooled, of which 9 of 39 are large, the 36th smallest
+    assert fewer["large"] == Widening(DEFAULTS["large"].below, 20.0)
+    # 2 large of 32: the pooled 30th smallest is a small one's, inside: the defaults
+    assert widening([(-1.0, 20.0, "large")] * 2 + [(-1.0, -1.0, "small")] * 30)["large"] == DEFAULTS["large"]
     span = Estimate(namespace="default", name="w", start=NOW + timedelta(hours=1), earliest=None, latest=None,
                     span_earliest=NOW + timedelta(minutes=50), span_latest=NOW + timedelta(hours=2))
     wide = calibrated(span, NOW, Widening(0.5, 2.0))  # one hour ahead: 30 min below, 2 h above
@@ -154,4 +176,5 @@ def test_a_first_estimate_is_scored_when_its_workload_starts() -> None:
     ])
     assert list(waiting) == [("default", "waiting")]
     # 80 min after the span's start and 60 min after its end, in units of its 30 min horizon
-    assert scores == [pytest.approx((-80 / 30, 60 / 30))]
+    assert len(scores) == 1 and scores[0][2] == "small"
+    assert scores[0][:2] == pytest.approx((-80 / 30, 60 / 30))
