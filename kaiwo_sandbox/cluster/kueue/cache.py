@@ -169,6 +169,9 @@ class KueueCache:
         self.flavors: dict[str, FlavorInfo] = {}
         self.ns_labels: dict[str, dict[str, str]] = {}
         self.wls: dict[WorkloadKey, WorkloadInfo] = {}
+        # The Workloads not finished, in the order `wls` holds them (a dict as an ordered set): queue
+        # status counts only these, and a long run's finished ones would make each count grow with it.
+        self.unfinished: dict[WorkloadKey, None] = {}
         self.by_owner: dict[str, WorkloadKey] = {}  # job uid -> its Workload
         self.pending: dict[str, PendingQueue] = {}
         self.reserved: dict[str, set[WorkloadKey]] = {}
@@ -313,6 +316,10 @@ class KueueCache:
         status = obj.get("status") or {}
         info.active = spec.get("active", True) is not False
         info.finished = condition_true(obj, "Finished")
+        if info.finished:
+            self.unfinished.pop(key, None)
+        else:
+            self.unfinished[key] = None
         reserved = bool(status.get("admission")) and condition_true(obj, "QuotaReserved") and not info.finished
         info.evicted = reserved and condition_true(obj, "Evicted")
         if reserved and not info.active and not info.evicted:
@@ -379,5 +386,6 @@ class KueueCache:
             self.reserved.get(info.reserved_cq, set()).discard(info.key)
             self.full.update(self.book.cohort_members(info.reserved_cq))
         self.wls.pop(info.key, None)
+        self.unfinished.pop(info.key, None)
         if self.by_owner.get(info.job_uid) == info.key:
             del self.by_owner[info.job_uid]

@@ -646,7 +646,8 @@ class KueueController(Controller):
         cq_counts: dict[str, list[int]] = {name: [0, 0] for name in self.cache.cq_objs}
         lq_counts: dict[WorkloadKey, list[int]] = {key: [0, 0] for key in self.cache.lqs}
         lq_usage: dict[WorkloadKey, Usage] = {}
-        for info in self.cache.wls.values():
+        for key in self.cache.unfinished:  # a finished Workload is neither pending nor reserving
+            info = self.cache.wls[key]
             lq_key = (info.key[0], info.queue)
             if info.queued and info.bucket:
                 cq_counts.setdefault(info.bucket, [0, 0])[0] += 1
