@@ -32,8 +32,12 @@ DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "
 
 
 def current_gpus(store: Any, node: str | None = None) -> list[SimulatedGpu]:
-    nodes, _ = store.list(NODES)
-    pods, _ = store.list(PODS)
+    """`store`: the sandbox's ObjectStore. Its objects are read in place (`refs`, read-only): a copy of
+    every pod per request was most of a simulation's time with idle-GPU preemption on, which asks for
+    readings on every tracker pass. Nodes in name order, as a list gives them; the pods' order does not
+    matter (`simulate` orders each node's pods itself)."""
+    nodes = sorted(store.refs(NODES), key=lambda n: str((n.get("metadata") or {}).get("name") or ""))
+    pods = store.refs(PODS)
     clock = store.clock
     return simulate(nodes, pods, clock.now(), getattr(clock, "time_factor", 1.0), only_node=node)
 
