@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hosts.runtime.simulator import SimulationInputs, run_simulation
+from hosts.runtime.simulator import Recorder, SimulationInputs, run_simulation
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.simulation.generate import GeneratorSettings, generate
 from kaiwo_ray.simulation.report import Recording
@@ -79,10 +79,23 @@ GPU_PREEMPTION = {"apiVersion": "config.kaiwo.silogen.ai/v1alpha1", "kind": "Kai
                   "metadata": {"name": "kaiwo"}, "spec": {"gpuPreemption": {"defaultThreshold": 5}}}
 
 
-def _timed(inputs: SimulationInputs) -> tuple[Recording, float, float, float]:
-    """The recording, wall and CPU seconds, and the 1-minute load average at the end."""
+def _timed(inputs: SimulationInputs, every: float = 0.0) -> tuple[Recording, float, float, float]:
+    """The recording, wall and CPU seconds, and the 1-minute load average at the end. `every` > 0:
+    a progress line each `every` wall seconds (a long run shows how it goes before it ends)."""
     began, cpu = time.perf_counter(), time.process_time()
-    recording = run_simulation(inputs)
+    last = [began]
+
+    def progress(recorder: Recorder) -> None:
+        now = time.perf_counter()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        submitted = sum(1 for t in recorder.by_name.values() if t.record.submitted is not None)
+        print(f"  progress: {recorder.now() / 3600:.1f} simulated h after {now - began:.0f} s wall, "
+              f"CPU {time.process_time() - cpu:.0f} s, load {os.getloadavg()[0]:.1f}: {submitted} submitted, "
+              f"{recorder.running} running, {recorder.finished} finished", flush=True)
+
+    recording = run_simulation(inputs, progress if every > 0 else None)
     return recording, time.perf_counter() - began, time.process_time() - cpu, os.getloadavg()[0]
 
 
@@ -95,17 +108,17 @@ def measure_gpu_preemption(horizon: float, seed: int) -> None:
         recording, wall, cpu, load = _timed(inputs)
         waiting = sum(1 for r in recording.workloads if r.started is None)
         print(f"simulate_gpu_preemption_{label}_wall: {wall:.1f} s for the first {horizon / 3600:g} simulated "
-              f"hours of 200 workloads on 2 nodes x 8 GPUs ({waiting} not started by then; CPU {cpu:.1f} s, "
+              f"hours of 200 workloads on 2 nodes x 8 GPUs ({waiting} of 200 not started by then; CPU {cpu:.1f} s, "
               f"load {load:.1f})")
         print(f"simulate_gpu_preemption_{label}_speed: {recording.ended / wall:.0f} simulated s per wall s "
               f"({recording.ended / cpu:.0f} per CPU s)")
         sys.stdout.flush()
 
 
-def measure(workloads: int, nodes: int, seed: int) -> None:
+def measure(workloads: int, nodes: int, seed: int, every: float) -> None:
     trace = [TraceEntry(i + 1, w) for i, w in enumerate(generate(GeneratorSettings(workloads=workloads, seed=seed)))]
     inputs = SimulationInputs(trace, gpu_nodes(nodes), queue_config(8 * nodes))
-    recording, wall, cpu, load = _timed(inputs)
+    recording, wall, cpu, load = _timed(inputs, every)
     started = sum(1 for record in recording.workloads if record.started is not None)
     finished = sum(1 for record in recording.workloads if record.finished is not None)
     # The target's pace: 10,000 workloads in 600 s is 16.7 workloads per wall second.
@@ -129,12 +142,14 @@ def main() -> int:
                         help="the idle-GPU preemption case with a long queue instead (see above)")
     parser.add_argument("--horizon", type=float, default=7200.0,
                         help="with --gpu-preemption: simulated seconds to run (default 7200)")
+    parser.add_argument("--progress", type=float, default=0.0, metavar="SECONDS",
+                        help="print a progress line every SECONDS of wall time (default: none)")
     args = parser.parse_args()
     if args.gpu_preemption:
         measure_gpu_preemption(args.horizon, args.seed)
         return 0
     for count in (int(part) for part in args.scale.split(",")):
-        measure(count, args.nodes, args.seed)
+        measure(count, args.nodes, args.seed, args.progress)
     return 0
 
 
