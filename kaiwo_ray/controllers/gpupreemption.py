@@ -183,6 +183,8 @@ class GpuPreemptionController(Controller):
                                     clock=clock.now, monotonic=clock.monotonic)
         self._chains: dict[str, list[JsonObj]] = {}  # object uid -> [owner, ..., root]
         self._members = {R.PODS: _Members(), R.WORKLOADS: _Members()}
+        self._resolved_for: Any = None  # the KaiwoConfig section `_resolutions` were worked out under
+        self._resolutions: dict[tuple[str, ...], gp.Resolved] = {}
         self._discovering: set[str] = set()
         self._tasks_bg: set[asyncio.Task[Any]] = set()
         self._evaluating = asyncio.Lock()
@@ -344,8 +346,17 @@ class GpuPreemptionController(Controller):
     # -- one tracker (§8.4) ---------------------------------------------------------------------
 
     def _resolved(self, cr: JsonObj) -> gp.Resolved:
-        return gp.resolve(cr.get("spec") or {}, load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption,
-                          self.settings.defaults)
+        """`gp.resolve` (pure), remembered per tracker spec while the KaiwoConfig's parsed section is the
+        same object: every poll resolves every tracker, and trackers rarely carry settings of their own."""
+        config = load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption
+        spec = cr.get("spec") or {}
+        if config is not self._resolved_for:
+            self._resolved_for, self._resolutions = config, {}
+        key = tuple(repr(spec.get(name)) for name in gp.RESOLVED_FROM)
+        resolved = self._resolutions.get(key)
+        if resolved is None:
+            resolved = self._resolutions[key] = gp.resolve(spec, config, self.settings.defaults)
+        return resolved
 
     async def reconcile(self, key: Key) -> float | None:
         if not self.settings.enabled:
