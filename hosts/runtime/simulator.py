@@ -54,7 +54,7 @@ GPUWORKLOAD_PREEMPTING = frozenset({"Preempting", "Preempted"})
 # The cyclic garbage collector's thresholds during a run (Python's default: 700, 10, 10). A simulation
 # allocates millions of short-lived objects (decoded JSON, copies of stored objects) while it holds
 # hundreds of thousands of long-lived ones (the store, the caches); at the defaults the collector's
-# passes over them were a fifth of the CPU of a 300-workload run, and more as the store grows.
+# passes over them were about 15 % of the CPU of a 300-workload run, and more as the store grows.
 GC_THRESHOLDS = (50_000, 50, 100)
 
 
