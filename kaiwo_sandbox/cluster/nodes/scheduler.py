@@ -117,8 +117,9 @@ class Scheduler(Controller):
             self._node_order = sorted(self._nodes.values(), key=lambda n: n.name)
         nodes = []
         for template in self._node_order:
-            node = NodeState(template.name, template.labels, list(template.taints), template.unschedulable,
-                             dict(template.allocatable))
+            # labels, taints and allocatable are only read during a pass: shared; what a pass charges is its own
+            node = NodeState(template.name, template.labels, template.taints, template.unschedulable,
+                             template.allocatable)
             node.used = dict(self._used.get(node.name, {}))
             node.pods = self._pod_counts.get(node.name, 0)
             nodes.append(node)
