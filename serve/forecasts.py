@@ -5,6 +5,11 @@ KaiwoJobs, Nodes, KaiwoConfig and the KaiwoQueueConfig `kaiwo` go to a child pro
 (`python -m hosts.runtime.forecast`) that simulates them forward; its estimates replace the last ones,
 stamped with when they were computed. A child process, because a forecast takes seconds of CPU and
 runs the operator's clock in virtual time. A failed forecast is logged and the last estimates kept.
+
+Calibration: each pending KaiwoJob's first estimate is kept until the KaiwoJob starts; then how far
+that estimate missed (`score`) joins the last `MAX_SCORES` scores, which go to the next forecasts to
+widen their intervals into 80 % ones. They live in memory: a restarted admin API widens by the
+defaults alone (`DEFAULT_BELOW`, `DEFAULT_ABOVE`) until `MIN_SCORES` of its new estimates have started.
 """
 
 from __future__ import annotations
@@ -20,20 +25,25 @@ from datetime import UTC, datetime
 
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, NODES
-from kaiwo_ray.simulation.forecast import PENDING, Estimate
+from kaiwo_ray.simulation.forecast import PENDING, Estimate, Key, settle
 from serve.state import AdminState
 
 log = logging.getLogger(__name__)
 QUEUE_CONFIG = "kaiwo"  # the one KaiwoQueueConfig the operator reads
 TIMEOUT_SECONDS = 300.0
+MAX_SCORES = 500  # the most recent ones: the cluster's load changes, and so do its errors
 
 
 @dataclass
 class Forecasts:
     """The last forecast: (namespace, KaiwoJob name) -> its estimate, and when it was computed."""
 
-    by_workload: dict[tuple[str, str], Estimate] = field(default_factory=dict)
+    by_workload: dict[Key, Estimate] = field(default_factory=dict)
     computed: datetime | None = None
+    # Calibration memory: the first estimate of each workload still pending (when it was made, the
+    # estimate), and the scores of those that started, oldest first.
+    first: dict[Key, tuple[datetime, Estimate]] = field(default_factory=dict)
+    scores: list[tuple[float, float]] = field(default_factory=list)
 
     def get(self, namespace: str, name: str) -> Estimate | None:
         return self.by_workload.get((namespace, name))
@@ -45,20 +55,24 @@ def forecasts(state: AdminState) -> Forecasts:
 
 
 async def compute(state: AdminState) -> Forecasts:
-    """One forecast of the cluster as the cache and the API server show it now."""
+    """One forecast of the cluster as the cache and the API server show it now, calibrated with the
+    scores of the earlier forecasts' estimates whose workloads have started since."""
     jobs = state.cache.items(KAIWOJOBS)
     now = datetime.now(UTC).replace(microsecond=0)  # the cluster's stamps are whole seconds
+    previous = forecasts(state)
+    first, started = settle(previous.first, jobs)
+    scores = (previous.scores + started)[-MAX_SCORES:]
     pending = [j for j in jobs if str((j.get("status") or {}).get("status") or "") in PENDING]
     if not pending:
-        return Forecasts(computed=now)
+        return Forecasts(computed=now, first=first, scores=scores)
     try:
         queue_config = await state.client.get(KAIWOQUEUECONFIGS, QUEUE_CONFIG)
     except KubeError as err:
         log.warning("start-time forecast skipped: KaiwoQueueConfig %s: %s", QUEUE_CONFIG, err)
-        return Forecasts(computed=now)
+        return Forecasts(computed=now, first=first, scores=scores)
     configs = state.cache.items(KAIWOCONFIGS)
     request = {"now": now.isoformat(), "kaiwojobs": jobs, "nodes": state.cache.items(NODES),
-               "queueConfig": queue_config, "kaiwoConfig": configs[0] if configs else None}
+               "queueConfig": queue_config, "kaiwoConfig": configs[0] if configs else None, "scores": scores}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "hosts.runtime.forecast", stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -72,7 +86,10 @@ async def compute(state: AdminState) -> Forecasts:
     if proc.returncode != 0:
         raise RuntimeError(f"the forecast failed ({proc.returncode}): {stderr.decode(errors='replace')[-500:]}")
     estimates = [Estimate.model_validate(e) for e in json.loads(out)]
-    return Forecasts({(e.namespace, e.name): e for e in estimates}, now)
+    for estimate in estimates:
+        if estimate.start is not None:
+            first.setdefault((estimate.namespace, estimate.name), (now, estimate))
+    return Forecasts({(e.namespace, e.name): e for e in estimates}, now, first, scores)
 
 
 async def run_forecasts(state: AdminState, interval: float) -> None:

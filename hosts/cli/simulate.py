@@ -5,10 +5,15 @@ idle GPU-hours, preemptions and what never started (docs/simulate.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import shutil
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 EXAMPLES = """examples:
   kaiwo-ray trace generate --workloads 200 --seed 1 -o trace.jsonl
@@ -58,7 +63,7 @@ def _one_object(path: Path, kind: str) -> dict[str, Any]:
 def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
     """The SimulationInputs of the command line with that queue configuration; InputError naming the
     file (and line) otherwise."""
-    from hosts.runtime.simulator import SimulationInputs, node_gpus
+    from hosts.runtime.simulator import SimulationInputs, gpus_per_node, node_gpus
     from kaiwo_ray.manifests import ManifestReadError
     from kaiwo_ray.nodes import default_nodes, load_nodes
     from kaiwo_ray.simulation.trace import TraceError, check_feasible, parse_trace
@@ -79,7 +84,7 @@ def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
         queues = [str(q.get("name")) for q in spec.get("clusterQueues") or [] if isinstance(q, dict)]
         priorities = [str((p.get("metadata") or {}).get("name")) for p in spec.get("workloadPriorityClasses") or []
                       if isinstance(p, dict)]
-        check_feasible(trace, queues, node_gpus(nodes), priorities)
+        check_feasible(trace, queues, node_gpus(nodes), priorities, gpus_per_node(nodes))
     except TraceError as err:
         raise InputError(f"{args.trace}: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -88,19 +93,65 @@ def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
                             horizon_seconds=args.horizon)
 
 
-def _progress(total: int) -> Any:
-    """A one-line progress report on stderr, when it is a terminal."""
-    if not sys.stderr.isatty():
-        return None
+class ProgressBar:
+    """The progress bar on stderr (`kaiwo_ray.simulation.progress.render`), redrawn in place at most
+    every `interval` wall seconds, and once more with the last figures when the run ends (also on
+    Ctrl-C), followed by a newline so that the report starts on its own line."""
 
-    def show(recorder: Any) -> None:
-        hours = recorder.now() / 3600
+    def __init__(self, total: int, label: str = "", stream: TextIO | None = None, interval: float = 0.1) -> None:
+        self.total = total
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval = interval
+        self.started = time.monotonic()
+        self._drawn_at = -interval
+        self._recorder: Any = None
+
+    def __call__(self, recorder: Any) -> None:
+        self._recorder = recorder
+        now = time.monotonic()
+        if now - self._drawn_at >= self.interval:
+            self._drawn_at = now
+            self._draw()
+
+    def _draw(self) -> None:
+        from kaiwo_ray.simulation.progress import Progress, render
+
+        recorder = self._recorder
+        if recorder is None:
+            return
         submitted = sum(1 for tracked in recorder.by_name.values() if tracked.record.submitted is not None)
-        sys.stderr.write(f"\rsimulated {hours:7.1f}h  submitted {submitted}/{total}  running {recorder.running}  "
-                         f"finished {recorder.finished}\x1b[K")
-        sys.stderr.flush()
+        progress = Progress(self.total, submitted, recorder.finished + recorder.terminated, recorder.running,
+                            recorder.now(), time.monotonic() - self.started)
+        width = shutil.get_terminal_size((80, 24)).columns
+        self.stream.write("\r" + render(progress, width, self.label) + "\x1b[K")
+        self.stream.flush()
 
-    return show
+    def close(self) -> None:
+        self._draw()
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _progress(total: int, output: str, label: str) -> ProgressBar | None:
+    """A progress bar when stderr is a terminal and the output is the table (never for -o json, nor
+    when stderr is piped or redirected)."""
+    if output == "json" or not sys.stderr.isatty():
+        return None
+    return ProgressBar(total, label)
+
+
+@contextlib.contextmanager
+def _quiet_operator() -> Iterator[None]:
+    """The operator's warnings (a refused Kueue object, retries) would break the bar and repeat what
+    the command reports in its one line: only errors are logged while a simulation runs."""
+    logger = logging.getLogger("kaiwo_ray")
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
     reports = []
     for path, inputs in zip(configs, runs, strict=True):
-        report = _simulate(inputs, path if len(configs) > 1 else None)
+        report = _simulate(inputs, path if len(configs) > 1 else None, args.output)
         if isinstance(report, int):
             return report
         reports.append(report)
@@ -162,19 +213,21 @@ def _chart_library() -> str:
         raise InputError(f"--html needs Chart.js, vendored by `make vendor` at {CHART_JS}") from None
 
 
-def _simulate(inputs: Any, label: Path | None) -> dict[str, Any] | int:
+def _simulate(inputs: Any, label: Path | None, output: str = "table") -> dict[str, Any] | int:
     """The report of one run, or the exit status after printing why it could not run."""
     from hosts.runtime.simulator import SimulationError, run_simulation, total_gpus
     from kaiwo_ray.simulation.report import build_report
 
-    progress = _progress(len(inputs.trace))
+    progress = _progress(len(inputs.trace), output, label.name if label else "")
     try:
-        recording = run_simulation(inputs, progress)
+        with _quiet_operator():
+            recording = run_simulation(inputs, progress)
     except SimulationError as err:
+        if progress is not None:
+            progress.stream.write("\r\x1b[K")  # no bar left above the one line
         print(f"kaiwo-ray simulate: {f'{label}: ' if label else ''}{err}", file=sys.stderr)
         return 2 if err.bad_input else 1
-    finally:
-        if progress is not None:
-            sys.stderr.write("\n")
+    if progress is not None:
+        progress.close()
     report: dict[str, Any] = build_report(inputs.trace, recording, total_gpus(inputs.nodes))
     return report

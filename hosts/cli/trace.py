@@ -1,5 +1,5 @@
 """`kaiwo-ray trace generate`: a synthetic workload trace (docs/simulate.md) for `kaiwo-ray simulate`;
-`kaiwo-ray trace export`: the trace of a live cluster's finished KaiwoJobs, read over its API."""
+`kaiwo-ray trace export`: the trace of a live cluster's finished KaiwoJobs (batch and Ray), read over its API."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 EXAMPLES = """examples:
   kaiwo-ray trace generate --workloads 1000 --rate 30 --queues team-a,team-b --seed 7 -o week.jsonl
   kaiwo-ray trace generate --gpus 1,8 --gpu-weights 9,1 --idle-fraction 0.3 > trace.jsonl
+  kaiwo-ray trace generate --rayjob-share 0.2 --replicas 1,2,4 --replica-weights 6,3,1 -o mixed.jsonl
 """
 EXPORT_EXAMPLES = """examples:
   kaiwo-ray trace export --since 7d -A -o last-week.jsonl
@@ -46,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--duration-max", type=float, default=86400.0, metavar="SECONDS")
     gen.add_argument("--idle-fraction", type=float, default=0.1,
                      help="share of workloads that hold GPUs at 0%% utilization (default 0.1)")
+    gen.add_argument("--rayjob-share", type=float, default=0.0, metavar="SHARE",
+                     help="share of workloads that are rayjobs (a head and GPU workers), 0..1 (default 0)")
+    gen.add_argument("--replicas", type=lambda t: _numbers(int, t), default=(1,), metavar="N,N,...",
+                     help="pods per workload (workers of a rayjob), each with the drawn GPUs (default 1)")
+    gen.add_argument("--replica-weights", type=lambda t: _numbers(float, t), default=None, metavar="W,W,...",
+                     help="relative weight of each --replicas count (default equal)")
     gen.add_argument("--seed", type=int, default=0, help="the same seed gives the same trace (default 0)")
     gen.add_argument("-o", "--output", type=Path, metavar="FILE", help="write here instead of stdout")
 
@@ -81,7 +88,10 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace, gpu_vendor=args.gpu_vendor, gpu_sizes=sizes,
         gpu_weights=tuple(float(w) for w in weights), duration_median=args.duration_median,
         duration_sigma=args.duration_sigma, duration_min=args.duration_min, duration_max=args.duration_max,
-        idle_fraction=args.idle_fraction, seed=args.seed)
+        idle_fraction=args.idle_fraction, rayjob_share=args.rayjob_share,
+        replica_counts=tuple(int(count) for count in args.replicas),
+        replica_weights=tuple(float(w) for w in (args.replica_weights or tuple(1.0 for _ in args.replicas))),
+        seed=args.seed)
     problems = settings.problems()
     if problems:
         print(f"kaiwo-ray trace generate: {problems[0]}", file=sys.stderr)
@@ -118,9 +128,10 @@ def export(args: argparse.Namespace) -> int:
     from kaiwo_ray.api.labels import LABEL_RUN_ID
     from kaiwo_ray.cli import kubeconfig
     from kaiwo_ray.cli.api import Api, ApiStatusError, path_of
-    from kaiwo_ray.cli.errors import CliError
-    from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES, PODS
+    from kaiwo_ray.cli.errors import CliError, ClusterError
+    from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES, PODS, RAYJOBS
     from kaiwo_ray.simulation.export import export_trace, parse_moment
+    from kaiwo_ray.simulation.shape import uses_ray
     from kaiwo_ray.simulation.trace import dump_line
     from kaiwo_ray.telemetry.ledger_store import LABEL, assemble
 
@@ -142,11 +153,22 @@ def export(args: argparse.Namespace) -> int:
         namespaces: list[str | None] = [None] if args.all_namespaces else list(args.namespaces or [access.namespace])
         jobs: list[dict[str, object]] = []
         pods: list[dict[str, object]] = []
+        rayjobs: list[dict[str, object]] = []
         services = 0
         for namespace in namespaces:
-            jobs += api.list(path_of(KAIWOJOBS, namespace)).get("items") or []
+            listed = api.list(path_of(KAIWOJOBS, namespace)).get("items") or []
+            jobs += listed
             pods += api.list(path_of(PODS, namespace), labelSelector=LABEL_RUN_ID).get("items") or []
             services += len(api.list(path_of(KAIWOSERVICES, namespace)).get("items") or [])
+            if any(uses_ray(job.get("spec") or {}) for job in listed):
+                try:  # a Ray KaiwoJob's run is its RayJob's (its pods are gone once it ends)
+                    rayjobs += api.list(path_of(RAYJOBS, namespace)).get("items") or []
+                except ApiStatusError as err:
+                    if err.code != 404:  # 404: no KubeRay, so no RayJobs
+                        raise
+                except ClusterError as err:  # 403
+                    print(f"kaiwo-ray trace export: RayJobs not read ({err.message}); Ray KaiwoJobs' runs "
+                          "from their own status", file=sys.stderr)
         try:
             ledger, _ = assemble(list(api.list(path_of(CONFIGMAPS, args.ledger_namespace),
                                                labelSelector=LABEL).get("items") or []))
@@ -157,7 +179,7 @@ def export(args: argparse.Namespace) -> int:
             rows = {}
     except CliError as err:
         return fail(err.message, 1)
-    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=rows,
+    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=rows, rayjobs=rayjobs,
                           other={"KaiwoService (not a trace kind)": services} if services else None)
     code = _write("export", args.output, "".join(dump_line(workload) + "\n" for workload in result.workloads))
     skipped = ", ".join(f"{count} {reason}" for reason, count in result.skipped.items())

@@ -1,7 +1,8 @@
 """Estimated start times of pending KaiwoJobs: the cluster's state (kaiwo_ray/simulation/forecast.py)
 replayed forward by the simulator (hosts/runtime/simulator.py) once per run-time scenario.
 
-`python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "nodes", "queueConfig", "kaiwoConfig"}`
+`python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "nodes", "queueConfig", "kaiwoConfig",
+"scores"}` (scores: how far the cluster's past estimates missed, kaiwo_ray/simulation/forecast.py `score`)
 as JSON on stdin and writes the estimates as a JSON list: the admin API runs it as a child process,
 because a simulation takes seconds of CPU and sets the process's operator clock to virtual time.
 """
@@ -24,6 +25,7 @@ from kaiwo_ray.simulation.forecast import (
     cluster_state,
     estimates,
     forecast_trace,
+    widening,
 )
 
 HORIZON_SECONDS = 7 * 86400.0
@@ -49,8 +51,9 @@ def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:
 
 
 def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, Any]], queue_config: Mapping[str, Any],
-             kaiwo_config: Mapping[str, Any] | None = None) -> list[Estimate]:
-    """Each pending job's estimate; blocks for the simulations (seconds each)."""
+             kaiwo_config: Mapping[str, Any] | None = None, scores: Sequence[tuple[float, float]] = ()) -> list[Estimate]:
+    """Each pending job's estimate, its span widened by the conformal quantile of the cluster's past
+    `scores` (kaiwo_ray/simulation/forecast.py, `widening`); blocks for the simulations (seconds each)."""
     if not state.pending:
         return []
     node_objects = [_node(n) for n in nodes]
@@ -69,7 +72,7 @@ def forecast(state: ClusterState, now: datetime, nodes: Sequence[Mapping[str, An
             by_line = {e.line: (e.workload.namespace, e.name) for e in trace}
             simulated[key] = {by_line[r.line]: r.started for r in recording.workloads}
         starts[q] = simulated[key]
-    return estimates(state, now, starts)
+    return estimates(state, now, starts, widening(scores))
 
 
 def main() -> None:
@@ -78,7 +81,8 @@ def main() -> None:
     request = json.load(sys.stdin)
     now = datetime.fromisoformat(request["now"]) if request.get("now") else datetime.now(UTC)
     result = forecast(cluster_state(request.get("kaiwojobs") or []), now, request.get("nodes") or [],
-                      request.get("queueConfig") or {}, request.get("kaiwoConfig"))
+                      request.get("queueConfig") or {}, request.get("kaiwoConfig"),
+                      [(float(b), float(a)) for b, a in request.get("scores") or []])
     json.dump([e.model_dump(mode="json") for e in result], sys.stdout)
 
 

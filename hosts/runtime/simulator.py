@@ -27,9 +27,11 @@ from kaiwo_ray.api.crd import all_crds
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, KubeError
+from kaiwo_ray.simulation.refusal import queue_config_refusal
 from kaiwo_ray.simulation.report import IDLE_GPU_PREEMPTION, Interval, Recording, WorkloadRecord
 from kaiwo_ray.simulation.trace import GPU_RESOURCE, TraceEntry
-from kaiwo_sandbox.contracts import CLUSTERQUEUES, WORKLOADS, JsonObj, WatchEvent
+from kaiwo_sandbox.cluster.base import ClusterSettings
+from kaiwo_sandbox.contracts import CLUSTERQUEUES, EVENTS, GVR, WORKLOADS, JsonObj, WatchEvent
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig
 
 log = logging.getLogger(__name__)
@@ -45,7 +47,12 @@ WATCH_SECONDS = 30 * 86400
 BOOKMARK_SECONDS = 3600.0
 RUN_SECONDS = "sandbox.kaiwo-ray.dev/run-seconds"
 START_SECONDS = "sandbox.kaiwo-ray.dev/start-seconds"
+READY_SECONDS = "sandbox.kaiwo-ray.dev/ready-seconds"
 GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
+# Pods start at once: those of the trace's KaiwoJobs (start-seconds 0) and those made for them that
+# carry none of their annotations (KubeRay's submitter pod), so a workload runs its `duration` from
+# its admission.
+POD_START_SECONDS = 0.0
 TRACE_LINE = "simulate.kaiwo-ray.dev/trace-line"
 # GPU preemption is opt-in per namespace or workload (spec/cluster.md §8.2): with it on, the trace's
 # namespaces carry this annotation, as an admin opting a team in would set it.
@@ -56,6 +63,7 @@ GPUWORKLOAD_PREEMPTING = frozenset({"Preempting", "Preempted"})
 # hundreds of thousands of long-lived ones (the store, the caches); at the defaults the collector's
 # passes over them were about 15 % of the CPU of a 300-workload run, and more as the store grows.
 GC_THRESHOLDS = (50_000, 50, 100)
+KAIWOQUEUECONFIGS_GVR = GVR(R.KAIWOQUEUECONFIGS.group, R.KAIWOQUEUECONFIGS.version, R.KAIWOQUEUECONFIGS.plural)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +202,19 @@ class Recorder:
 
 
 def kaiwojob(entry: TraceEntry) -> JsonObj:
-    """The KaiwoJob a trace line submits: its pod runs `duration` seconds with the trace's GPU profile."""
+    """The KaiwoJob a trace line submits, running `duration` seconds with the trace's GPU profile.
+
+    - `job`: a batch Job of `replicas` pods (`parallelism` = `completions` = `replicas`, through
+      `spec.job` when there are several: Kaiwo's own Job is one pod), each with `gpus`; Kueue admits
+      it as one pod set of `replicas` pods. Every pod runs `duration` (the `run-seconds` annotation,
+      which the KaiwoJob's annotations carry to its pods).
+    - `rayjob`: `ray: true`, `replicas` workers of `gpus` each (`gpusPerReplica`) and a head; Kueue
+      admits the RayJob as one Workload (head, workers, and KubeRay's submitter pod sets). The Ray
+      pods run until KubeRay deletes the cluster; the run is the entrypoint, `sleep <duration>`,
+      which the simulated KubeRay's submitter pod runs for that long once the cluster is ready (at
+      once: pods start and turn ready without delay in a simulation). No `run-seconds` here: on the
+      KaiwoJob it would reach the head and workers too and end them.
+    """
     workload = entry.workload
     spec: JsonObj = {
         "user": workload.user, "image": "simulated", "clusterQueue": workload.queue,
@@ -211,9 +231,24 @@ def kaiwojob(entry: TraceEntry) -> JsonObj:
         spec["duration"] = f"{workload.declared_duration:g}s"
     annotations = {RUN_SECONDS: f"{workload.duration:g}", START_SECONDS: "0",
                    GPU_UTILIZATION: workload.utilization_annotation(), TRACE_LINE: str(entry.line)}
+    if workload.kind == "rayjob":
+        del annotations[RUN_SECONDS]
+        annotations[READY_SECONDS] = "0"  # Ray pods are ready at once (KubeRay's probes would wait 10 s)
+        spec.update(ray=True, replicas=workload.replicas, entrypoint=f"sleep {_seconds_text(workload.duration)}")
+        if workload.gpus:
+            spec.update(gpus=workload.total_gpus, gpusPerReplica=workload.gpus)
+    elif workload.replicas > 1:
+        pods = workload.replicas
+        spec["job"] = {"spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "workload", "image": "simulated"}]}}}}
     return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
             "metadata": {"name": entry.name, "namespace": workload.namespace, "annotations": annotations},
             "spec": spec}
+
+
+def _seconds_text(seconds: float) -> str:
+    """`seconds` as `sleep` reads it: plain decimals, never an exponent."""
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def node_gpus(nodes: list[JsonObj]) -> dict[str, int]:
@@ -229,6 +264,22 @@ def node_gpus(nodes: list[JsonObj]) -> dict[str, int]:
                 count = 0
             most[vendor] = max(most.get(vendor, 0), count)
     return most
+
+
+def gpus_per_node(nodes: list[JsonObj]) -> dict[str, list[int]]:
+    """vendor -> the GPUs of each node that has any of that vendor's (allocatable, else capacity)."""
+    sizes: dict[str, list[int]] = {}
+    for node in nodes:
+        status = node.get("status") or {}
+        amounts = status.get("allocatable") or status.get("capacity") or {}
+        for vendor, resource in GPU_RESOURCE.items():
+            try:
+                count = int(str(amounts.get(resource, 0)))
+            except ValueError:
+                count = 0
+            if count > 0:
+                sizes.setdefault(vendor, []).append(count)
+    return sizes
 
 
 def total_gpus(nodes: list[JsonObj]) -> int:
@@ -284,6 +335,28 @@ async def _until(check: Callable[[], bool], seconds: float, what: str) -> None:
         await asyncio.sleep(1.0)
 
 
+async def _queues_ready(sandbox: Sandbox, queue_config: JsonObj) -> None:
+    """Wait until the configuration's ClusterQueues exist and the operator has synced it (READY or
+    FAILED); a refusal it reported (Kueue's webhook or CRD rules, an unusable KaiwoQueueConfig) stops
+    the run at once with Kueue's reason (`kaiwo_ray.simulation.refusal`)."""
+    queues = {q.get("name") for q in (queue_config.get("spec") or {}).get("clusterQueues") or []}
+    name = str((queue_config.get("metadata") or {}).get("name") or "")
+
+    def refusal() -> str | None:
+        return queue_config_refusal(sandbox.store.refs(EVENTS), name)
+
+    def synced() -> bool:
+        stored = next((o for o in sandbox.store.refs(KAIWOQUEUECONFIGS_GVR) if o["metadata"]["name"] == name), None)
+        status = ((stored or {}).get("status") or {}).get("status")
+        return status in ("READY", "FAILED") and queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)}
+
+    await _until(lambda: refusal() is not None or synced(), 600.0,
+                 f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+    reason = refusal()
+    if reason is not None:
+        raise SimulationError(f"--queue-config: {reason}", bad_input=True)
+
+
 async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None] | None = None,
                    recorder: Recorder | None = None) -> Recording:
     """Replay the trace; must run on a VirtualTimeLoop (`run_simulation`)."""
@@ -294,7 +367,8 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
         kubeconfig = Path(scratch) / "kubeconfig"
         sandbox = Sandbox(SandboxConfig(
             nodes=inputs.nodes, cluster=True, clock=sim_clock, extra_crds=list(all_crds()), tls=False,
-            kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=BOOKMARK_SECONDS))
+            kubeconfig_path=kubeconfig, event_ttl=3600.0, aggregator_interval=86400.0, bookmark_interval=BOOKMARK_SECONDS,
+            cluster_settings=ClusterSettings(pod_start_seconds=POD_START_SECONDS)))
         await sandbox.start()
         unsubscribe = sandbox.store.subscribe(recorder.on_event)
         operator: Operator | None = None
@@ -317,9 +391,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             operator = Operator(list(options), HostSettings(
                 kubeconfig=str(kubeconfig), lease=False, coalesce_seconds=0.0, controller_options=options))
             await operator.start()
-            queues = {q.get("name") for q in (inputs.queue_config.get("spec") or {}).get("clusterQueues") or []}
-            await _until(lambda: queues <= {o["metadata"]["name"] for o in sandbox.store.refs(CLUSTERQUEUES)},
-                         600.0, f"ClusterQueues {', '.join(sorted(str(q) for q in queues))}")
+            await _queues_ready(sandbox, inputs.queue_config)
             opt_in = {GPU_PREEMPTION_OPT_IN: "true"} if features.gpu_preemption else {}
             for namespace in sorted({e.workload.namespace for e in inputs.trace}):
                 await _create(client, R.NAMESPACES, {"metadata": {"name": namespace, "annotations": opt_in}})

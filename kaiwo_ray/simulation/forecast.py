@@ -1,31 +1,39 @@
 """When will a pending workload start (pure): the cluster's KaiwoJobs now, as traces a forward
-simulation replays (docs/simulate.md, "Estimated start times").
+simulation replays, and how sure that is (docs/simulate.md, "Estimated start times").
 
-A running KaiwoJob ends at its start + `spec.duration` when it declares one; else after a percentile
-of the run times of its user's finished KaiwoJobs, else of its queue's, else `DEFAULT_RUN_SECONDS`.
-Pending ones run for the same estimate once started. Three scenarios (the 10th, 50th and 90th
-percentile run times) give the earliest, likely and latest start; a scenario that is the same trace
-as another is simulated once.
+A KaiwoJob runs for its `spec.duration` when it declares one; else for a percentile of its user's
+(else its queue's) past run times, conditioned on how long it has already run. Three scenarios (the
+10th, 50th and 90th percentile run times) give the likely start (the 50th) and a span; that span,
+widened by how far the cluster's past estimates missed (conformal calibration, below), is the 80 %
+interval `earliest`..`latest`. A scenario that is the same trace as another is simulated once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.simulation.shape import kaiwojob_shape
 from kaiwo_ray.simulation.trace import TraceEntry, TraceWorkload
 
 DEFAULT_RUN_SECONDS = 3600.0
 """The run time assumed for a workload without `spec.duration` whose user and queue have no history."""
 QUANTILES: tuple[float, float, float] = (0.1, 0.5, 0.9)
+MIN_HISTORY = 5
+"""Past runs of a user (else a queue) needed before their percentiles stand for its run times."""
+PRIOR_SIGMA = 1.0
+"""Shape of the log-normal run time assumed with fewer than `MIN_HISTORY` past runs (a factor of
+e^1.28 = 3.6 either way between its median and its 10th/90th percentiles)."""
 RUNNING = frozenset({"STARTING", "RUNNING", "READY"})
 PENDING = frozenset({"", "DOWNLOADING", "PENDING"})
-Basis = Literal["declared", "user", "queue", "default"]
+Basis = Literal["declared", "user", "queue", "few", "default"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +52,8 @@ class Job:
     created: datetime
     started: datetime | None
     declared: float | None  # spec.duration in seconds
+    kind: Literal["job", "rayjob"] = "job"
+    replicas: int = 1  # pods of a job, GPU workers of a rayjob; `gpus`, `cpu`, `memory` are each pod's
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +64,19 @@ class ClusterState:
 
 
 class Estimate(BaseModel):
-    """A pending workload's estimated start. `start` is the likely one (median run times), `earliest`
-    and `latest` those with the 10th and 90th percentile run times; None where the simulation did not
-    start it before its horizon."""
+    """A pending workload's estimated start; None where the simulation did not start it before its
+    horizon. `start` is the likely one (the scenario with median run times). `span_earliest` and
+    `span_latest` span the starts of the three run-time scenarios (10th, 50th, 90th percentile run
+    times); `earliest`..`latest` is that span widened by the cluster's past errors into an 80 %
+    interval (`calibrated`)."""
 
     namespace: str
     name: str
     start: datetime | None
     earliest: datetime | None
     latest: datetime | None
+    span_earliest: datetime | None = None
+    span_latest: datetime | None = None
 
 
 def _time(text: object) -> datetime | None:
@@ -75,12 +89,13 @@ def _time(text: object) -> datetime | None:
 
 
 def _job(obj: Mapping[str, Any]) -> Job | None:
-    """The forecast's view of a one-pod KaiwoJob; None for what it cannot model (Ray, several replicas)."""
+    """The forecast's view of a KaiwoJob, batch (one pod, or `spec.job`'s pods) or Ray (a head and GPU
+    workers), shaped as `kaiwo_ray.simulation.shape` reads it; None without a creation time."""
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     created = _time(meta.get("creationTimestamp"))
-    if created is None or spec.get("ray") or (spec.get("replicas") or 1) != 1:
+    if created is None:
         return None
     declared: float | None = None
     if isinstance(spec.get("duration"), str):
@@ -89,13 +104,14 @@ def _job(obj: Mapping[str, Any]) -> Job | None:
         except ValueError:
             declared = None
     requests = (spec.get("resources") or {}).get("requests") or {}
-    gpus = spec.get("gpus")
+    shape = kaiwojob_shape(spec)
     vendor: Literal["amd", "nvidia"] = "nvidia" if spec.get("gpuVendor") == "nvidia" else "amd"
     return Job(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
                user=str(spec.get("user") or "unknown"), queue=str(spec.get("clusterQueue") or "kaiwo"),
-               priority=spec.get("priorityClass") or None, gpus=gpus if isinstance(gpus, int) else 0,
+               priority=spec.get("priorityClass") or None, gpus=shape.gpus,
                gpu_vendor=vendor, cpu=str(requests.get("cpu") or "1"), memory=str(requests.get("memory") or "1Gi"),
-               created=created, started=_time(status.get("startTime")), declared=declared)
+               created=created, started=_time(status.get("startTime")), declared=declared,
+               kind=shape.kind, replicas=shape.replicas)
 
 
 def cluster_state(kaiwojobs: Iterable[Mapping[str, Any]]) -> ClusterState:
@@ -129,18 +145,40 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def run_seconds(job: Job, history: Sequence[tuple[str, str, float]], q: float) -> tuple[float, Basis]:
-    """How long `job` runs in all: its declared duration, else the q-th percentile of its user's past
-    run times, else its queue's, else the default."""
+def _lognormal_total(median: float, elapsed: float, q: float) -> float:
+    """The q-th quantile of a log-normal run time (this median, shape `PRIOR_SIGMA`) given that it has
+    already run `elapsed` seconds: F(t) = F(elapsed) + q * (1 - F(elapsed))."""
+    dist = NormalDist(math.log(median), PRIOR_SIGMA)
+    below = dist.cdf(math.log(elapsed)) if elapsed > 0 else 0.0
+    level = min(below + q * (1.0 - below), 1.0 - 1e-9)
+    return max(math.exp(dist.inv_cdf(level)), elapsed)
+
+
+def run_seconds(job: Job, history: Sequence[tuple[str, str, float]], q: float,
+                elapsed: float = 0.0) -> tuple[float, Basis]:
+    """The q-th quantile of how long `job` runs in all, given that it has already run `elapsed` seconds.
+
+    Its declared duration when it has one. Else from the past run times of its user (at least
+    `MIN_HISTORY` of them), else of its queue: the q-th percentile of those longer than `elapsed` (a job
+    that has run 50 min ends like the past runs that lasted more than 50 min); when it has outlived them
+    all, `elapsed / (1 - q)` (the longer something has run, the longer it is likely to go on). With
+    fewer runs to go by, a log-normal of shape `PRIOR_SIGMA` around their median ("few"), or around
+    `DEFAULT_RUN_SECONDS` when there are none ("default"), conditioned the same way."""
     if job.declared is not None:
         return job.declared, "declared"
     mine = [s for user, _queue, s in history if user == job.user]
-    if mine:
-        return percentile(mine, q), "user"
     queue = [s for _user, queue_name, s in history if queue_name == job.queue]
-    if queue:
-        return percentile(queue, q), "queue"
-    return DEFAULT_RUN_SECONDS, "default"
+    choices: tuple[tuple[list[float], Basis], ...] = ((mine, "user"), (queue, "queue"))
+    for sample, basis in choices:
+        if len(sample) >= MIN_HISTORY:
+            longer = [s for s in sample if s > elapsed]
+            if longer:
+                return percentile(longer, q), basis
+            return elapsed / (1.0 - q), basis
+    few = mine or queue
+    if few:
+        return _lognormal_total(percentile(few, 0.5), elapsed, q), "few"
+    return _lognormal_total(DEFAULT_RUN_SECONDS, elapsed, q), "default"
 
 
 def forecast_trace(state: ClusterState, now: datetime, q: float) -> list[TraceEntry]:
@@ -149,8 +187,8 @@ def forecast_trace(state: ClusterState, now: datetime, q: float) -> list[TraceEn
     order (the simulated Kueue orders by whole-second creation stamps), for their whole estimated run."""
     entries: list[TraceEntry] = []
     for job in state.running:
-        total, _basis = run_seconds(job, state.history, q)
-        elapsed = (now - (job.started or now)).total_seconds()
+        elapsed = max(0.0, (now - (job.started or now)).total_seconds())
+        total, _basis = run_seconds(job, state.history, q, elapsed)
         entries.append(TraceEntry(len(entries) + 1, _workload(job, 0.0, max(1.0, total - elapsed))))
     for index, job in enumerate(state.pending, start=1):
         total, _basis = run_seconds(job, state.history, q)
@@ -160,13 +198,16 @@ def forecast_trace(state: ClusterState, now: datetime, q: float) -> list[TraceEn
 
 def _workload(job: Job, submit: float, duration: float) -> TraceWorkload:
     return TraceWorkload(name=job.name, namespace=job.namespace, submit=submit, user=job.user, queue=job.queue,
-                         priority=job.priority, gpus=job.gpus, gpu_vendor=job.gpu_vendor, cpu=job.cpu,
-                         memory=job.memory, duration=duration, declared_duration=job.declared)
+                         priority=job.priority, kind=job.kind, replicas=job.replicas, gpus=job.gpus,
+                         gpu_vendor=job.gpu_vendor, cpu=job.cpu, memory=job.memory, duration=duration,
+                         declared_duration=job.declared)
 
 
 def estimates(state: ClusterState, now: datetime,
-              starts: Mapping[float, Mapping[tuple[str, str], float | None]]) -> list[Estimate]:
-    """Each pending job's estimate from the simulated starts (trace seconds after `now`) per quantile."""
+              starts: Mapping[float, Mapping[tuple[str, str], float | None]],
+              widen: Widening | None = None) -> list[Estimate]:
+    """Each pending job's estimate from the simulated starts (trace seconds after `now`) per quantile,
+    its span widened by `widen` (see `calibrated`)."""
 
     def at(q: float, key: tuple[str, str]) -> datetime | None:
         seconds = starts.get(q, {}).get(key)
@@ -178,7 +219,102 @@ def estimates(state: ClusterState, now: datetime,
         key = (job.namespace, job.name)
         known = [t for t in (at(low, key), at(mid, key), at(high, key)) if t is not None]
         # Shorter run times usually mean an earlier start, not always (a freed gap another job takes):
-        # the interval is the span of the three scenarios.
-        out.append(Estimate(namespace=job.namespace, name=job.name, start=at(mid, key),
-                            earliest=min(known) if known else None, latest=max(known) if known else None))
+        # the span is that of the three scenarios.
+        first, last = (min(known), max(known)) if known else (None, None)
+        out.append(calibrated(Estimate(namespace=job.namespace, name=job.name, start=at(mid, key), earliest=first,
+                                       latest=last, span_earliest=first, span_latest=last), now,
+                                   widen or Widening()))
     return out
+
+
+# Calibration (conformalized quantile regression, normalized, one side at a time): the run-time
+# scenarios' span knows neither how run times really vary together nor what the forecast cannot see
+# (later arrivals that go first, backfill ahead of a large job). How far each estimate's span missed
+# its workload's real start, below and above, in units of how far ahead it looked, is its score; the
+# span widened on each side by the SIDE_LEVEL quantile of the cluster's past scores on that side
+# misses at most 10 % below and 10 % above, so holds at least COVERAGE of starts, as far as the future
+# errs like the past. Never narrower than the defaults: measured (benchmarks/forecast.py), narrowing on
+# a cluster's first scores lost coverage while its queue grew, as early waits are short.
+COVERAGE = 0.8
+SIDE_LEVEL = 1.0 - (1.0 - COVERAGE) / 2
+MIN_SCORES = 10
+"""Past scores needed before they may widen the interval beyond the defaults."""
+DEFAULT_BELOW = 0.25
+DEFAULT_ABOVE = 1.5
+"""The least widening below and above the span, in horizons, measured with `benchmarks/forecast.py`:
+real starts fall after the span far more often (and further) than before it."""
+SCALE_FLOOR_SECONDS = 1800.0
+"""The least horizon a score is measured in: a start estimated a minute away can still be an hour off."""
+
+
+@dataclass(frozen=True, slots=True)
+class Widening:
+    below: float = DEFAULT_BELOW
+    above: float = DEFAULT_ABOVE
+
+
+def horizon(now: datetime, start: datetime) -> float:
+    """The unit of an estimate's score and widening: how far ahead it looks, at least SCALE_FLOOR_SECONDS."""
+    return max((start - now).total_seconds(), SCALE_FLOOR_SECONDS)
+
+
+def score(estimate: Estimate, computed: datetime, actual: datetime) -> tuple[float, float] | None:
+    """How far the real start fell before and after its scenarios' span (negative: inside), in horizons;
+    None for an estimate without a start."""
+    if estimate.start is None or estimate.span_earliest is None or estimate.span_latest is None:
+        return None
+    unit = horizon(computed, estimate.start)
+    return ((estimate.span_earliest - actual).total_seconds() / unit,
+            (actual - estimate.span_latest).total_seconds() / unit)
+
+
+def _conformal(values: Sequence[float]) -> float:
+    """The ceil((n + 1) * SIDE_LEVEL)-th smallest of n values (the largest when that is past n)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered), math.ceil((len(ordered) + 1) * SIDE_LEVEL)) - 1]
+
+
+def widening(scores: Sequence[tuple[float, float]]) -> Widening:
+    """Each side's conformal quantile of past scores, at least its default; the defaults with fewer than
+    `MIN_SCORES`."""
+    if len(scores) < MIN_SCORES:
+        return Widening()
+    return Widening(max(DEFAULT_BELOW, _conformal([b for b, _a in scores])),
+                    max(DEFAULT_ABOVE, _conformal([a for _b, a in scores])))
+
+
+def calibrated(estimate: Estimate, now: datetime, widen: Widening) -> Estimate:
+    """`earliest`..`latest`: the scenarios' span widened by `widen` horizons on each side, never before
+    `now` and always holding `start`."""
+    if estimate.start is None or estimate.span_earliest is None or estimate.span_latest is None:
+        return estimate
+    unit = horizon(now, estimate.start)
+    below, above = timedelta(seconds=round(widen.below * unit)), timedelta(seconds=round(widen.above * unit))
+    return estimate.model_copy(update={"earliest": max(now, min(estimate.start, estimate.span_earliest - below)),
+                                       "latest": max(estimate.start, estimate.span_latest + above)})
+
+Key = tuple[str, str]
+
+
+def settle(first: Mapping[Key, tuple[datetime, Estimate]], kaiwojobs: Iterable[Mapping[str, Any]],
+           ) -> tuple[dict[Key, tuple[datetime, Estimate]], list[tuple[float, float]]]:
+    """The scores of first estimates (when made, the estimate) whose KaiwoJob has started since, and the
+    first estimates still waiting: a KaiwoJob still pending keeps its own, one that ended otherwise (or
+    is gone) drops it."""
+    waiting: dict[Key, tuple[datetime, Estimate]] = {}
+    scores: list[tuple[float, float]] = []
+    for obj in kaiwojobs:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+        if key not in first:
+            continue
+        computed, estimate = first[key]
+        status = obj.get("status") or {}
+        started = _time(status.get("startTime"))
+        if str(status.get("status") or "") in PENDING:
+            waiting[key] = first[key]
+        elif started is not None and started >= computed:  # not a requeued job's first startTime
+            found = score(estimate, computed, started)
+            if found is not None:
+                scores.append(found)
+    return waiting, scores

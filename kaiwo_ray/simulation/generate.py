@@ -6,7 +6,11 @@ Arrivals are a Poisson process (`rate_per_hour`); each workload's GPU count is d
 `duration_median` seconds and shape `duration_sigma` (clipped to `duration_min`..`duration_max`),
 and its queue and user uniformly from `queues` and `users` users. With probability
 `idle_fraction` a workload idles its GPUs (0 % utilization) for its whole run; the others use
-them at a steady level drawn from 50..100 %.
+them at a steady level drawn from 50..100 %. A share `rayjob_share` of workloads are `rayjob`s; each
+workload has `replicas` pods (workers of a `rayjob`) drawn from `replica_counts` (weighted by
+`replica_weights`), each pod with the drawn GPUs. Kinds and replica counts come from a random stream
+of their own, so a trace with rayjobs or several replicas has the same arrivals, sizes, durations
+and utilizations as the one without (and the defaults give the traces they always gave).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class GeneratorSettings:
     duration_min: float = 60.0
     duration_max: float = 86400.0
     idle_fraction: float = 0.1
+    rayjob_share: float = 0.0
+    replica_counts: tuple[int, ...] = (1,)
+    replica_weights: tuple[float, ...] = (1.0,)
     seed: int = 0
 
     def problems(self) -> list[str]:
@@ -59,11 +66,18 @@ class GeneratorSettings:
             found.append("--duration-sigma must be 0 or more")
         if not 0 <= self.idle_fraction <= 1:
             found.append("--idle-fraction must be between 0 and 1")
+        if not 0 <= self.rayjob_share <= 1:
+            found.append("--rayjob-share must be between 0 and 1")
+        if not self.replica_counts or any(count < 1 for count in self.replica_counts):
+            found.append("--replicas needs one or more counts of 1 or more")
+        if len(self.replica_weights) != len(self.replica_counts) or any(w <= 0 for w in self.replica_weights):
+            found.append("--replica-weights needs one positive weight per --replicas count")
         return found
 
 
 def generate(settings: GeneratorSettings) -> Iterator[TraceWorkload]:
     rng = random.Random(settings.seed)
+    shapes = random.Random(f"{settings.seed}/kinds")  # kinds and replicas: a stream of their own
     clock = 0.0
     for index in range(settings.workloads):
         clock += rng.expovariate(settings.rate_per_hour / 3600.0)
@@ -72,12 +86,17 @@ def generate(settings: GeneratorSettings) -> Iterator[TraceWorkload]:
         duration = min(max(duration, settings.duration_min), settings.duration_max)
         idle = rng.random() < settings.idle_fraction
         busy = rng.uniform(50.0, 100.0)
+        ray = settings.rayjob_share > 0 and shapes.random() < settings.rayjob_share
+        replicas = shapes.choices(settings.replica_counts, weights=settings.replica_weights)[0] \
+            if len(settings.replica_counts) > 1 else settings.replica_counts[0]
         yield TraceWorkload(
             name=f"w-{index + 1:06d}",
             submit=round(clock, 1),
             namespace=settings.namespace,
             user=f"user-{rng.randrange(settings.users) + 1}",
             queue=settings.queues[rng.randrange(len(settings.queues))],
+            kind="rayjob" if ray else "job",
+            replicas=replicas,
             gpus=gpus,
             gpu_vendor=settings.gpu_vendor,
             cpu=str(max(1, gpus * settings.cpu_per_gpu)),

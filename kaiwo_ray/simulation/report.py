@@ -82,7 +82,7 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
             waits.append(record.started - record.submitted)
         for interval in record.intervals:
             ran = interval.end - interval.start
-            allocated += ran * entry.workload.gpus
+            allocated += ran * entry.workload.total_gpus
             used += entry.workload.used_gpu_seconds(ran)
             if interval.cause:
                 causes[interval.cause] += 1
@@ -105,7 +105,7 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
 def reclaimed_gpu_seconds(entry: TraceEntry, interval: Interval) -> float:
     """GPU time the operator took back by ending this admission: what the workload would still have
     held had it run to the end of its trace duration (GPUs x (duration - the admitted span))."""
-    return entry.workload.gpus * max(0.0, entry.workload.duration - (interval.end - interval.start))
+    return entry.workload.total_gpus * max(0.0, entry.workload.duration - (interval.end - interval.start))
 
 
 def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ended: float,
@@ -118,7 +118,7 @@ def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ende
             index = int(start // bucket)
             while start < end and index < len(buckets):
                 stop = min(end, (index + 1) * bucket)
-                buckets[index] += (stop - start) * entry.workload.gpus
+                buckets[index] += (stop - start) * entry.workload.total_gpus
                 start, index = stop, index + 1
     return [round(value / bucket, 3) for value in buckets]
 
@@ -164,7 +164,7 @@ def _peak(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]]) -> int:
     changes: list[tuple[float, int]] = []
     for entry, record in pairs:
         for interval in record.intervals:
-            changes += [(interval.start, entry.workload.gpus), (interval.end, -entry.workload.gpus)]
+            changes += [(interval.start, entry.workload.total_gpus), (interval.end, -entry.workload.total_gpus)]
     peak = current = 0
     for _, delta in sorted(changes, key=lambda change: (change[0], change[1])):  # ends before starts
         current += delta

@@ -65,7 +65,7 @@ def _used_deltas(workload: TraceWorkload, interval: Interval) -> list[tuple[floa
     for segment in workload.utilization:
         if time >= interval.end:
             break
-        value = workload.gpus * segment.percent / 100
+        value = workload.total_gpus * segment.percent / 100
         deltas.append((time, value - previous))
         previous = value
         if segment.seconds is None:
@@ -101,7 +101,7 @@ def time_series(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ended: float
     for entry, record in pairs:
         workload = entry.workload
         for interval in record.intervals:
-            allocated += [(interval.start, workload.gpus), (interval.end, -workload.gpus)]
+            allocated += [(interval.start, workload.total_gpus), (interval.end, -workload.total_gpus)]
             used += _used_deltas(workload, interval)
         queue = pending.setdefault(workload.queue, [])
         for start, end in _pending_spans(record, ended):

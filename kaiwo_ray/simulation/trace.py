@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kaiwo_ray.api.quantity import parse_quantity
 
 GpuVendor = Literal["amd", "nvidia"]
+Kind = Literal["job", "rayjob"]
 GPU_RESOURCE: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -44,10 +45,13 @@ class TraceWorkload(BaseModel):
     """The ClusterQueue (`spec.clusterQueue`)."""
     priority: str | None = None
     """A WorkloadPriorityClass name (`spec.priorityClass`)."""
-    kind: Literal["job"] = "job"
-    replicas: int = Field(default=1, ge=1, le=1)
-    """Pods; a `job` is one pod (multi-pod kinds come with `rayjob`)."""
+    kind: Kind = "job"
+    """`job`: a KaiwoJob's batch Job, `replicas` pods; `rayjob`: a KaiwoJob with `ray: true` (a RayJob), a
+    head pod without GPUs and `replicas` workers."""
+    replicas: int = Field(default=1, ge=1, le=1000)
+    """Pods of a `job`, workers of a `rayjob`; each has `gpus`, `cpu` and `memory`."""
     gpus: int = Field(default=0, ge=0)
+    """GPUs of each pod (each worker of a `rayjob`)."""
     gpu_vendor: GpuVendor = "amd"
     cpu: str = "1"
     memory: str = "1Gi"
@@ -78,6 +82,11 @@ class TraceWorkload(BaseModel):
             raise ValueError(f"{text!r} is not a quantity ({err})") from None
         return text
 
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of the whole workload: every pod's (a `rayjob`'s head has none)."""
+        return self.gpus * self.replicas
+
     def utilization_annotation(self) -> str:
         """The sandbox's `sandbox.kaiwo-ray.dev/gpu-utilization` text for this profile."""
         parts = [f"{_number(s.percent)} for {_number(s.seconds)}s" if s.seconds is not None else _number(s.percent)
@@ -94,7 +103,7 @@ class TraceWorkload(BaseModel):
         return 0.0
 
     def used_gpu_seconds(self, ran: float) -> float:
-        """GPU-seconds of work done by the workload's GPUs in its first `ran` seconds (utilization-weighted)."""
+        """GPU-seconds of work done by all the workload's GPUs in its first `ran` seconds (utilization-weighted)."""
         total, elapsed = 0.0, 0.0
         for segment in self.utilization:
             span = ran - elapsed if segment.seconds is None else min(segment.seconds, ran - elapsed)
@@ -102,7 +111,7 @@ class TraceWorkload(BaseModel):
                 break
             total += span * segment.percent / 100
             elapsed += span
-        return total * self.gpus
+        return total * self.total_gpus
 
 
 def _number(value: float | None) -> str:
@@ -159,10 +168,14 @@ def parse_trace(lines: Iterable[str]) -> list[TraceEntry]:
 
 
 def check_feasible(entries: Iterable[TraceEntry], queues: Iterable[str],
-                   node_gpus: Mapping[str, int], priorities: Iterable[str] = ()) -> None:
+                   node_gpus: Mapping[str, int], priorities: Iterable[str] = (),
+                   gpus_per_node: Mapping[str, Sequence[int]] | None = None) -> None:
     """TraceError for the first workload naming a queue or priority class the configuration lacks,
-    or asking for more GPUs of its vendor than any node has (`node_gpus`: vendor -> the most GPUs
-    on one node)."""
+    or with a pod asking for more GPUs of its vendor than any node has (`node_gpus`: vendor -> the
+    most GPUs on one node); with `gpus_per_node` (vendor -> each node's GPUs), also a `rayjob` whose
+    GPU workers cannot all be placed at once even on empty nodes (its Ray cluster would never be
+    ready: admitted, it would hold its quota for ever). A workload whose pods fit the nodes but whose
+    total exceeds its queue's quota is not refused: the simulation reports it as never started."""
     known = set(queues)
     classes = set(priorities)
     for entry in entries:
@@ -177,6 +190,12 @@ def check_feasible(entries: Iterable[TraceEntry], queues: Iterable[str],
         if workload.gpus > most:
             raise TraceError(entry.line, "gpus", f"{workload.gpus} {workload.gpu_vendor} GPUs in one pod, but no node "
                                                  f"has more than {most}")
+        if workload.kind == "rayjob" and workload.gpus and gpus_per_node is not None:
+            room = sum(size // workload.gpus for size in gpus_per_node.get(workload.gpu_vendor, ()))
+            if workload.replicas > room:
+                raise TraceError(entry.line, "replicas", f"{workload.replicas} Ray workers of {workload.gpus} "
+                                                         f"{workload.gpu_vendor} GPUs must run together, but the nodes "
+                                                         f"hold at most {room} such pods")
 
 
 def dump_line(workload: TraceWorkload) -> str:

@@ -15,6 +15,7 @@ from kaiwo_sandbox.cluster.certmanager.controller import CertManagerController
 from kaiwo_sandbox.cluster.kuberay.appwrapper import AppWrapperController
 from kaiwo_sandbox.cluster.kuberay.controller import KubeRayController
 from kaiwo_sandbox.cluster.kueue.controller import KueueController
+from kaiwo_sandbox.cluster.kueue.webhooks import KueueWebhooks
 from kaiwo_sandbox.cluster.namespaces import NamespaceDefaults
 from kaiwo_sandbox.cluster.nodes.endpoints import RealPodEndpoints
 from kaiwo_sandbox.cluster.nodes.kubelet import Kubelet
@@ -49,6 +50,9 @@ CONTROLLERS: dict[str, type[Controller]] = {
 # Add-ons a cluster may or may not run, started only when named (`cluster=True` leaves them out): the
 # product behaves differently where they are installed (cert-manager: who keeps the webhooks' certificate).
 OPT_IN: frozenset[str] = frozenset({"cert-manager"})
+# Parts started with a controller, not switchable on their own: Kueue's validating webhooks run
+# wherever its controller does (a Kueue without them would store what a real one refuses).
+COMPANIONS: dict[str, tuple[type[Controller], ...]] = {"kueue": (KueueWebhooks,)}
 
 
 def select_controllers(names: Iterable[str]) -> list[str]:
@@ -72,6 +76,8 @@ def start_cluster(store: Store, clock: Clock, settings: ClusterSettings | None =
     runner = ControllerRunner(store, clock)
     for name in names:
         runner.add(CONTROLLERS[name](store, clock, settings))
+        for companion in COMPANIONS.get(name, ()):
+            runner.add(companion(store, clock, settings))
     runner.start()
     return runner
 

@@ -15,6 +15,7 @@ from admin_support import RunningApp, kaiwojob, serve_app, submit
 from e2e_harness import OperatorSandbox
 from test_dashboard import browser, errors, open_page  # noqa: F401  (browser: a fixture)
 
+from kaiwo_ray.simulation.forecast import DEFAULT_ABOVE, DEFAULT_BELOW, SCALE_FLOOR_SECONDS
 from kaiwo_sandbox.testing import eventually
 from serve.state import AdminSettings
 
@@ -67,9 +68,12 @@ def test_a_waiting_job_is_estimated_to_start_when_the_running_one_ends(
     # one-second spacing of the forecast's submissions and the stamps' whole seconds).
     start = _time(summary["estimatedStart"])
     assert abs((start - (hold + timedelta(hours=1))).total_seconds()) <= 3, (summary, hold)
-    # both run times declared: the three scenarios agree
-    assert summary["estimatedStartEarliest"] == summary["estimatedStartLatest"] == summary["estimatedStart"]
-    assert summary["estimatedAt"] is not None
+    # both run times declared: the three scenarios agree, and with no past estimates to calibrate by
+    # the interval is that point widened by the defaults, in units of how far ahead it looks
+    ahead = max((start - _time(summary["estimatedAt"])).total_seconds(), SCALE_FLOOR_SECONDS)
+    earliest, latest = _time(summary["estimatedStartEarliest"]), _time(summary["estimatedStartLatest"])
+    assert abs((start - earliest).total_seconds() - DEFAULT_BELOW * ahead) <= 1, summary
+    assert abs((latest - start).total_seconds() - DEFAULT_ABOVE * ahead) <= 1, summary
     with forecasting.client() as http:
         running = http.get(f"{PREFIX}/namespaces/{NS}/workloadsummaries/job.hold").json()
         assert running["phase"] == "RUNNING" and running["estimatedStart"] is None

@@ -10,7 +10,6 @@ import datetime
 import os
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,20 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
-from test_webhook_tls import (
+from webhook_support import (
     JOBS,
     NAMESPACE,
     SECRET,
     SECRETS,
     SERVICE,
-    _api,
-    _ca_bundles,
-    _job,
-    _served_serial,
-    _stored,
+    JobCreateLoad,
+    api,
+    ca_bundles,
+    doctor_lines,
+    labelled_job,
+    served_serial,
+    service_without_selector,
+    stored,
 )
 
 from kaiwo_ray.admission import certs
@@ -69,7 +71,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RunningS
 def _install(sandbox: RunningSandbox, rendered: list[dict[str, Any]], *, short_lived: bool) -> None:
     """The component's issuers, Certificates, configurations and Service; `short_lived`: the serving
     Certificate due for renewal two seconds after each issuance (1h lifetime, renewBefore 59m58s)."""
-    core, custom = _api(sandbox, "CoreV1Api"), _api(sandbox, "CustomObjectsApi")
+    core, custom = api(sandbox, "CoreV1Api"), api(sandbox, "CustomObjectsApi")
     core.create_namespace({"metadata": {"name": NAMESPACE}})
     for doc in rendered:
         kind = doc["kind"]
@@ -80,17 +82,15 @@ def _install(sandbox: RunningSandbox, rendered: list[dict[str, Any]], *, short_l
         elif kind.endswith("WebhookConfiguration"):
             custom.create_cluster_custom_object("admissionregistration.k8s.io", "v1", kind.lower() + "s", doc)
         elif kind == "Service" and doc["metadata"]["name"] == SERVICE:
-            service = {**doc, "spec": {k: v for k, v in doc["spec"].items() if k != "selector"}}
-            service["spec"]["ports"] = [{**p, "targetPort": "webhooks"} for p in service["spec"]["ports"]]
-            core.create_namespaced_service(NAMESPACE, service)
+            core.create_namespaced_service(NAMESPACE, service_without_selector(doc))
 
 
 def _issued(sandbox: RunningSandbox) -> certs.Bundle:
     """cert-manager's Secret, once the cainjector has put its CA into every webhook of ours."""
     def injected() -> certs.Bundle | None:
-        secret = _stored(sandbox, SECRETS, NAMESPACE, SECRET)
+        secret = stored(sandbox, SECRETS, NAMESPACE, SECRET)
         bundle = certs.from_secret_data(secret["data"]) if secret else None
-        return bundle if bundle is not None and _ca_bundles(sandbox) == {bundle.ca_bundle()} else None
+        return bundle if bundle is not None and ca_bundles(sandbox) == {bundle.ca_bundle()} else None
 
     return eventually(injected, 15, "cert-manager's certificate issued and its CA injected")
 
@@ -101,7 +101,7 @@ def _server(sandbox: RunningSandbox) -> WebhookServer:
                              certs=CertSettings(namespace=NAMESPACE, service=SERVICE, secret=SECRET)),
         lambda: KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path)))
     server.start()
-    _api(sandbox, "CoreV1Api").create_namespaced_endpoints(NAMESPACE, {
+    api(sandbox, "CoreV1Api").create_namespaced_endpoints(NAMESPACE, {
         "metadata": {"name": SERVICE},
         "subsets": [{"addresses": [{"ip": "127.0.0.1"}], "ports": [{"name": "https", "port": server.port}]}]})
     return server
@@ -113,54 +113,34 @@ def test_cert_managers_certificate_is_served_renewals_refuse_nothing_and_doctor_
     _install(sandbox, rendered, short_lived=True)
     first = _issued(sandbox)
     server = _server(sandbox)
-    failures: list[str] = []
-    created: list[str] = []
-    stop = threading.Event()
-
-    def load() -> None:
-        batch = _api(sandbox, "BatchV1Api")
-        i = 0
-        while not stop.is_set():
-            try:
-                batch.create_namespaced_job("default", _job(f"cm-{i}"))
-                created.append(f"cm-{i}")
-            except kubernetes.client.ApiException as err:
-                failures.append(f"cm-{i}: {err.status} {err.body}")
-            i += 1
-
-    thread = threading.Thread(target=load, daemon=True)
     try:
         assert server.keeper == "cert-manager" and server.certificate == SERVICE
-        assert server.serving is not None and _served_serial(server.port) == certs.facts(server.serving).serial
+        assert server.serving is not None and served_serial(server.port) == certs.facts(server.serving).serial
         with pytest.raises(RuntimeError, match="cmctl renew"):
             server.rotate()  # cert-manager's certificate: not this server's to rotate
-        thread.start()
-        served: set[int] = set()
+        with JobCreateLoad(sandbox, "cm") as load:
+            served: set[int] = set()
 
-        def renewals_served() -> bool:
-            served.add(_served_serial(server.port))
-            return len(served) >= 3  # the first certificate and two renewals, each presented in turn
+            def renewals_served() -> bool:
+                served.add(served_serial(server.port))
+                return len(served) >= 3  # the first certificate and two renewals, each presented in turn
 
-        eventually(renewals_served, 15, "two renewals by cert-manager served by the webhook server", interval=0.05)
-        count = len(created)
-        eventually(lambda: len(created) >= count + 5, 10, "creates after the renewals")
+            eventually(renewals_served, 15, "two renewals by cert-manager served by the webhook server",
+                       interval=0.05)
+            count = len(load.created)
+            eventually(lambda: len(load.created) >= count + 5, 10, "creates after the renewals")
     finally:
-        stop.set()
-        if thread.is_alive():
-            thread.join(30)
         server.stop()
 
-    assert failures == []
-    assert created and _stored(sandbox, JOBS, "default", created[-1])["metadata"]["labels"][
+    assert load.failures == []
+    assert load.created and stored(sandbox, JOBS, "default", load.created[-1])["metadata"]["labels"][
         "kueue.x-k8s.io/queue-name"] == "kaiwo"  # mutated through the webhook, over cert-manager's TLS
-    secret = _stored(sandbox, SECRETS, NAMESPACE, SECRET)
+    secret = stored(sandbox, SECRETS, NAMESPACE, SECRET)
     assert secret["metadata"]["annotations"]["cert-manager.io/certificate-name"] == SERVICE  # never rewritten by us
     assert certs.from_secret_data(secret["data"]) != first
     assert certs.split_pem(certs.from_secret_data(secret["data"]).ca_pem) == certs.split_pem(first.ca_pem)  # type: ignore[union-attr]
 
-    from test_webhook_tls import _doctor
-
-    lines = _doctor(sandbox)
+    lines = doctor_lines(sandbox)
     assert lines[0].startswith("OK    webhooks: certificate valid until ")
     assert lines[0].endswith(f"kept by cert-manager (Certificate {NAMESPACE}/{SERVICE})")
     assert datetime.datetime.now(datetime.UTC) < certs.facts(certs.from_secret_data(secret["data"])).not_after  # type: ignore[arg-type]
@@ -173,7 +153,7 @@ def test_the_components_rbac_lets_the_server_find_cert_managers_certificate(
     rendered = cluster[1]
     with start_sandbox(nodes=[], cluster=["cert-manager"], authorization="RBAC") as sb:
         _install(sb, rendered, short_lived=False)
-        _api(sb, "CoreV1Api").create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kaiwo-ray"}})
+        api(sb, "CoreV1Api").create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kaiwo-ray"}})
         create: Any = kubernetes.utils.create_from_dict
         for doc in rendered:
             if doc["kind"] in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding") and \
@@ -205,21 +185,21 @@ def test_adding_the_component_to_a_running_install_hands_the_certificate_to_cert
         server = _server(sb)
         try:
             assert server.keeper == "operator"
-            batch = _api(sb, "BatchV1Api")
-            batch.create_namespaced_job("default", _job("before"))
-            custom = _api(sb, "CustomObjectsApi")
+            batch = api(sb, "BatchV1Api")
+            batch.create_namespaced_job("default", labelled_job("before"))
+            custom = api(sb, "CustomObjectsApi")
             for doc in rendered:
                 if doc["kind"] in ("Issuer", "Certificate"):
                     custom.create_namespaced_custom_object(*CM, NAMESPACE, doc["kind"].lower() + "s", doc)
                 elif doc["kind"].endswith("WebhookConfiguration"):
                     custom.patch_cluster_custom_object("admissionregistration.k8s.io", "v1", doc["kind"].lower() + "s",
                                                        "kaiwo-ray", {"metadata": doc["metadata"]})
-            issued = eventually(lambda: (s := _stored(sb, SECRETS, NAMESPACE, SECRET)) and (
+            issued = eventually(lambda: (s := stored(sb, SECRETS, NAMESPACE, SECRET)) and (
                 s["metadata"].get("annotations") or {}).get("cert-manager.io/certificate-name") and _issued(sb),
                 15, "cert-manager's certificate in the Secret")
             eventually(lambda: server.check() and server.serving == issued, 15, "cert-manager's certificate served")
             assert server.keeper == "cert-manager"
-            batch.create_namespaced_job("default", _job("after"))
-            assert _stored(sb, JOBS, "default", "after")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+            batch.create_namespaced_job("default", labelled_job("after"))
+            assert stored(sb, JOBS, "default", "after")["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
         finally:
             server.stop()

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import base64
 import datetime
-import socket
-import ssl
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,22 @@ from typing import Any
 import kubernetes
 import pytest
 import yaml
+from webhook_support import (
+    JOBS,
+    MUTATING,
+    NAMESPACE,
+    SECRET,
+    SECRETS,
+    SERVICE,
+    JobCreateLoad,
+    api,
+    ca_bundles,
+    doctor_lines,
+    labelled_job,
+    served_serial,
+    service_without_selector,
+    stored,
+)
 
 from kaiwo_ray.admission import certs
 from kaiwo_ray.admission.registration import configurations
@@ -29,20 +42,6 @@ from serve.webhook_server import WebhookServer, WebhookServerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENT = ROOT / "deploy" / "components" / "webhooks"
-NAMESPACE, SERVICE, SECRET = "kaiwo-system", "kaiwo-ray-webhooks", "kaiwo-ray-webhook-cert"
-JOBS = GVR("batch", "v1", "jobs")
-SECRETS = GVR("", "v1", "secrets")
-MUTATING = GVR("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations")
-VALIDATING = GVR("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
-
-
-def _api(sandbox: RunningSandbox, kind: str) -> Any:
-    """A typed-loosely client of the sandbox (the kubernetes package takes dict bodies at run time)."""
-    return getattr(kubernetes.client, kind)(sandbox.api_client())
-
-
-def _stored(sandbox: RunningSandbox, gvr: GVR, namespace: str | None, name: str) -> Any:
-    return sandbox.store.find_ref(gvr, namespace, name)
 
 
 def component_documents() -> list[dict[str, Any]]:
@@ -63,42 +62,13 @@ def test_the_component_registers_exactly_what_the_code_declares() -> None:
     assert service["spec"]["ports"][0]["port"] == 443
 
 
-def _job(name: str) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {"kaiwo.silogen.ai/managed": "true"}},
-            "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                           "containers": [{"name": "main", "image": "busybox"}]}}}}
-
-
-def _served_serial(port: int) -> int:
-    """The serial of the certificate the server presents to a new connection."""
-    from cryptography import x509
-
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-            context.wrap_socket(raw, server_hostname=f"{SERVICE}.{NAMESPACE}.svc") as tls:
-        der = tls.getpeercert(binary_form=True)
-    assert der is not None
-    return int(x509.load_der_x509_certificate(der).serial_number)
-
-
-def _ca_bundles(sandbox: RunningSandbox) -> set[str]:
-    found: set[str] = set()
-    for gvr in (MUTATING, VALIDATING):
-        config = _stored(sandbox, gvr, None, "kaiwo-ray")
-        found |= {str(w["clientConfig"].get("caBundle", "")) for w in config["webhooks"]}
-    return found
-
-
 @pytest.fixture
 def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
     """The component's configurations, Service and (the sandbox has no pods here) an Endpoints object
     naming the server on 127.0.0.1; the server started with a client of the sandbox."""
-    core = _api(sandbox, "CoreV1Api")
-    custom = _api(sandbox, "CustomObjectsApi")
-    if _stored(sandbox, GVR("", "v1", "namespaces"), None, NAMESPACE) is None:
+    core = api(sandbox, "CoreV1Api")
+    custom = api(sandbox, "CustomObjectsApi")
+    if stored(sandbox, GVR("", "v1", "namespaces"), None, NAMESPACE) is None:
         core.create_namespace({"metadata": {"name": NAMESPACE}})
     server = WebhookServer(
         WebhookServerOptions(bind_address="127.0.0.1:0", certs=CertSettings(namespace=NAMESPACE, service=SERVICE,
@@ -109,9 +79,7 @@ def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
         if doc["kind"].endswith("WebhookConfiguration"):
             custom.create_cluster_custom_object("admissionregistration.k8s.io", "v1", doc["kind"].lower() + "s", doc)
         elif doc["kind"] == "Service":
-            service = {**doc, "spec": {k: v for k, v in doc["spec"].items() if k != "selector"}}
-            service["spec"]["ports"] = [{**p, "targetPort": "webhooks"} for p in service["spec"]["ports"]]
-            core.create_namespaced_service(NAMESPACE, service)
+            core.create_namespaced_service(NAMESPACE, service_without_selector(doc))
     server.start()
     core.create_namespaced_endpoints(NAMESPACE, {
         "metadata": {"name": SERVICE},
@@ -124,17 +92,17 @@ def installed(sandbox: RunningSandbox) -> Iterator[WebhookServer]:
 
 def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox: RunningSandbox,
                                                                         installed: WebhookServer) -> None:
-    secret = _stored(sandbox, SECRETS, NAMESPACE, SECRET)
+    secret = stored(sandbox, SECRETS, NAMESPACE, SECRET)
     assert secret is not None and secret["type"] == "kubernetes.io/tls"
     bundle = certs.from_secret_data(secret["data"])
     assert bundle is not None
-    assert _ca_bundles(sandbox) == {base64.b64encode(bundle.ca_pem).decode()}
+    assert ca_bundles(sandbox) == {base64.b64encode(bundle.ca_pem).decode()}
     assert f"{SERVICE}.{NAMESPACE}.svc" in certs.facts(bundle).names
-    assert _served_serial(installed.port) == certs.facts(bundle).serial
+    assert served_serial(installed.port) == certs.facts(bundle).serial
 
-    batch = _api(sandbox, "BatchV1Api")
-    batch.create_namespaced_job("default", _job("through-the-service"))
-    labels = _stored(sandbox, JOBS, "default", "through-the-service")["metadata"]["labels"]
+    batch = api(sandbox, "BatchV1Api")
+    batch.create_namespaced_job("default", labelled_job("through-the-service"))
+    labels = stored(sandbox, JOBS, "default", "through-the-service")["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"  # the mutating webhook ran over TLS
     # controller-runtime's webhook series, written by this process's /metrics once a server runs here
     from serve import webhook_metrics
@@ -150,54 +118,33 @@ def test_the_server_creates_its_secret_injects_the_ca_bundle_and_admits(sandbox:
 
 def test_rotation_updates_the_ca_bundle_and_refuses_no_admission(sandbox: RunningSandbox,
                                                                  installed: WebhookServer) -> None:
-    before = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
+    before = certs.from_secret_data(stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
     assert before is not None
-    failures: list[str] = []
-    created: list[str] = []
-    stop = threading.Event()
-
-    def load() -> None:
-        batch = _api(sandbox, "BatchV1Api")
-        i = 0
-        while not stop.is_set():
-            name = f"load-{i}"
-            try:
-                batch.create_namespaced_job("default", _job(name))
-                created.append(name)
-            except kubernetes.client.ApiException as err:
-                failures.append(f"{name}: {err.status} {err.body}")
-            i += 1
-
-    thread = threading.Thread(target=load, daemon=True)
-    thread.start()
-    try:
-        eventually(lambda: len(created) >= 5, 30, "creates before the rotation")
+    with JobCreateLoad(sandbox, "load") as load:
+        eventually(lambda: len(load.created) >= 5, 30, "creates before the rotation")
         rotated = installed.rotate()
         # The server switches once the new bundle has had time to spread (switch_seconds), under load.
-        eventually(lambda: _served_serial(installed.port) == certs.facts(rotated).serial, 10,
+        eventually(lambda: served_serial(installed.port) == certs.facts(rotated).serial, 10,
                    "the new certificate served")
-        served = len(created)
-        eventually(lambda: len(created) >= served + 10, 30, "creates after the switch")
-    finally:
-        stop.set()
-        thread.join(30)
+        served = len(load.created)
+        eventually(lambda: len(load.created) >= served + 10, 30, "creates after the switch")
 
-    assert failures == []
+    assert load.failures == []
     assert rotated.cert_pem != before.cert_pem
-    stored = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
-    assert stored == rotated
+    kept = certs.from_secret_data(stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
+    assert kept == rotated
     # The bundle trusts the new CA and the previous one, so a server still on the old certificate verifies.
     assert certs.split_pem(rotated.ca_pem) == [certs.split_pem(rotated.ca_pem)[0], certs.split_pem(before.ca_pem)[0]]
-    assert _ca_bundles(sandbox) == {rotated.ca_bundle()}
-    for name in created[-5:]:
-        assert _stored(sandbox, JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
+    assert ca_bundles(sandbox) == {rotated.ca_bundle()}
+    for name in load.created[-5:]:
+        assert stored(sandbox, JOBS, "default", name)["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "kaiwo"
 
 
 def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: RunningSandbox,
                                                                     installed: WebhookServer) -> None:
     from serve.webhook_certs import CertKeeper
 
-    first = certs.from_secret_data(_stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
+    first = certs.from_secret_data(stored(sandbox, SECRETS, NAMESPACE, SECRET)["data"])
     assert first is not None
     keeper = installed._keeper
     assert isinstance(keeper, CertKeeper)
@@ -205,8 +152,8 @@ def test_a_certificate_near_expiry_is_rotated_by_the_periodic_check(sandbox: Run
     keeper.clock = lambda: expiry - datetime.timedelta(days=29)  # inside the 30-day lookahead
     renewed = installed.check()
     assert renewed.cert_pem != first.cert_pem
-    assert _served_serial(installed.port) == certs.facts(first).serial  # until the new bundle has spread
-    eventually(lambda: _served_serial(installed.port) == certs.facts(renewed).serial, 10, "the renewed one served")
+    assert served_serial(installed.port) == certs.facts(first).serial  # until the new bundle has spread
+    eventually(lambda: served_serial(installed.port) == certs.facts(renewed).serial, 10, "the renewed one served")
     keeper.clock = lambda: expiry - datetime.timedelta(days=31)
     assert installed.check().cert_pem == renewed.cert_pem  # valid for long enough: kept
 
@@ -218,13 +165,13 @@ def test_kaiwo_ray_devs_registration_reaches_the_server_as_the_installed_one(san
 
     server = start_local(str(sandbox.kubeconfig_path))
     try:
-        mutating = _stored(sandbox, MUTATING, None, "kaiwo-ray")
+        mutating = stored(sandbox, MUTATING, None, "kaiwo-ray")
         assert mutating["webhooks"][0]["clientConfig"]["service"] == {
             "namespace": NAMESPACE, "name": SERVICE, "port": 443, "path": "/mutate-batch-v1-job"}
         assert server.serving is not None
-        assert _ca_bundles(sandbox) == {server.serving.ca_bundle()}
-        _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("dev-job"))
-        labels = _stored(sandbox, JOBS, "default", "dev-job")["metadata"]["labels"]
+        assert ca_bundles(sandbox) == {server.serving.ca_bundle()}
+        api(sandbox, "BatchV1Api").create_namespaced_job("default", labelled_job("dev-job"))
+        labels = stored(sandbox, JOBS, "default", "dev-job")["metadata"]["labels"]
         assert labels["kueue.x-k8s.io/queue-name"] == "kaiwo"
         first = server.serving
     finally:
@@ -232,34 +179,19 @@ def test_kaiwo_ray_devs_registration_reaches_the_server_as_the_installed_one(san
     again = start_local(str(sandbox.kubeconfig_path))
     try:
         assert again.serving == first
-        _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("dev-job-2"))
+        api(sandbox, "BatchV1Api").create_namespaced_job("default", labelled_job("dev-job-2"))
     finally:
         again.stop()
 
 
-def _doctor(sandbox: RunningSandbox) -> list[str]:
-    import asyncio
-
-    from kaiwo_ray.doctor.gather import webhooks
-
-    async def run() -> list[str]:
-        client = await KubeClient.from_kubeconfig(str(sandbox.kubeconfig_path))
-        try:
-            return [r.line() for r in await webhooks(client, NAMESPACE, datetime.datetime.now(datetime.UTC))]
-        finally:
-            await client.close()
-
-    return asyncio.run(run())
-
-
 def test_doctor_checks_the_certificate_the_bundle_and_that_the_api_server_reaches_the_server(
         sandbox: RunningSandbox, installed: WebhookServer) -> None:
-    lines = _doctor(sandbox)
+    lines = doctor_lines(sandbox)
     assert lines[0].startswith("OK    webhooks: certificate valid until ")
     assert lines[1] == ("OK    webhooks: the API server reached them: a dry-run labelled Job in default was mutated")
     assert not sandbox.store.refs(JOBS)  # the probe was a dry run
 
-    custom = _api(sandbox, "CustomObjectsApi")
+    custom = api(sandbox, "CustomObjectsApi")
     config = custom.get_cluster_custom_object("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                               "kaiwo-ray")
     stranger = certs.issue(["other.svc"], datetime.datetime.now(datetime.UTC)).ca_bundle()
@@ -267,12 +199,12 @@ def test_doctor_checks_the_certificate_the_bundle_and_that_the_api_server_reache
         hook["clientConfig"]["caBundle"] = stranger
     custom.replace_cluster_custom_object("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
                                          "kaiwo-ray", config)
-    assert _doctor(sandbox)[0].startswith("FAIL  webhooks: the webhooks carry different caBundles")
+    assert doctor_lines(sandbox)[0].startswith("FAIL  webhooks: the webhooks carry different caBundles")
 
     installed.check()  # the periodic check puts it right
-    assert _doctor(sandbox)[0].startswith("OK    webhooks: certificate valid until ")
+    assert doctor_lines(sandbox)[0].startswith("OK    webhooks: certificate valid until ")
     installed.stop()
-    lines = _doctor(sandbox)
+    lines = doctor_lines(sandbox)
     assert lines[1].startswith("FAIL  webhooks: a dry-run Job create in default failed: ")
     assert 'failed calling webhook "mjob.kaiwo.silogen.ai"' in lines[1] and "connection refused" in lines[1]
 
@@ -281,12 +213,12 @@ def test_a_secret_deleted_by_hand_is_recreated_trusting_what_is_served_meanwhile
         sandbox: RunningSandbox, installed: WebhookServer) -> None:
     serving = installed.serving
     assert serving is not None
-    _api(sandbox, "CoreV1Api").delete_namespaced_secret(SECRET, NAMESPACE)
+    api(sandbox, "CoreV1Api").delete_namespaced_secret(SECRET, NAMESPACE)
     fresh = installed.check()
     assert fresh.cert_pem != serving.cert_pem
     assert certs.split_pem(fresh.ca_pem)[1] == certs.split_pem(serving.ca_pem)[0]
-    assert _served_serial(installed.port) == certs.facts(serving).serial  # the old one, still trusted
-    _api(sandbox, "BatchV1Api").create_namespaced_job("default", _job("meanwhile"))
+    assert served_serial(installed.port) == certs.facts(serving).serial  # the old one, still trusted
+    api(sandbox, "BatchV1Api").create_namespaced_job("default", labelled_job("meanwhile"))
 
 
 def test_the_components_rbac_is_all_the_certificate_keeping_needs(tmp_path: Path) -> None:
@@ -295,17 +227,17 @@ def test_the_components_rbac_is_all_the_certificate_keeping_needs(tmp_path: Path
     from kaiwo_sandbox.testing import start_sandbox
 
     with start_sandbox(nodes=[], authorization="RBAC") as sb:
-        api = sb.api_client()
-        _api(sb, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
-        _api(sb, "CoreV1Api").create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kaiwo-ray"}})
-        custom = _api(sb, "CustomObjectsApi")
+        client = sb.api_client()
+        api(sb, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
+        api(sb, "CoreV1Api").create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kaiwo-ray"}})
+        custom = api(sb, "CustomObjectsApi")
         for doc in component_documents():
             if doc["kind"].endswith("WebhookConfiguration"):
                 custom.create_cluster_custom_object("admissionregistration.k8s.io", "v1",
                                                     doc["kind"].lower() + "s", doc)
             elif doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"):
                 create: Any = kubernetes.utils.create_from_dict
-                create(api, doc)
+                create(client, doc)
         kubeconfig = sb.kubeconfig_for(sb.service_account_token(NAMESPACE, "kaiwo-ray"), tmp_path / "sa.kubeconfig")
         server = WebhookServer(
             WebhookServerOptions(bind_address="127.0.0.1:0", check_seconds=3600, switch_seconds=0.1,
@@ -314,9 +246,9 @@ def test_the_components_rbac_is_all_the_certificate_keeping_needs(tmp_path: Path
         server.start()
         try:
             assert server.serving is not None
-            assert _ca_bundles(sb) == {server.serving.ca_bundle()}
+            assert ca_bundles(sb) == {server.serving.ca_bundle()}
             rotated = server.rotate()
-            assert _ca_bundles(sb) == {rotated.ca_bundle()}
+            assert ca_bundles(sb) == {rotated.ca_bundle()}
         finally:
             server.stop()
 
@@ -334,12 +266,12 @@ def test_the_deployed_switches_start_the_server_from_the_environment(sandbox: Ru
     assert options is not None and options.certs.namespace == "ops" and options.certs.service == SERVICE
     assert options.admission is not None and options.admission.enforce_on_gpu_workloads
 
-    _api(sandbox, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
+    api(sandbox, "CoreV1Api").create_namespace({"metadata": {"name": NAMESPACE}})
     server = start_from_env({"KAIWO_WEBHOOKS_BIND_ADDRESS": "127.0.0.1:0"}, kubeconfig=str(sandbox.kubeconfig_path),
                             in_cluster=False)
     assert server is not None
     try:
-        assert _stored(sandbox, SECRETS, NAMESPACE, SECRET) is not None
-        assert _served_serial(server.port) == certs.facts(server.serving).serial  # type: ignore[arg-type]
+        assert stored(sandbox, SECRETS, NAMESPACE, SECRET) is not None
+        assert served_serial(server.port) == certs.facts(server.serving).serial  # type: ignore[arg-type]
     finally:
         server.stop()

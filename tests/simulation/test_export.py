@@ -128,6 +128,44 @@ def test_export_of_finished_kaiwojobs_replays_in_simulate(cluster: OperatorSandb
     assert all(w["started"] is not None for w in report["workloads"])
 
 
+def test_export_of_a_finished_ray_kaiwojob_replays_as_a_rayjob(cluster: OperatorSandbox, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ray KaiwoJob (2 workers of 1 GPU) runs through the sandbox's Kueue and KubeRay: its Ray job
+    (the submitter) sleeps 3 s. Its pods are gone when it ends; the export takes its run from its
+    RayJob and writes a `rayjob` line, which `simulate` replays for that long."""
+    kube = cluster.target.kube
+    config = yaml.safe_load(QUEUES.read_text())
+    kube.patch("kaiwo.silogen.ai/v1alpha1", "KaiwoQueueConfig", "kaiwo", {"spec": config["spec"]})
+    eventually(lambda: kube.get(kube.kueue_api, "ClusterQueue", "team-a"), 15, "ClusterQueue team-a")
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "export-ray"}})
+    before = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    # Ray pods start and turn ready at once (KubeRay's readiness probe would wait 10 s).
+    annotations = {"sandbox.kaiwo-ray.dev/start-seconds": "0", "sandbox.kaiwo-ray.dev/ready-seconds": "0"}
+    kube.create({"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+                 "metadata": {"name": "r1", "namespace": "export-ray", "annotations": annotations},
+                 "spec": {"user": "alice", "clusterQueue": "team-a", "ray": True, "replicas": 2, "gpusPerReplica": 1,
+                          "gpus": 2, "gpuVendor": "amd", "image": "simulated", "entrypoint": "sleep 3",
+                          "resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                        "limits": {"cpu": "2", "memory": "4Gi"}}}})
+    eventually(lambda: ((kube.get("kaiwo.silogen.ai/v1alpha1", "KaiwoJob", "r1", "export-ray") or {})
+                        .get("status") or {}).get("status") == "COMPLETE", 30, "r1 COMPLETE")
+    out = tmp_path / "ray.jsonl"
+    code = main(["trace", "export", "--kubeconfig", str(cluster.sb.kubeconfig_path), "-n", "export-ray",
+                 "--since", before.isoformat().replace("+00:00", "Z"), "-o", str(out)])
+    assert code == 0, capsys.readouterr().err
+    [line] = [json.loads(text) for text in out.read_text().splitlines()]
+    assert {k: line[k] for k in ("name", "user", "queue", "kind", "replicas", "gpus", "cpu", "memory")} == {
+        "name": "r1", "user": "alice", "queue": "team-a", "kind": "rayjob", "replicas": 2, "gpus": 1,
+        "cpu": "2", "memory": "4Gi"}, line
+    # The RayJob's span: its cluster's start, the submitter's pod start (0.5 s) and the 3 s job, in
+    # whole-second stamps, on a loaded machine.
+    assert 3 <= line["duration"] <= 6, line
+    capsys.readouterr()
+    assert main(["simulate", "--trace", str(out), "--queue-config", str(QUEUES), "-o", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["workloads"]
+    assert row["started"] is not None and row["finished"] - row["started"] == line["duration"], row
+
+
 def test_bad_since_and_unreachable_cluster_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "export", "--since", "last tuesday"]) == 2
     err = capsys.readouterr().err
@@ -143,9 +181,9 @@ def test_bad_since_and_unreachable_cluster_are_one_line(tmp_path: Path, capsys: 
     assert err.count("\n") == 1 and "127.0.0.1:9" in err, err
 
 
-def _job(name: str, created: str, uid: str, **spec: Any) -> dict[str, Any]:
+def _job(name: str, created: str, uid: str, status: str | None = None, **spec: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "creationTimestamp": created},
-            "spec": {"user": "u", "clusterQueue": "q", **spec}}
+            "spec": {"user": "u", "clusterQueue": "q", **spec}, **({"status": {"status": status}} if status else {})}
 
 
 def _pod(uid: str, started: str, finished: str, gpus: int = 0, resource: str = "amd.com/gpu") -> dict[str, Any]:
@@ -156,28 +194,52 @@ def _pod(uid: str, started: str, finished: str, gpus: int = 0, resource: str = "
                 {"state": {"terminated": {"startedAt": started, "finishedAt": finished}}}]}}
 
 
+def _rayjob(owner_uid: str, started: str, ended: str) -> dict[str, Any]:
+    return {"metadata": {"ownerReferences": [{"kind": "KaiwoJob", "uid": owner_uid}]},
+            "status": {"startTime": started, "endTime": ended}}
+
+
 def test_mapping_window_kinds_order_and_ledger_utilization() -> None:
     ledger = Ledger()
     for t, percent in ((0.0, 80.0), (1.0, 40.0), (2.0, 40.0)):  # 1 s at 80 %, 1 s at 40 %: mean 60 %
         ledger.observe("node", t, [Holder("uid-b", "amd", "mi300x", percent)])
     assert mean_utilization(ledger.rows, "uid-b") == 60.0
     assert mean_utilization(ledger.rows, "nobody") is None
+    two_pods = {"spec": {"parallelism": 2, "completions": 2, "template": {}}}
     jobs = [_job("late", "2026-12-01T00:10:00Z", "uid-late"),
             _job("b", "2026-12-01T00:00:30Z", "uid-b", gpus=1),
             _job("a", "2026-12-01T00:00:10Z", "uid-a"),
-            _job("ray", "2026-12-01T00:00:20Z", "uid-r", ray=True),
+            _job("ray", "2026-12-01T00:00:20Z", "uid-r", "COMPLETE", ray=True, replicas=2, gpus=4, gpusPerReplica=2),
+            _job("ray-running", "2026-12-01T00:00:21Z", "uid-rr", "RUNNING", ray=True),
+            _job("multi", "2026-12-01T00:00:40Z", "uid-m", "COMPLETE", gpus=2, job=two_pods),
+            _job("multi-running", "2026-12-01T00:00:41Z", "uid-mr", "RUNNING", job=two_pods),
             _job("early", "2026-11-30T23:59:00Z", "uid-e")]
     pods = [_pod("uid-a", "2026-12-01T00:00:12Z", "2026-12-01T00:01:12Z"),
             _pod("uid-b", "2026-12-01T00:00:31Z", "2026-12-01T00:00:41Z", gpus=1, resource="nvidia.com/gpu"),
-            _pod("uid-late", "2026-12-01T00:10:01Z", "2026-12-01T00:10:02Z")]
+            _pod("uid-late", "2026-12-01T00:10:01Z", "2026-12-01T00:10:02Z"),
+            # multi: a preempted run (ended before the last began), then two pods side by side
+            _pod("uid-m", "2026-12-01T00:00:41Z", "2026-12-01T00:00:45Z", gpus=2),
+            _pod("uid-m", "2026-12-01T00:00:51Z", "2026-12-01T00:01:50Z", gpus=2),
+            _pod("uid-m", "2026-12-01T00:00:50Z", "2026-12-01T00:01:49Z", gpus=2),
+            _pod("uid-mr", "2026-12-01T00:00:42Z", "2026-12-01T00:00:50Z")]
+    # The Ray KaiwoJob's pods are gone (KubeRay deleted its cluster); its RayJob says when it ran.
+    rayjobs = [_rayjob("uid-r", "2026-12-01T00:00:22Z", "2026-12-01T00:01:52Z")]
     since = parse_moment("2026-12-01T00:00:00Z", datetime.now(UTC))
     until = parse_moment("2026-12-01T00:05:00Z", datetime.now(UTC))
-    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=ledger.rows, other={"KaiwoService": 2})
-    assert [(w.name, w.submit, w.duration) for w in result.workloads] == [("a", 10.0, 60.0), ("b", 30.0, 10.0)]
-    assert (result.workloads[1].gpus, result.workloads[1].gpu_vendor) == (1, "nvidia")
-    assert result.workloads[1].utilization[0].percent == 60.0
+    result = export_trace(jobs, pods, since=since, until=until, ledger_rows=ledger.rows, other={"KaiwoService": 2},
+                          rayjobs=rayjobs)
+    assert [(w.name, w.submit, w.kind, w.replicas, w.gpus, w.duration) for w in result.workloads] == [
+        ("a", 10.0, "job", 1, 0, 60.0), ("ray", 20.0, "rayjob", 2, 2, 90.0), ("b", 30.0, "job", 1, 1, 10.0),
+        ("multi", 40.0, "job", 2, 2, 60.0)]
+    assert (result.workloads[2].gpus, result.workloads[2].gpu_vendor) == (1, "nvidia")
+    assert result.workloads[2].utilization[0].percent == 60.0
     assert result.workloads[0].utilization == []
-    assert result.skipped == {"KaiwoService": 2, "ray or multi-pod KaiwoJob": 1}
+    assert result.skipped == {"KaiwoService": 2, "not finished (running, pending, or its pods are gone)": 2}
+    # Without its RayJob, a Ray KaiwoJob's run is its own startTime..completionTime.
+    alone = [_job("ray", "2026-12-01T00:00:20Z", "uid-r", ray=True)
+             | {"status": {"status": "COMPLETE", "startTime": "2026-12-01T00:00:25Z",
+                           "completionTime": "2026-12-01T00:01:05Z"}}]
+    assert [w.duration for w in export_trace(alone, [], since=since, until=until).workloads] == [40.0]
     parse_trace(["{}".format(json.dumps(w.model_dump(mode="json", exclude_defaults=True)))
                  for w in result.workloads])
     assert parse_moment("7d", datetime(2026, 12, 8, tzinfo=UTC)) == datetime(2026, 12, 1, tzinfo=UTC)

@@ -48,6 +48,8 @@ def test_a_line_parses_with_defaults_and_its_name_comes_from_the_line_number() -
     (line(utilization=[{"percent": 120}]), "line 2: utilization.0.percent: Input should be less than or equal to 100"),
     (line(colour="red"), "line 2: colour: Extra inputs are not permitted"),
     (line(name="w-00001"), "line 2: name: 'w-00001' in namespace 'default' is already line 1"),
+    (line(kind="rayservice"), "line 2: kind: Input should be 'job' or 'rayjob'"),
+    (line(replicas=0), "line 2: replicas: Input should be greater than or equal to 1"),
 ])
 def test_a_bad_line_is_one_message_naming_the_line_and_the_field(text: str, expected: str) -> None:
     with pytest.raises(TraceError) as caught:
@@ -65,6 +67,37 @@ def test_unknown_queues_priorities_and_impossible_requests_are_refused_by_line()
     entries = parse_trace([line(priority="urgent")])
     with pytest.raises(TraceError, match=r"^line 1: priority: unknown WorkloadPriorityClass 'urgent'"):
         check_feasible(entries, ["team-a"], {"amd": 8}, ["high"])
+
+
+def test_kinds_count_gpus_per_pod_and_a_rayjob_whose_workers_never_fit_together_is_refused() -> None:
+    entries = parse_trace([line(kind="rayjob", replicas=3, gpus=4, utilization=[{"percent": 50}]),
+                           line(name="j", replicas=2, gpus=8), line(name="big", kind="rayjob", replicas=3, gpus=5)])
+    ray, job, _big = (e.workload for e in entries)
+    assert (ray.total_gpus, job.total_gpus) == (12, 16)
+    assert ray.used_gpu_seconds(10) == pytest.approx(12 * 10 * 0.5)  # every worker's GPUs
+    sizes = {"amd": [8, 8], "nvidia": [8]}
+    check_feasible(entries[:2], ["team-a"], {"amd": 8}, gpus_per_node=sizes)  # pods fit one node each
+    # three workers of 5 GPUs: one per 8-GPU node, and only two amd nodes; a Ray cluster starts whole
+    with pytest.raises(TraceError, match=r"^line 3: replicas: 3 Ray workers of 5 amd GPUs must run together, "
+                                         r"but the nodes hold at most 2 such pods"):
+        check_feasible(entries, ["team-a"], {"amd": 8}, gpus_per_node=sizes)
+    with pytest.raises(TraceError, match=r"^line 1: gpus: 4 amd GPUs in one pod, but no node has more than 2"):
+        check_feasible(entries, ["team-a"], {"amd": 2})
+
+
+def test_generated_rayjobs_and_replicas_keep_the_trace_they_were_drawn_into() -> None:
+    plain = list(generate(GeneratorSettings(workloads=200, seed=4)))
+    mixed = list(generate(GeneratorSettings(workloads=200, seed=4, rayjob_share=0.2, replica_counts=(1, 2),
+                                            replica_weights=(3.0, 1.0))))
+    # the same arrivals, sizes and durations; only the kinds and replica counts differ
+    assert [(w.submit, w.gpus, w.duration) for w in mixed] == [(w.submit, w.gpus, w.duration) for w in plain]
+    assert {(w.kind, w.replicas) for w in plain} == {("job", 1)}
+    rayjobs = sum(1 for w in mixed if w.kind == "rayjob")
+    doubled = sum(1 for w in mixed if w.replicas == 2)
+    assert 25 <= rayjobs <= 55 and 30 <= doubled <= 70, (rayjobs, doubled)  # 20 % and 25 % of 200
+    assert GeneratorSettings(rayjob_share=1.5).problems() == ["--rayjob-share must be between 0 and 1"]
+    assert GeneratorSettings(replica_counts=(1, 2)).problems() == [
+        "--replica-weights needs one positive weight per --replicas count"]
 
 
 def test_generated_traces_repeat_per_seed_and_parse_back() -> None:
@@ -89,6 +122,10 @@ def test_trace_generate_command_is_byte_identical_per_seed(tmp_path: Path, capsy
     assert len(out.read_text().splitlines()) == 20
     assert main(["trace", "generate", "--idle-fraction", "2"]) == 2
     assert capsys.readouterr().err.strip() == "kaiwo-ray trace generate: --idle-fraction must be between 0 and 1"
+    assert main(["trace", "generate", "--workloads", "40", "--rayjob-share", "0.5", "--replicas", "1,3",
+                 "--replica-weights", "1,1"]) == 0
+    kinds = {(w.kind, w.replicas) for w in (e.workload for e in parse_trace(capsys.readouterr().out.splitlines()))}
+    assert kinds == {("job", 1), ("job", 3), ("rayjob", 1), ("rayjob", 3)}
 
 
 def test_percentiles_are_nearest_rank() -> None:
