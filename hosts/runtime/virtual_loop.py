@@ -16,7 +16,7 @@ import contextvars
 import selectors
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, TypeVarTuple
 
@@ -111,9 +111,16 @@ class LoopClock:
     loop: asyncio.AbstractEventLoop
     start: datetime
     time_factor: float = 1.0
+    # The last answer and the loop time it was for: virtual time stands still between jumps, and the
+    # store, the controllers and the operator ask for the time hundreds of thousands of times.
+    _at: float = field(default=-1.0, repr=False)
+    _now: datetime | None = field(default=None, repr=False)
 
     def now(self) -> datetime:
-        return self.start + timedelta(seconds=self.loop.time())
+        at = self.loop.time()
+        if at != self._at or self._now is None:
+            self._at, self._now = at, self.start + timedelta(seconds=at)
+        return self._now
 
     def monotonic(self) -> float:
         return self.loop.time()

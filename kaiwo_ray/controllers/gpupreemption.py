@@ -32,6 +32,7 @@ from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch, own_key
 from kaiwo_ray.controllers.config import load_config
 from kaiwo_ray.kube import resources as R
+from kaiwo_ray.kube.cache import ObjectKey, object_key
 from kaiwo_ray.kube.errors import Conflict, Forbidden, KubeError, NotFound
 from kaiwo_ray.kube.events import EventRecorder
 from kaiwo_ray.kube.lease import LeaseElector, LeaseSettings
@@ -85,6 +86,84 @@ def _is_workload(obj: JsonObj) -> bool:
     return obj.get("kind") == "Workload" or "podSets" in (obj.get("spec") or {})
 
 
+@dataclass(slots=True)
+class _Members:
+    """Which cached objects of one kind (pods, Kueue Workloads) may belong to which root, kept from the
+    watch events, so that a tracker's pass reads the few objects that can be its own instead of testing
+    every object in the cache (`_belongs` for each of ten thousand finished pods, on every 15 s poll of
+    every tracker, was most of a long simulation's time). An object belongs to a root by its own uid,
+    an owner reference, or (a GPU pod or a Workload) its owner chain: the roots it may belong to are
+    known once its chain is; until then (`unknown`) every pass in its namespace still tests it."""
+
+    # key -> (its uid, its own and its owner references' uids, whether its owner chain counts)
+    base: dict[ObjectKey, tuple[str, frozenset[str], bool]] = field(default_factory=dict)
+    roots: dict[ObjectKey, frozenset[str]] = field(default_factory=dict)  # key -> uids it may belong to
+    by_root: dict[str, set[ObjectKey]] = field(default_factory=dict)
+    unknown: dict[str, set[ObjectKey]] = field(default_factory=dict)  # namespace -> keys whose chain is not known
+    by_uid: dict[str, ObjectKey] = field(default_factory=dict)
+
+    def update(self, obj: JsonObj, chains: Mapping[str, list[JsonObj]]) -> None:
+        key = object_key(obj)
+        self.remove(key)
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        own = frozenset(str(u) for u in [uid, *(r.get("uid") for r in meta.get("ownerReferences") or [])] if u)
+        chained = _is_workload(obj) or bool(gp.pod_spec_gpus(obj.get("spec") or {}))
+        self.base[key] = (uid, own, chained)
+        if uid:
+            self.by_uid[uid] = key
+        chain = chains.get(uid) if uid else None
+        if chained and chain is None:
+            self.unknown.setdefault(key[0], set()).add(key)
+            self._file(key, own)
+        else:
+            self._file(key, own | _chain_uids(chain or []))
+
+    def chained(self, uid: str, chain: list[JsonObj]) -> None:
+        """`uid`'s owner chain is now known (`owner_chain` keeps it for good)."""
+        key = self.by_uid.get(uid)
+        unknown = self.unknown.get(key[0]) if key is not None else None
+        if key is None or unknown is None or key not in unknown:
+            return
+        unknown.discard(key)
+        self._unfile(key)
+        self._file(key, self.base[key][1] | _chain_uids(chain))
+
+    def remove(self, key: ObjectKey) -> None:
+        entry = self.base.pop(key, None)
+        if entry is None:
+            return
+        self._unfile(key)
+        unknown = self.unknown.get(key[0])
+        if unknown is not None:
+            unknown.discard(key)
+        if entry[0] and self.by_uid.get(entry[0]) == key:
+            del self.by_uid[entry[0]]
+
+    def candidates(self, namespace: str, root_uid: str) -> list[ObjectKey]:
+        """Keys in `namespace` that may belong to `root_uid`: no other object there does."""
+        keys = [k for k in self.by_root.get(root_uid, ()) if k[0] == namespace]
+        keys.extend(self.unknown.get(namespace, ()))
+        return keys
+
+    def _file(self, key: ObjectKey, roots: frozenset[str]) -> None:
+        self.roots[key] = roots
+        for uid in roots:
+            self.by_root.setdefault(uid, set()).add(key)
+
+    def _unfile(self, key: ObjectKey) -> None:
+        for uid in self.roots.pop(key, frozenset()):
+            keys = self.by_root.get(uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.by_root[uid]
+
+
+def _chain_uids(chain: list[JsonObj]) -> frozenset[str]:
+    return frozenset(u for u in ((o.get("metadata") or {}).get("uid") for o in chain) if u)
+
+
 class GpuPreemptionController(Controller):
     name = "gpuworkload-controller"
 
@@ -103,6 +182,9 @@ class GpuPreemptionController(Controller):
                                                   lease_seconds=30),
                                     clock=clock.now, monotonic=clock.monotonic)
         self._chains: dict[str, list[JsonObj]] = {}  # object uid -> [owner, ..., root]
+        self._members = {R.PODS: _Members(), R.WORKLOADS: _Members()}
+        self._resolved_for: Any = None  # the KaiwoConfig section `_resolutions` were worked out under
+        self._resolutions: dict[tuple[str, ...], gp.Resolved] = {}
         self._discovering: set[str] = set()
         self._tasks_bg: set[asyncio.Task[Any]] = set()
         self._evaluating = asyncio.Lock()
@@ -149,6 +231,11 @@ class GpuPreemptionController(Controller):
     # -- discovery (§8.2) -----------------------------------------------------------------------
 
     def _on_object(self, event_type: str, obj: JsonObj, old: JsonObj | None) -> list[Key]:
+        members = self._members[R.WORKLOADS if _is_workload(obj) else R.PODS]
+        if event_type == "DELETED":
+            members.remove(object_key(obj))
+        else:
+            members.update(obj, self._chains)
         if event_type == "DELETED" or not self.writes_enabled.is_set():
             return []
         uid = (obj.get("metadata") or {}).get("uid") or ""
@@ -194,6 +281,8 @@ class GpuPreemptionController(Controller):
             current = owner
         if uid:
             self._chains[uid] = chain
+            for members in self._members.values():
+                members.chained(uid, chain)
         return chain
 
     async def _discover(self, obj: JsonObj) -> None:
@@ -257,8 +346,17 @@ class GpuPreemptionController(Controller):
     # -- one tracker (§8.4) ---------------------------------------------------------------------
 
     def _resolved(self, cr: JsonObj) -> gp.Resolved:
-        return gp.resolve(cr.get("spec") or {}, load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption,
-                          self.settings.defaults)
+        """`gp.resolve` (pure), remembered per tracker spec while the KaiwoConfig's parsed section is the
+        same object: every poll resolves every tracker, and trackers rarely carry settings of their own."""
+        config = load_config(self.caches[R.KAIWOCONFIGS]).gpu_preemption
+        spec = cr.get("spec") or {}
+        if config is not self._resolved_for:
+            self._resolved_for, self._resolutions = config, {}
+        key = tuple(repr(spec.get(name)) for name in gp.RESOLVED_FROM)
+        resolved = self._resolutions.get(key)
+        if resolved is None:
+            resolved = self._resolutions[key] = gp.resolve(spec, config, self.settings.defaults)
+        return resolved
 
     async def reconcile(self, key: Key) -> float | None:
         if not self.settings.enabled:
@@ -280,12 +378,14 @@ class GpuPreemptionController(Controller):
                                          ref.get("name", ""), namespace)
         except NotFound:
             root = None
-        pods = [p for p in self.caches[R.PODS] if (p.get("metadata") or {}).get("namespace") == namespace
-                and await self._belongs(p, ref.get("uid", ""))]
+        # Only the objects that may be the root's (`_Members`), in cache order: what a scan of every
+        # cached object of the namespace would find, with the same owner-chain reads on the way.
+        root_uid = ref.get("uid", "")
+        pods = [p for p in self.caches[R.PODS].in_order(self._members[R.PODS].candidates(namespace, root_uid))
+                if await self._belongs(p, root_uid)]
         workload = None
-        for candidate in self.caches[R.WORKLOADS]:
-            if ((candidate.get("metadata") or {}).get("namespace") == namespace
-                    and await self._belongs(candidate, ref.get("uid", ""))):
+        for candidate in self.caches[R.WORKLOADS].in_order(self._members[R.WORKLOADS].candidates(namespace, root_uid)):
+            if await self._belongs(candidate, root_uid):
                 workload = candidate
                 break
         running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]

@@ -44,6 +44,9 @@ class ObjectCache:
         self._snapshot: tuple[JsonObj, ...] | None = None  # `snapshot()`, until the next change
         # Removed keys -> the resourceVersion they were removed at, oldest first (`upsert_if_newer`).
         self._tombstones: OrderedDict[ObjectKey, str] = OrderedDict()
+        # Each key's place in iteration order (when it was added): `in_order`.
+        self._positions: dict[ObjectKey, int] = {}
+        self._added = 0
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -74,6 +77,13 @@ class ObjectCache:
             raise KeyError(f"label {key!r} is not indexed (indexed: {self._label_keys})")
         return [self._objects[k] for k in sorted(self._by_label.get((key, value), ()))]
 
+    def in_order(self, keys: Iterable[ObjectKey]) -> list[JsonObj]:
+        """The cached objects among `keys`, in the order iterating the cache gives them: a caller that
+        knows which few objects can matter reads them as a scan of the whole cache would meet them."""
+        present = [key for key in set(keys) if key in self._objects]
+        present.sort(key=self._positions.__getitem__)
+        return [self._objects[key] for key in present]
+
     def in_phase(self, phase: str) -> list[JsonObj]:
         """Objects whose `status.status` is `phase`."""
         return [self._objects[k] for k in self._by_phase.get(phase, ())]
@@ -88,6 +98,9 @@ class ObjectCache:
         old = self._objects.get(key)
         if old is not None:
             self._unindex(key, old)
+        else:
+            self._positions[key] = self._added
+            self._added += 1
         self._snapshot = None
         self._objects[key] = obj
         self._index(key, obj)
@@ -117,6 +130,7 @@ class ObjectCache:
         old = self._objects.pop(key, None)
         if old is not None:
             self._unindex(key, old)
+            del self._positions[key]
             self._snapshot = None
         self._tombstones.pop(key, None)
         self._tombstones[key] = removed_at if removed_at is not None else _rv(obj)

@@ -101,6 +101,10 @@ def _duration(*candidates: str | None, fallback: timedelta) -> timedelta:
     return fallback
 
 
+# The tracker spec fields `resolve` reads (a caller may remember its answer per their values).
+RESOLVED_FROM = ("utilizationThreshold", "preemptionPolicy", "aggregationPolicy", "gracePeriod", "ttlAfterFinished")
+
+
 def resolve(spec: Mapping[str, Any], config: GpuPreemptionConfig, env: Mapping[str, str]) -> Resolved:
     """CR spec -> KaiwoConfig.gpuPreemption -> GPU_PREEMPTION_DEFAULT_* -> built-in (§8.3). `env`: the
     operator's GPU_PREEMPTION_DEFAULT_* settings, read once by the controller's host."""

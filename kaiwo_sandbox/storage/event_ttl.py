@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from kaiwo_sandbox.contracts import EVENTS, ApiError, JsonObj, rfc3339
+from kaiwo_sandbox.contracts import EVENTS, ApiError, JsonObj, WatchEvent, rfc3339
 from kaiwo_sandbox.semantics.times import parse_time
 from kaiwo_sandbox.storage.store import ObjectStore
 
@@ -29,6 +31,14 @@ def _expired(event: JsonObj, cutoff: datetime, cutoff_text: str) -> bool:
         return seen_text[:19] < cutoff_text  # the common case, without parsing (to the second)
     seen = parse_time(seen_text)
     return seen is not None and seen <= cutoff
+
+
+def _second_of(event: JsonObj) -> str | None:
+    """The last-seen second `_expired` compares as text, or None for a stamp it parses."""
+    seen_text = _last_seen(event)
+    if len(seen_text) >= 20 and seen_text[10] == "T" and seen_text.endswith("Z"):
+        return seen_text[:19]
+    return None
 
 
 def _cutoff(store: ObjectStore, ttl_seconds: float) -> tuple[datetime, str]:
@@ -73,23 +83,70 @@ async def expire_events_in_slices(store: ObjectStore, ttl_seconds: float, slice_
 
 
 class EventExpiry:
-    """Runs `expire_events_in_slices` periodically on the sandbox's loop."""
+    """Expires events periodically on the sandbox's loop, as `expire_events_in_slices` would, without
+    looking at every event on every pass: the store's notifications keep the events in order of their
+    last-seen second (a heap; an event seen again gets a newer entry and its older one is passed
+    over), so a pass reads only the events due. Stamps in another format than `...Z` are kept aside
+    and read on every pass. In a long simulation the minute's pass over an hour of events was 4 % of
+    the time; the API server is still served once per slice of events, as before."""
 
     def __init__(self, store: ObjectStore, ttl_seconds: float, interval: float = 60.0) -> None:
         self.store = store
         self.ttl = ttl_seconds
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._due: list[tuple[str, str, str]] = []  # (last-seen second, namespace, name), a heap
+        self._other: set[tuple[str, str]] = set()  # events with another stamp format
 
     def start(self) -> None:
+        self._unsubscribe = self.store.subscribe(self._on_event)
+        for event in self.store.refs(EVENTS):
+            self._note(event)
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="sandbox-event-ttl")
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if event.type != "DELETED" and event.gvr.resource == EVENTS.resource and event.gvr.group == EVENTS.group:
+            self._note(event.object)
+
+    def _note(self, event: JsonObj) -> None:
+        meta = event.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        second = _second_of(event)
+        if second is None:
+            self._other.add(key)
+        else:
+            heapq.heappush(self._due, (second, *key))
+
+    async def expire_due(self, slice_size: int = SLICE) -> int:
+        """One pass: delete the events last seen before the TTL; returns how many."""
+        cutoff, cutoff_text = _cutoff(self.store, self.ttl)
+        due: list[JsonObj] = []
+        while self._due and self._due[0][0] < cutoff_text:
+            second, namespace, name = heapq.heappop(self._due)
+            current = self.store.find_ref(EVENTS, namespace or None, name)
+            if current is not None and _second_of(current) == second:  # else gone, or seen again since
+                due.append(current)
+        for namespace, name in sorted(self._other):
+            current = self.store.find_ref(EVENTS, namespace or None, name)
+            if current is None or _second_of(current) is not None:
+                self._other.discard((namespace, name))  # gone, or now in the heap
+            else:
+                due.append(current)
+        slices = -(-len(self.store.refs(EVENTS)) // slice_size)
+        expired = _expire(self.store, due, cutoff, cutoff_text)
+        for _ in range(slices):
+            await asyncio.sleep(0)
+        return expired
 
     async def _loop(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            await expire_events_in_slices(self.store, self.ttl)
+            await self.expire_due()
 
     async def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

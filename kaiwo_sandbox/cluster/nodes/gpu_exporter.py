@@ -21,7 +21,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
 from kaiwo_sandbox.cluster.nodes.gpusim import SimulatedGpu, simulate
-from kaiwo_sandbox.contracts import NODES, PODS
+from kaiwo_sandbox.cluster.pods import is_terminal
+from kaiwo_sandbox.contracts import NODES, PODS, JsonObj, WatchEvent
 
 METRICS_PATH = "/sandbox/gpu-metrics"
 DEVICES_PATH = "/sandbox/gpus"
@@ -31,9 +32,46 @@ AMD_LABELS = ("gpu_id", "gpu_partition_id", "serial_number", "card_model", "host
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "namespace", "pod", "container")
 
 
-def current_gpus(store: Any, node: str | None = None) -> list[SimulatedGpu]:
-    nodes, _ = store.list(NODES)
-    pods, _ = store.list(PODS)
+def holds_gpus(pod: JsonObj) -> bool:
+    """Whether `simulate` counts the pod on its node: bound, not finished, not being deleted."""
+    return (bool((pod.get("spec") or {}).get("nodeName")) and not is_terminal(pod)
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+class BoundPods:
+    """The pods `simulate` looks at (`holds_gpus`), kept from the store's notifications: a reading is
+    asked for on every GPU preemption tracker pass, and walking every pod the store ever held (ten
+    thousand finished ones in a simulated week) for each was most of a long simulation's time."""
+
+    def __init__(self, store: Any) -> None:
+        self._pods: dict[tuple[str, str], JsonObj] = {}
+        self.unsubscribe = store.subscribe(self._on_event)
+        for pod in store.refs(PODS):
+            self._note(pod, deleted=False)
+
+    def pods(self) -> list[JsonObj]:
+        return list(self._pods.values())
+
+    def _on_event(self, event: WatchEvent) -> None:
+        if event.gvr.resource == PODS.resource and event.gvr.group == PODS.group:
+            self._note(event.object, deleted=event.type == "DELETED")
+
+    def _note(self, pod: JsonObj, *, deleted: bool) -> None:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if not deleted and holds_gpus(pod):
+            self._pods[key] = pod
+        else:
+            self._pods.pop(key, None)
+
+
+def current_gpus(store: Any, node: str | None = None, bound: BoundPods | None = None) -> list[SimulatedGpu]:
+    """`store`: the sandbox's ObjectStore. Its objects are read in place (`refs`, read-only): a copy of
+    every pod per request was most of a simulation's time with idle-GPU preemption on, which asks for
+    readings on every tracker pass. Nodes in name order, as a list gives them; the pods' order does not
+    matter (`simulate` orders each node's pods itself). `bound`: the pods that can hold GPUs, when kept."""
+    nodes = sorted(store.refs(NODES), key=lambda n: str((n.get("metadata") or {}).get("name") or ""))
+    pods = bound.pods() if bound is not None else store.refs(PODS)
     clock = store.clock
     return simulate(nodes, pods, clock.now(), getattr(clock, "time_factor", 1.0), only_node=node)
 
@@ -84,12 +122,19 @@ def gpu_json(gpu: SimulatedGpu) -> dict[str, Any]:
 
 
 def add_routes(app: web.Application, store: Any) -> None:
+    bound = BoundPods(store)
+
+    async def stop_keeping(_: web.Application) -> None:
+        bound.unsubscribe()
+
+    app.on_cleanup.append(stop_keeping)
+
     async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=render_metrics(current_gpus(store)),
+        return web.Response(body=render_metrics(current_gpus(store, bound=bound)),
                             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def devices(request: web.Request) -> web.Response:
-        gpus = current_gpus(store, request.query.get("node") or None)
+        gpus = current_gpus(store, request.query.get("node") or None, bound)
         return web.json_response({"items": [gpu_json(g) for g in gpus]})
 
     app.router.add_get(METRICS_PATH, metrics)
