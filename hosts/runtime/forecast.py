@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from hosts.runtime.simulator import Features, SimulationInputs, run_simulation
+from hosts.runtime.simulator import Features, SimulationInputs, gpus_per_node, run_simulation
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.simulation.forecast import (
     QUANTILES,
@@ -45,21 +45,10 @@ def _node(node: Mapping[str, Any]) -> JsonObj:
                        "allocatable": dict(status.get("allocatable") or status.get("capacity") or {})}}
 
 
-GPU_RESOURCES = ("amd.com/gpu", "nvidia.com/gpu")
-
-
 def node_gpus(nodes: Sequence[Mapping[str, Any]]) -> int:
-    """The most GPUs one node has (0 with no GPU node): what a workload's size class is relative to."""
-    most = 0
-    for node in nodes:
-        status = node.get("status") or {}
-        resources = status.get("allocatable") or status.get("capacity") or {}
-        for name in GPU_RESOURCES:
-            try:
-                most = max(most, int(str(resources.get(name) or 0)))
-            except ValueError:
-                continue
-    return most
+    """The most GPUs one node has, of any vendor (0 with no GPU node): what a workload's size class is
+    relative to."""
+    return max((max(sizes) for sizes in gpus_per_node([dict(n) for n in nodes]).values()), default=0)
 
 
 def _config(obj: Mapping[str, Any] | None) -> JsonObj | None:

@@ -254,18 +254,9 @@ def _seconds_text(seconds: float) -> str:
 
 
 def node_gpus(nodes: list[JsonObj]) -> dict[str, int]:
-    """vendor -> the most GPUs one node has (allocatable, else capacity)."""
-    most: dict[str, int] = {}
-    for node in nodes:
-        status = node.get("status") or {}
-        amounts = status.get("allocatable") or status.get("capacity") or {}
-        for vendor, resource in GPU_RESOURCE.items():
-            try:
-                count = int(str(amounts.get(resource, 0)))
-            except ValueError:
-                count = 0
-            most[vendor] = max(most.get(vendor, 0), count)
-    return most
+    """vendor -> the most GPUs one node has (allocatable, else capacity; 0 where no node has any)."""
+    sizes = gpus_per_node(nodes)
+    return {vendor: max(sizes.get(vendor, [0])) for vendor in GPU_RESOURCE} if nodes else {}
 
 
 def gpus_per_node(nodes: list[JsonObj]) -> dict[str, list[int]]:

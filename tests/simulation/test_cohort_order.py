@@ -4,22 +4,12 @@ before one that must borrow, then priority, then queue order; not the queues' al
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).parent / "data"
+from simulate_child import simulate_json
 
 
 def test_a_head_within_nominal_quota_goes_before_an_earlier_one_that_borrows() -> None:
-    done = subprocess.run([sys.executable, "-m", "hosts.cli.main", "simulate",
-                           "--trace", str(DATA / "cohort-order.jsonl"),
-                           "--queue-config", str(DATA / "cohort.yaml"), "-o", "json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    started = {row["name"]: row["started"] for row in json.loads(done.stdout)["workloads"]}
+    report = simulate_json("cohort-order.jsonl", "cohort.yaml")
+    started = {row["name"]: row["started"] for row in report["workloads"]}
     # b1 ends at 10 s: team-b's b2 (within its nominal 8) gets its 4 GPUs, not team-a's a2 (submitted
     # first, but team-a already uses its 8 and would borrow). a2 borrows once b2 has ended.
     assert started["b2"] == 10.0, started
