@@ -63,7 +63,7 @@ def _one_object(path: Path, kind: str) -> dict[str, Any]:
 def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
     """The SimulationInputs of the command line with that queue configuration; InputError naming the
     file (and line) otherwise."""
-    from hosts.runtime.simulator import SimulationInputs, gpus_per_node, node_gpus
+    from hosts.runtime.simulator import SimulationInputs, gpus_per_node, node_gpus, node_rooms
     from kaiwo_ray.manifests import ManifestReadError
     from kaiwo_ray.nodes import default_nodes, load_nodes
     from kaiwo_ray.simulation.trace import TraceError, check_feasible, parse_trace
@@ -84,7 +84,7 @@ def load_inputs(args: argparse.Namespace, queue_config_path: Path) -> Any:
         queues = [str(q.get("name")) for q in spec.get("clusterQueues") or [] if isinstance(q, dict)]
         priorities = [str((p.get("metadata") or {}).get("name")) for p in spec.get("workloadPriorityClasses") or []
                       if isinstance(p, dict)]
-        check_feasible(trace, queues, node_gpus(nodes), priorities, gpus_per_node(nodes))
+        check_feasible(trace, queues, node_gpus(nodes), priorities, gpus_per_node(nodes), node_rooms(nodes))
     except TraceError as err:
         raise InputError(f"{args.trace}: {err}") from None
     except (OSError, UnicodeDecodeError) as err:

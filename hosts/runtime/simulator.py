@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,13 @@ from hosts.runtime.controller_host import Operator
 from hosts.runtime.virtual_loop import LoopClock, VirtualTimeLoop
 from kaiwo_ray import clock as operator_clock
 from kaiwo_ray.api.crd import all_crds
+from kaiwo_ray.api.quantity import parse_quantity
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists, KubeError
 from kaiwo_ray.simulation.refusal import queue_config_refusal
 from kaiwo_ray.simulation.report import IDLE_GPU_PREEMPTION, Interval, Recording, WorkloadRecord
-from kaiwo_ray.simulation.trace import GPU_RESOURCE, TraceEntry
+from kaiwo_ray.simulation.trace import GPU_RESOURCE, NodeRoom, TraceEntry
 from kaiwo_sandbox.cluster.base import ClusterSettings
 from kaiwo_sandbox.contracts import CLUSTERQUEUES, EVENTS, GVR, WORKLOADS, JsonObj, WatchEvent
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig
@@ -257,6 +259,22 @@ def node_gpus(nodes: list[JsonObj]) -> dict[str, int]:
     """vendor -> the most GPUs one node has (allocatable, else capacity; 0 where no node has any)."""
     sizes = gpus_per_node(nodes)
     return {vendor: max(sizes.get(vendor, [0])) for vendor in GPU_RESOURCE} if nodes else {}
+
+
+def node_rooms(nodes: list[JsonObj]) -> list[NodeRoom]:
+    """What each node can give one pod (allocatable, else capacity); a node with an unreadable amount
+    offers none of it."""
+    rooms = []
+    for node in nodes:
+        status = node.get("status") or {}
+        amounts = status.get("allocatable") or status.get("capacity") or {}
+        gpus = {vendor: count for vendor, count in node_gpus([node]).items() if count}
+        try:
+            cpu, memory = parse_quantity(str(amounts.get("cpu", 0))), parse_quantity(str(amounts.get("memory", 0)))
+        except ValueError:
+            cpu = memory = Decimal(0)
+        rooms.append(NodeRoom(gpus, cpu, memory))
+    return rooms
 
 
 def gpus_per_node(nodes: list[JsonObj]) -> dict[str, list[int]]:

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -167,15 +168,27 @@ def parse_trace(lines: Iterable[str]) -> list[TraceEntry]:
     return entries
 
 
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """What one empty node can give a pod: its allocatable GPUs per vendor, CPU and memory."""
+
+    gpus: Mapping[str, int]
+    cpu: Decimal
+    memory: Decimal
+
+
 def check_feasible(entries: Iterable[TraceEntry], queues: Iterable[str],
                    node_gpus: Mapping[str, int], priorities: Iterable[str] = (),
-                   gpus_per_node: Mapping[str, Sequence[int]] | None = None) -> None:
+                   gpus_per_node: Mapping[str, Sequence[int]] | None = None,
+                   rooms: Sequence[NodeRoom] | None = None) -> None:
     """TraceError for the first workload naming a queue or priority class the configuration lacks,
     or with a pod asking for more GPUs of its vendor than any node has (`node_gpus`: vendor -> the
     most GPUs on one node); with `gpus_per_node` (vendor -> each node's GPUs), also a `rayjob` whose
     GPU workers cannot all be placed at once even on empty nodes (its Ray cluster would never be
     ready: admitted, it would hold its quota for ever). A workload whose pods fit the nodes but whose
-    total exceeds its queue's quota is not refused: the simulation reports it as never started."""
+    total exceeds its queue's quota is not refused: the simulation reports it as never started. With
+    `rooms` (each node's), also a pod whose CPU or memory no node has beside its GPUs: Kueue would
+    admit it on quota and its pod would wait for a node for ever."""
     known = set(queues)
     classes = set(priorities)
     for entry in entries:
@@ -190,12 +203,40 @@ def check_feasible(entries: Iterable[TraceEntry], queues: Iterable[str],
         if workload.gpus > most:
             raise TraceError(entry.line, "gpus", f"{workload.gpus} {workload.gpu_vendor} GPUs in one pod, but no node "
                                                  f"has more than {most}")
+        if rooms is not None:
+            _check_room(entry, rooms)
         if workload.kind == "rayjob" and workload.gpus and gpus_per_node is not None:
             room = sum(size // workload.gpus for size in gpus_per_node.get(workload.gpu_vendor, ()))
             if workload.replicas > room:
                 raise TraceError(entry.line, "replicas", f"{workload.replicas} Ray workers of {workload.gpus} "
                                                          f"{workload.gpu_vendor} GPUs must run together, but the nodes "
                                                          f"hold at most {room} such pods")
+
+
+def _check_room(entry: TraceEntry, rooms: Sequence[NodeRoom]) -> None:
+    """TraceError unless some node has room for one of the workload's pods (a Ray head asks for the
+    same CPU and memory, without GPUs, so it fits wherever a worker does)."""
+    workload = entry.workload
+    cpu, memory, gpus = parse_quantity(workload.cpu), parse_quantity(workload.memory), workload.gpus
+    if any(room.gpus.get(workload.gpu_vendor, 0) >= gpus and room.cpu >= cpu and room.memory >= memory
+           for room in rooms):
+        return
+    most_cpu = max((room.cpu for room in rooms), default=Decimal(0))
+    most_memory = max((room.memory for room in rooms), default=Decimal(0))
+    if cpu > most_cpu:
+        raise TraceError(entry.line, "cpu", f"{workload.cpu} CPU in one pod, but no node has more than {most_cpu:f}")
+    if memory > most_memory:
+        raise TraceError(entry.line, "memory", f"{workload.memory} of memory in one pod, but no node has more than "
+                                               f"{_bytes(most_memory)}")
+    raise TraceError(entry.line, "cpu", f"no node has {workload.cpu} CPU and {workload.memory} of memory "
+                                        f"beside {gpus} {workload.gpu_vendor} GPUs")
+
+
+def _bytes(amount: Decimal) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount >= size:
+            return f"{amount / size:.4g}{unit}"
+    return f"{amount:f}"
 
 
 def dump_line(workload: TraceWorkload) -> str:

@@ -110,6 +110,9 @@ def test_the_table_names_queues_users_and_what_never_started(capsys: pytest.Capt
     ('{"submit": 0, "user": "u", "queue": "team-a", "gpus": 16, "duration": 5}',
      "line 2: gpus: 16 amd GPUs in one pod, but no node has more than 8"),
     ('{"submit": 0, "user": "u", "queue": "team-a", "gpus": 1, "duration": 5', "line 2: not JSON"),
+    # more CPU than any node has: with quota for it, Kueue would admit it and its pod wait for ever
+    ('{"submit": 0, "user": "u", "queue": "team-a", "cpu": "900", "duration": 5}',
+     "line 2: cpu: 900 CPU in one pod, but no node has more than 383"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str,
                                           expected: str) -> None:

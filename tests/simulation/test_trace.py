@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,14 @@ from kaiwo_ray.simulation.report import (
     build_report,
     percentile,
 )
-from kaiwo_ray.simulation.trace import TraceError, TraceWorkload, check_feasible, dump_line, parse_trace
+from kaiwo_ray.simulation.trace import (
+    NodeRoom,
+    TraceError,
+    TraceWorkload,
+    check_feasible,
+    dump_line,
+    parse_trace,
+)
 
 GOOD = {"submit": 0, "user": "alice", "queue": "team-a", "gpus": 2, "duration": 60}
 
@@ -83,6 +91,20 @@ def test_kinds_count_gpus_per_pod_and_a_rayjob_whose_workers_never_fit_together_
         check_feasible(entries, ["team-a"], {"amd": 8}, gpus_per_node=sizes)
     with pytest.raises(TraceError, match=r"^line 1: gpus: 4 amd GPUs in one pod, but no node has more than 2"):
         check_feasible(entries, ["team-a"], {"amd": 2})
+
+
+def test_a_pod_whose_cpu_or_memory_no_node_has_beside_its_gpus_is_refused() -> None:
+    """Kueue would admit such a pod on quota and it would wait for a node for ever."""
+    rooms = [NodeRoom({"amd": 8}, Decimal(64), Decimal(2**40)), NodeRoom({}, Decimal(256), Decimal(2**41))]
+    fits = parse_trace([line(cpu="64", memory="1Ti", gpus=8), line(name="cpu-only", cpu="200", gpus=0)])
+    check_feasible(fits, ["team-a"], {"amd": 8}, rooms=rooms)
+    cases: list[tuple[dict[str, object], str]] = [
+        ({"cpu": "300"}, r"^line 1: cpu: 300 CPU in one pod, but no node has more than 256$"),
+        ({"memory": "3Ti"}, r"^line 1: memory: 3Ti of memory in one pod, but no node has more than 2Ti$"),
+        ({"cpu": "100", "gpus": 1}, r"^line 1: cpu: no node has 100 CPU and 1Gi of memory beside 1 amd GPUs$")]
+    for fields, expected in cases:
+        with pytest.raises(TraceError, match=expected):
+            check_feasible(parse_trace([line(**fields)]), ["team-a"], {"amd": 8}, rooms=rooms)
 
 
 def test_generated_rayjobs_and_replicas_keep_the_trace_they_were_drawn_into() -> None:
