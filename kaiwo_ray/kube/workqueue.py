@@ -17,25 +17,15 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from kaiwo_ray import clock as operator_clock
 from kaiwo_ray.kube.stats import QueueStats
 
 K = TypeVar("K", bound=Hashable)
-
-
-def loop_time() -> float:
-    """The running event loop's clock (`time.monotonic()` outside one). The queue's timers are the
-    loop's, so its deadlines must be on the same clock: in a simulation's virtual-time loop
-    (`kaiwo-ray simulate`) a deadline on the wall clock is never reached, as the loop jumps ahead of it."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
 
 
 @dataclass(slots=True)
@@ -67,7 +57,7 @@ class TokenBucket:
 
     rate: float = 10.0
     burst: float = 100.0
-    clock: Callable[[], float] = loop_time
+    clock: Callable[[], float] = operator_clock.monotonic  # the loop's clock, as the queue's timers
     _tokens: float | None = None  # None until first use; negative = reservations in debt
     _last: float = 0.0
 
@@ -82,7 +72,7 @@ class TokenBucket:
 
 class WorkQueue(Generic[K]):
     def __init__(self, *, backoff: Backoff | None = None, bucket: TokenBucket | None = None,
-                 clock: Callable[[], float] = loop_time) -> None:
+                 clock: Callable[[], float] = operator_clock.monotonic) -> None:
         self._clock = clock
         self._backoff = backoff or Backoff()
         self._bucket = bucket or TokenBucket(clock=clock)
