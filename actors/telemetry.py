@@ -28,6 +28,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from kaiwo_ray import clock
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.model import NodeSample
 from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME, TelemetrySettings, actor_name
@@ -82,7 +83,7 @@ class AggregatorActor:
         return self.address
 
     def push(self, samples: list[NodeSample]) -> int:
-        received = time.time()
+        received = clock.timestamp()
         for sample in samples:
             self.core.ingest(sample, received)
         self.pushes += 1
@@ -90,7 +91,7 @@ class AggregatorActor:
 
     def pod_readings(self, pods: list[tuple[str, str, str]]) -> dict[tuple[str, str], list[Any]]:
         """Readings for many pods at once: [(namespace, name, uid)] -> {(namespace, name): [GpuReading]}."""
-        now = time.time()
+        now = clock.timestamp()
         return {(ns, name): self.core.pod_readings(ns, name, uid, now) for ns, name, uid in pods}
 
     def forget_ray_nodes_except(self, alive: list[str]) -> list[str]:
@@ -157,13 +158,13 @@ class TelemetryActor:
         self.backend = self._sampler.name
         aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=self.ray_namespace)
         pending: Any = None
-        next_tick = time.monotonic()
+        next_tick = clock.monotonic()  # the interval is of the operator's clock (the cluster's, when scaled)
         while True:
             try:
                 samples = await self._sampler.node_samples()
                 if pending is not None:  # one push in flight at most: a slow aggregator gets fresh data
                     with contextlib.suppress(Exception):
-                        async with asyncio.timeout(self.settings.interval):
+                        async with asyncio.timeout(clock.wall_seconds(self.settings.interval)):
                             await pending
                 pending = aggregator.push.remote(samples)
                 self.ticks += 1
@@ -175,9 +176,9 @@ class TelemetryActor:
                 with contextlib.suppress(Exception):
                     aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=self.ray_namespace)
             next_tick += self.settings.interval
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-            if next_tick < time.monotonic() - 10 * self.settings.interval:
-                next_tick = time.monotonic()  # fell far behind (a paused process): do not burst
+            await clock.sleep(max(0.0, next_tick - clock.monotonic()))
+            if next_tick < clock.monotonic() - 10 * self.settings.interval:
+                next_tick = clock.monotonic()  # fell far behind (a paused process): do not burst
 
     def health(self) -> dict[str, Any]:
         failed = ""

@@ -1,7 +1,8 @@
-"""How faithful `kaiwo-ray simulate` is (#37): one trace run live, through `kaiwo-ray dev --time-factor F`
-(the sandbox as a subprocess, Ray, the operator's controllers, webhooks, in real time), and simulated
-(the engine `kaiwo-ray simulate` runs: hosts/runtime/simulator.py, virtual time), then compared workload
-by workload (kaiwo_ray/simulation/faithful.py).
+"""How faithful `kaiwo-ray simulate` is (#37): one trace run live, through `kaiwo-ray dev --time-factor F
+--scaled-clock` (the sandbox as a subprocess, Ray, the operator's controllers, webhooks, in real time, on
+the cluster's own clock running 1/F times as fast), and simulated (the engine `kaiwo-ray simulate` runs:
+hosts/runtime/simulator.py, virtual time), then compared workload by workload
+(kaiwo_ray/simulation/faithful.py).
 
 Trace (unless `--trace FILE`): `trace generate` with two queues, team-a and team-b, 8 MI300X GPUs of
 quota each in one cohort (tests/simulation/data/cohort.yaml: each borrows what the other leaves), on
@@ -11,21 +12,24 @@ workload busy (50-100 %); a seeded 20 % of team-a's workloads have priority `hig
 ones within team-a. The operator preempts too (unless `--plain`): a seeded 15 % of the workloads
 declare a `duration` of half their run time (at least 10 s; terminated when it is past and another
 workload waits), and 10 % hold their GPUs at 0 % (idle-GPU preemption on, threshold 5 %, grace period
-30 s, policy OnPressure, polled every 2 simulated seconds in both runs). The live run submits each line as the simulator's KaiwoJob at `submit * F` wall
-seconds and stamps each Kueue Workload's admission and eviction from a watch, with this process's
-monotonic clock / F (hosts/runtime/live_replay.py).
+30 s, policy OnPressure, polled every 2 simulated seconds in both runs). The live run submits each
+line as the simulator's KaiwoJob at `submit * F` wall seconds from a whole minute of the cluster's
+clock (where the simulation starts too) and stamps each Kueue Workload's admission and eviction from
+a watch, with this process's monotonic clock / F (hosts/runtime/live_replay.py).
 
 Figures: per workload |start_live - start_sim| against max(2 % of the simulated wait, 2 s) (#37's
 tolerance); the share within (target 100 %), the worst offenders, and whether the same workloads were
-preempted in the same order (target: yes).
+preempted in the same order (target: yes; evictions within 2 s of each other in both runs have no
+order).
 
-The live run scales what the operator times by F (hosts/runtime/live_replay.py: declared durations,
-the grace period, the pending threshold) and runs dev with `--gpu-preemption-interval` 2 * F s and
-`--telemetry-interval` F s (one GPU sample per simulated second).
+On the scaled clock the operator's durations, grace period and polling intervals are cluster
+seconds, as in the trace. `--wall-clock` runs dev without it: timestamps are whole wall seconds (1/F
+simulated seconds each), and what the operator times is scaled by F for it
+(hosts/runtime/live_replay.py).
 
 Run: `.venv/bin/python benchmarks/simulate_faithful.py` (30 workloads, time factor 0.2, about 2
-minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 20 minutes: 7 live, the
-simulation's 2-second GPU preemption polls 10 more); `--save FILE` writes both recordings.
+minutes with dev's start); `--scale 200` for the issue's 200 workloads (about 9 minutes at F = 0.2,
+38 at `--time-factor 1`); `--save FILE` writes both recordings.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import yaml
 
 from hosts.runtime.live_replay import replay_live
 from hosts.runtime.simulator import Features, SimulationInputs, run_simulation
+from kaiwo_ray.clock import Scale
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.simulation.faithful import compare, divergence
 from kaiwo_ray.simulation.generate import GeneratorSettings, generate
@@ -82,13 +87,17 @@ def make_trace(workloads: int, seed: int, plain: bool = False) -> list[TraceEntr
     return entries
 
 
-def start_dev(scratch: Path, time_factor: float) -> tuple[subprocess.Popen[bytes], Path]:
+def start_dev(scratch: Path, time_factor: float, clock: Scale | None) -> tuple[subprocess.Popen[bytes], Path]:
     kubeconfig = scratch / "kubeconfig"
     log = scratch / "dev.log"
     command = [sys.executable, "-m", "hosts.cli.main", "dev", "--kubeconfig", str(kubeconfig),
-               "--time-factor", repr(time_factor), "--no-admin",
-               "--gpu-preemption-interval", f"{POLLING_SECONDS * time_factor:.3f}s",
-               "--telemetry-interval", repr(time_factor)]
+               "--time-factor", repr(time_factor), "--no-admin"]
+    if clock is not None:  # every interval is of the cluster's clock
+        command += ["--scaled-clock", "--clock-origin", repr(clock.origin),
+                    "--gpu-preemption-interval", f"{POLLING_SECONDS:.3f}s", "--telemetry-interval", "1"]
+    else:  # the operator's intervals are wall seconds
+        command += ["--gpu-preemption-interval", f"{POLLING_SECONDS * time_factor:.3f}s",
+                    "--telemetry-interval", repr(time_factor)]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
@@ -118,6 +127,9 @@ def main() -> int:
     parser.add_argument("--time-factor", type=float, default=0.2, help="wall seconds per simulated second")
     parser.add_argument("--seed", type=int, default=37)
     parser.add_argument("--save", type=Path, help="write both recordings here (JSON) for a closer look")
+    parser.add_argument("--wall-clock", action="store_true",
+                        help="run dev without --scaled-clock: whole-second timestamps of the wall clock (1/F "
+                             "simulated seconds each), the operator's durations scaled into wall seconds")
     parser.add_argument("--plain", action="store_true",
                         help="no operator preemption: no declared durations, no idle workloads, GPU preemption off")
     args = parser.parse_args()
@@ -138,11 +150,13 @@ def main() -> int:
 
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kaiwo-faithful-") as scratch:
-        process, kubeconfig = start_dev(Path(scratch), args.time_factor)
+        clock = None if args.wall_clock else Scale(float(int(time.time())), args.time_factor)
+        process, kubeconfig = start_dev(Path(scratch), args.time_factor, clock)
         print(f"dev start: {time.monotonic() - began:.1f} s")
         try:
             live_began = time.monotonic()
-            live = asyncio.run(replay_live(str(kubeconfig), inputs, args.time_factor, timeout_seconds=3600.0))
+            live = asyncio.run(replay_live(str(kubeconfig), inputs, args.time_factor, timeout_seconds=3600.0,
+                                           clock=clock))
             live_wall = time.monotonic() - live_began
         finally:
             stop_dev(process)
@@ -173,6 +187,8 @@ def main() -> int:
     if not result.same_preemptions:
         print(f"  preempted live:      {[sorted(g) for g in result.preemptions_live]}")
         print(f"  preempted simulated: {[sorted(g) for g in result.preemptions_simulated]}")
+        for first, second in result.order_disagreements()[:5]:
+            print(f"  in opposite orders: {first[0]} (eviction {first[1]}) and {second[0]} (eviction {second[1]})")
     for line in divergence(live, simulated, result):
         print(line)
     if args.save is not None:

@@ -323,6 +323,28 @@ class RealClock:
 
 
 @dataclass(slots=True)
+class ScaledClock:
+    """The cluster's own clock, running 1/`factor` times as fast as the wall clock and reading the
+    wall clock at `origin` (Unix seconds). Timestamps, and the intervals every simulated controller
+    measures, are cluster seconds, so nothing else scales (`time_factor` is 1): a pod annotated to run
+    10 s runs 10 s of its own timestamps, and 10 * factor wall seconds. An operator that reads the same
+    scaled clock (kaiwo_ray.clock, `KAIWO_CLOCK_SCALE`) sees the same times a simulation would."""
+
+    factor: float
+    origin: float
+    time_factor: float = 1.0
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.origin + (time.time() - self.origin) / self.factor, tz=UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic() / self.factor
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay, 0.0) * self.factor, callback)
+
+
+@dataclass(slots=True)
 class _ManualTimer:
     callback: Callable[[], None] | None
 

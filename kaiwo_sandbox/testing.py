@@ -277,20 +277,22 @@ def start_sandbox(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterabl
                   install_crds: bool = True, extra_crds: list[JsonObj] | None = None,
                   tls: bool = True, manual_clock: bool = False,
                   authorization: AuthorizationMode = "AlwaysAllow",
-                  local_images: Iterable[str] = (), local_commands: bool = False) -> RunningSandbox:
+                  local_images: Iterable[str] = (), local_commands: bool = False,
+                  clock: Clock | None = None) -> RunningSandbox:
     """Start a sandbox on 127.0.0.1 on a background thread. `nodes=None` seeds the world's nodes
     (see `use_world`), `nodes=[]` none; `extra_crds` are installed beside the world's CRDs;
     `cluster=True` starts every simulated controller (an iterable: only those); `manual_clock=True`
     stops time until the test moves it with `RunningSandbox.advance`; `authorization="RBAC"` enforces
     Roles and bindings; `local_images` run their pods as real processes (root only), and so do pods whose commands can run
-    on this machine with `local_commands=True`."""
+    on this machine with `local_commands=True`; `clock` replaces the sandbox's (a ScaledClock: the
+    cluster's own time)."""
     tmpdir = tempfile.TemporaryDirectory(prefix="kaiwo-sandbox-")
     config = SandboxConfig(port=port, nodes=list(_world.nodes if nodes is None else nodes), cluster=cluster,
                            time_factor=time_factor, cluster_settings=cluster_settings, state_dir=state_dir,
                            kubeconfig_path=Path(tmpdir.name) / "kubeconfig", bookmark_interval=bookmark_interval,
                            install_crds=install_crds, extra_crds=[*_world.crds, *(extra_crds or [])], tls=tls,
                            manual_clock=manual_clock, authorization=authorization, local_images=list(local_images),
-                           local_commands=local_commands)
+                           local_commands=local_commands, clock=clock)
     loop = new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="kaiwo-sandbox", daemon=True)
     thread.start()

@@ -22,8 +22,9 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, NODES
@@ -79,7 +80,7 @@ async def compute(state: AdminState) -> Forecasts:
     """One forecast of the cluster as the cache and the API server show it now, calibrated with the
     scores of the earlier forecasts' estimates whose workloads have started since."""
     jobs = state.cache.items(KAIWOJOBS)
-    now = datetime.now(UTC).replace(microsecond=0)  # the cluster's stamps are whole seconds
+    now = clock.now().replace(microsecond=0)  # the cluster's clock; its stamps are whole seconds
     memory = settled(forecasts(state), jobs, now)
     scores = memory.scores
     pending = [j for j in jobs if str((j.get("status") or {}).get("status") or "") in PENDING]

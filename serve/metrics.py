@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.meta import parse_time
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, NODES, PODS, WORKLOADS
 from kaiwo_ray.views._objects import meta, status
@@ -269,7 +269,7 @@ class AdminMetrics:
         if after in ("RUNNING", "READY") and before not in ("RUNNING", "READY"):
             created = parse_time(meta(obj).get("creationTimestamp"))
             if created is not None:
-                self.time_to_running.labels(kind).observe(max(0.0, time.time() - created.timestamp()))
+                self.time_to_running.labels(kind).observe(max(0.0, clock.timestamp() - created.timestamp()))
 
     async def controller_snapshots(self) -> list[dict[str, Any]]:
         if self.stats_source is None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from kaiwo_ray import clock
 from kaiwo_ray.kube.resources import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS, Resource
 from kaiwo_ray.simulation.forecast import PENDING
 from kaiwo_ray.views.explain import Explanation
@@ -117,7 +117,7 @@ def _answer(request: Request, body: dict[str, Any], objects: list[dict[str, Any]
             list_meta: dict[str, Any]) -> Response:
     """`body`, or the Table of `objects` (with `list_meta`) when the client asked for one."""
     if ws.wants_table(request.headers.get("accept", "")):
-        return _json(ws.to_table(objects, list_meta, include, datetime.now(UTC)))
+        return _json(ws.to_table(objects, list_meta, include, clock.now()))
     return _json(body)
 
 
@@ -157,7 +157,7 @@ def _watch(request: Request, state: AdminState, filters: Filters, include: str, 
 
     def frame(kind: str, obj: dict[str, Any]) -> bytes:
         shown = ws.to_table([obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, include,
-                            datetime.now(UTC)) if table else obj
+                            clock.now()) if table else obj
         return json.dumps({"type": kind, "object": shown}, separators=(",", ":")).encode() + b"\n"
 
     async def events() -> AsyncIterator[bytes]:

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from kaiwo_ray import clock
 from kaiwo_ray.kube.errors import KubeError
 from kaiwo_ray.kube.resources import CONFIGMAPS, KAIWOJOBS, KAIWOSERVICES
 from kaiwo_ray.telemetry.ledger import Ledger, Owner, Reclaim, RowKey
@@ -154,7 +155,7 @@ async def get_usage(
     if format not in ("json", "csv"):
         message = f"must be json or csv (got {format!r})"
         raise ApiError(422, f"query.format: {message}", causes=[StatusCause(field="query.format", message=message)])
-    now = time.time()
+    now = clock.timestamp()  # the ledger's buckets are of the operator's clock
     start = parse_moment(since, "since", now)
     end = parse_moment(until, "until", now) if until else now
     if end <= start:

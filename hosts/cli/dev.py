@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed exactly these Nodes (default: two AMD MI300X, one NVIDIA H100, one CPU node)")
     parser.add_argument("--time-factor", type=float, default=1.0, metavar="F",
                         help="scale simulated durations (0.1 = ten times faster than real time)")
+    parser.add_argument("--scaled-clock", action="store_true",
+                        help="with --time-factor F: the cluster's clock runs 1/F times as fast, for the sandbox and "
+                             "the operator alike (timestamps, durations, grace periods, polling intervals), so a "
+                             "run agrees with `kaiwo-ray simulate` to the second (kubectl's AGE runs ahead)")
+    parser.add_argument("--clock-origin", type=float, metavar="UNIX_SECONDS",
+                        help="with --scaled-clock: when the cluster's clock reads the wall clock (default: now)")
     parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
     sandbox_cli.add_local_image_argument(parser)
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",
@@ -73,9 +79,11 @@ def _die_with_parent() -> None:
 
 def spawn_sandbox(kubeconfig: Path, nodes: Path | None, time_factor: float, port: int,
                   log_path: Path, local_images: list[str] | None = None,
-                  local_commands: bool = False) -> subprocess.Popen[bytes]:
+                  local_commands: bool = False, clock_origin: float | None = None) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(kubeconfig),
                "--time-factor", repr(time_factor), "--port", str(port)]
+    if clock_origin is not None:
+        command += ["--scaled-clock", "--clock-origin", repr(clock_origin)]
     for image in local_images or []:
         command += ["--local-image", image]
     if local_commands:
@@ -123,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
     if args.time_factor <= 0:
         print("kaiwo-ray dev: --time-factor must be greater than 0", file=sys.stderr)
         return 2
+    if args.clock_origin is not None and not args.scaled_clock:
+        print("kaiwo-ray dev: --clock-origin needs --scaled-clock", file=sys.stderr)
+        return 2
     if args.health_interval <= 0:
         print("kaiwo-ray dev: --health-interval must be greater than 0", file=sys.stderr)
         return 2
@@ -152,6 +163,17 @@ def run(args: argparse.Namespace) -> int:
         return _run(kubeconfig, nodes, args, stop, batch)
 
 
+def _scale_clock(time_factor: float, origin: float | None) -> float:
+    """Put this process, and the Ray workers it starts (they inherit the environment), on the cluster's
+    scaled clock (from `origin`, or from now); returns the origin the sandbox is given too."""
+    from kaiwo_ray import clock
+
+    scale = clock.Scale(float(int(time.time())) if origin is None else origin, time_factor)
+    os.environ[clock.SCALE_ENV] = scale.encode()
+    clock.set_scale(scale)
+    return scale.origin
+
+
 def _admin_identity(kubeconfig: Path) -> Path | None:
     """As deploy/base gives the admin API its own ServiceAccount: provisioned in the sandbox, and a
     kubeconfig beside the sandbox's that authenticates as it (None, said, when that failed: the admin API
@@ -170,8 +192,9 @@ def _run(kubeconfig: Path, nodes: Path | None, args: argparse.Namespace, stop: S
 
     log_path = kubeconfig.parent / "sandbox.log"
     began = time.monotonic()
+    origin = _scale_clock(args.time_factor, args.clock_origin) if args.scaled_clock else None
     sandbox = spawn_sandbox(kubeconfig, nodes, args.time_factor, args.port, log_path, args.local_images,
-                            bool(getattr(args, "local_commands", False)))
+                            bool(getattr(args, "local_commands", False)), origin)
     started_ray = False
     supervisor = None
     fleet = None

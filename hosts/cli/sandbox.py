@@ -8,6 +8,7 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 
 from kaiwo_sandbox.cluster import CONTROLLERS, OPT_IN
@@ -34,7 +35,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "system:masters either way)")
     parser.add_argument("--time-factor", type=float, default=1.0,
                         help="scale simulated durations (0.1 = ten times faster than real time)")
+    add_clock_arguments(parser)
     add_local_image_argument(parser)
+
+
+def add_clock_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scaled-clock", action="store_true",
+                        help="with --time-factor F: the cluster's clock itself runs 1/F times as fast (timestamps, "
+                             "every timer), so a duration is the same number in specs, timestamps and "
+                             "`kaiwo-ray simulate` (kubectl's AGE runs ahead of the wall clock)")
+    parser.add_argument("--clock-origin", type=float, metavar="UNIX_SECONDS",
+                        help="with --scaled-clock: when the cluster's clock reads the wall clock (default: now)")
 
 
 def add_local_image_argument(parser: argparse.ArgumentParser) -> None:
@@ -60,8 +71,12 @@ def run(args: argparse.Namespace) -> int:
     if args.time_factor <= 0:
         print("kaiwo-ray sandbox: --time-factor must be greater than 0", file=sys.stderr)
         return 2
+    if args.clock_origin is not None and not args.scaled_clock:
+        print("kaiwo-ray sandbox: --clock-origin needs --scaled-clock", file=sys.stderr)
+        return 2
     from kaiwo_ray.api.crd import all_crds
     from kaiwo_ray.nodes import default_nodes
+    from kaiwo_sandbox.contracts import ScaledClock
 
     nodes = default_nodes()
     if args.nodes:
@@ -78,7 +93,9 @@ def run(args: argparse.Namespace) -> int:
                            state_dir=args.state, kubeconfig_path=args.kubeconfig.expanduser().resolve(),
                            extra_crds=list(all_crds()), authorization=parse_mode(args.authorization),
                            local_images=list(args.local_images),
-                           local_commands=bool(getattr(args, "local_commands", False)))
+                           local_commands=bool(getattr(args, "local_commands", False)),
+                           clock=ScaledClock(args.time_factor, time.time() if args.clock_origin is None
+                                             else args.clock_origin) if args.scaled_clock else None)
     try:
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_serve(Sandbox(config)))

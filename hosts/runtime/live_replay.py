@@ -7,24 +7,32 @@ Each trace line becomes the KaiwoJob the simulator submits (`simulator.kaiwojob`
 simulator's own Recorder stamps their admissions, evictions and ends with this process's monotonic
 clock divided by the time factor (the API's timestamps are whole seconds: too coarse at 0.1).
 
-The sandbox scales what it simulates (run times, GPU utilization profiles) by its time factor; the
-operator measures wall time. So what the operator times is scaled here (`scaled_kaiwojob`,
-`scaled_kaiwo_config`): each KaiwoJob's `spec.duration`, and the KaiwoConfig's idle-GPU grace period
-and pending threshold for duration preemption are `time_factor` times the trace's. The operator's GPU
-preemption polling interval is the live cluster's setting (`kaiwo-ray dev --gpu-preemption-interval`).
-With idle-GPU preemption on, the trace's namespaces are opted in, as the simulation does.
+On a scaled clock (`kaiwo-ray dev --scaled-clock`, `clock` given) the sandbox and the operator both run
+on the cluster's clock, 1/F times as fast as the wall clock: the trace's KaiwoJobs and KaiwoConfig go in
+as they are, and the trace starts on a whole minute of that clock, as the simulation's does, so that
+both round their whole-second timestamps the same way and the operator polls at the same moments.
+
+Otherwise the sandbox scales what it simulates (run times, GPU utilization profiles) by its time factor
+and the operator measures wall time, so what the operator times is scaled here (`scaled_kaiwojob`,
+`scaled_kaiwo_config`): each KaiwoJob's `spec.duration`, and the KaiwoConfig's idle-GPU grace period and
+pending threshold for duration preemption are `time_factor` times the trace's; timestamps stay whole
+wall seconds (1/F simulated seconds each). The operator's GPU preemption polling interval is the live
+cluster's setting (`kaiwo-ray dev --gpu-preemption-interval`). With idle-GPU preemption on, the trace's
+namespaces are opted in, as the simulation does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 from hosts.runtime.simulator import (
     GPU_PREEMPTION_OPT_IN,
+    TRACE_START,
     Features,
     Recorder,
     SimulationError,
@@ -32,6 +40,7 @@ from hosts.runtime.simulator import (
     kaiwojob,
 )
 from kaiwo_ray.api.durations import parse_go_duration
+from kaiwo_ray.clock import Scale
 from kaiwo_ray.kube import resources as R
 from kaiwo_ray.kube.client import KubeClient
 from kaiwo_ray.kube.errors import AlreadyExists
@@ -108,18 +117,28 @@ async def _create_or_replace(client: KubeClient, res: R.Resource, body: JsonObj)
         await client.replace(res, {**current, "spec": body.get("spec") or {}})
 
 
+async def _next_trace_start(clock: Scale) -> None:
+    """Wait for the moment of the cluster's scaled clock a simulation's trace starts at: the next whole
+    multiple of TRACE_START seconds."""
+    cluster = clock.cluster(time.time())
+    await asyncio.sleep(max(0.0, (math.ceil(cluster / TRACE_START) * TRACE_START - cluster) * clock.factor))
+
+
 async def replay_live(kubeconfig: str, inputs: SimulationInputs, time_factor: float,
-                      timeout_seconds: float) -> Recording:
+                      timeout_seconds: float, clock: Scale | None = None) -> Recording:
     """Submit the trace to the cluster behind `kubeconfig` in scaled real time; return the Recording
     (simulated seconds) once every workload finished, or, after `inputs.settle_seconds` simulated
     seconds without change with nothing running, with what never started; SimulationError after
-    `timeout_seconds` of wall time."""
+    `timeout_seconds` of wall time. `clock`: the cluster's scaled clock, when it runs on one (its
+    factor is `time_factor`)."""
     loop = asyncio.get_running_loop()
     recorder = LiveRecorder(loop, time_factor=time_factor)
     client = await KubeClient.from_kubeconfig(kubeconfig)
     watchers: list[asyncio.Task[None]] = []
     features = inputs.features if inputs.features is not None else Features.of(inputs.kaiwo_config)
-    kaiwo_config = None if inputs.kaiwo_config is None else scaled_kaiwo_config(inputs.kaiwo_config, time_factor)
+    kaiwo_config = inputs.kaiwo_config
+    if kaiwo_config is not None and clock is None:
+        kaiwo_config = scaled_kaiwo_config(kaiwo_config, time_factor)
     try:
         for res, body in ((R.KAIWOCONFIGS, kaiwo_config), (R.KAIWOQUEUECONFIGS, inputs.queue_config)):
             if body is not None:
@@ -136,6 +155,8 @@ async def replay_live(kubeconfig: str, inputs: SimulationInputs, time_factor: fl
                 await client.patch(R.NAMESPACES, namespace, {"metadata": {"annotations": opt_in}})
         for entry in inputs.trace:
             recorder.expect(entry)
+        if clock is not None:
+            await _next_trace_start(clock)
         recorder.origin = time.monotonic()
         watchers = [asyncio.ensure_future(_watch(client, res, recorder))
                     for res in (R.WORKLOADS, R.KAIWOJOBS, R.GPUWORKLOADS)]
@@ -145,7 +166,8 @@ async def replay_live(kubeconfig: str, inputs: SimulationInputs, time_factor: fl
                 if due > time.monotonic():
                     await asyncio.sleep(due - time.monotonic())
                 recorder.submitted(entry)
-                await client.create(R.KAIWOJOBS, scaled_kaiwojob(entry, time_factor), entry.workload.namespace)
+                body = kaiwojob(entry) if clock is not None else scaled_kaiwojob(entry, time_factor)
+                await client.create(R.KAIWOJOBS, body, entry.workload.namespace)
             total = len(inputs.trace)
             while recorder.finished + recorder.terminated < total:
                 recorder.changed.clear()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ GPU_UTILIZATION = "sandbox.kaiwo-ray.dev/gpu-utilization"
 # carry none of their annotations (KubeRay's submitter pod), so a workload runs its `duration` from
 # its admission.
 POD_START_SECONDS = 0.0
+TRACE_START = 60.0  # the trace starts on a whole multiple of this many seconds of the cluster's clock
 TRACE_LINE = "simulate.kaiwo-ray.dev/trace-line"
 # GPU preemption is opt-in per namespace or workload (spec/cluster.md §8.2): with it on, the trace's
 # namespaces carry this annotation, as an admin opting a team in would set it.
@@ -411,6 +413,10 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
                     await client.patch(R.NAMESPACES, namespace, {"metadata": {"annotations": opt_in}})
             for entry in inputs.trace:
                 recorder.expect(entry)
+            # The trace starts on a whole minute of the cluster's clock (EPOCH is one): a live replay on a
+            # scaled clock starts on one too, so that both round their whole-second timestamps the same
+            # way and the operator's polls (at multiples of their interval) fall at the same moments.
+            await asyncio.sleep(math.ceil(loop.time() / TRACE_START) * TRACE_START - loop.time())
             start = recorder.origin = loop.time()
             settled = await _replay(inputs, client, recorder, start, progress)
             # Settled: what was pending never started; the run ended with its last change, not after

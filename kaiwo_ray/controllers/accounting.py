@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kaiwo_ray import clock
 from kaiwo_ray.api.durations import parse_go_duration
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.controllers.base import Controller, Key, Watch
@@ -161,7 +162,7 @@ class AccountingController(Controller):
             except Exception as err:  # the API server away: keep the ledger, try again next tick
                 self.last_error = f"{type(err).__name__}: {err}"
                 log.warning("GPU accounting: %s", self.last_error)
-            await asyncio.sleep(self.settings.interval)
+            await clock.sleep(self.settings.interval)
 
     async def load(self) -> None:
         ledger = Ledger(idle_threshold=self.settings.idle_threshold, stale_after=self.settings.stale_after,
@@ -171,7 +172,7 @@ class AccountingController(Controller):
 
     async def save(self) -> None:
         if self.ledger is not None:
-            await self.store.save(self.ledger, time.time())
+            await self.store.save(self.ledger, clock.timestamp())
             self.saves += 1
 
     async def tick(self, now: float | None = None) -> None:
@@ -184,7 +185,7 @@ class AccountingController(Controller):
             self._booked_at = moment
             self.book_reclaims(ledger)
         self.account(ledger, samples)
-        ledger.advance(time.time() if now is None else now, self._pod_alive)
+        ledger.advance(clock.timestamp() if now is None else now, self._pod_alive)
         self.ticks += 1
 
     def _pod_alive(self, holder: Holder) -> bool:

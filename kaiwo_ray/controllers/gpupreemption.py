@@ -222,7 +222,7 @@ class GpuPreemptionController(Controller):
 
     async def _poll_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.polling_interval)
+            await clock.sleep_to_multiple(self.settings.polling_interval)
             if self.writes_enabled.is_set():
                 for cr in self.caches[R.GPUWORKLOADS]:
                     if (cr.get("status") or {}).get("phase") not in gp.TERMINAL:

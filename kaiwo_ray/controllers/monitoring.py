@@ -127,7 +127,7 @@ class ResourceMonitorController(Controller):
                     await self.tick()
                 except Exception:  # one bad tick must not end the monitor
                     log.exception("resource monitor tick failed")
-            await asyncio.sleep(self.settings.polling_interval)
+            await clock.sleep_to_multiple(self.settings.polling_interval)
 
     def _workloads(self) -> list[tuple[JsonObj, list[JsonObj]]]:
         pods = self.caches[R.PODS]

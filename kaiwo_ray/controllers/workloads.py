@@ -254,7 +254,7 @@ class WorkloadController(Controller):
                 loop = asyncio.get_running_loop()
             except RuntimeError:
                 return
-            self._threshold_timers[key] = loop.call_later(delay + 0.01, self._wake_timed, key)
+            self._threshold_timers[key] = loop.call_later(clock.wall_seconds(delay) + 0.01, self._wake_timed, key)
 
     def _wake_timed(self, key: tuple[str, str, str]) -> None:
         self._threshold_timers.pop(key, None)

@@ -200,7 +200,7 @@ class WorkQueue(Generic[K]):
     def _arm(self, delay: float) -> None:
         """Have the queue's timer wake a worker within `delay` seconds (an earlier timer stays)."""
         loop = asyncio.get_running_loop()
-        when = loop.time() + delay
+        when = loop.time() + operator_clock.wall_seconds(delay)  # `delay` is of the queue's clock
         if self._timer is not None:
             if self._timer_when <= when:
                 return

@@ -3,9 +3,10 @@ and simulated (virtual time), compared workload by workload. Pure: two Recording
 
 A start agrees when |start_live - start_sim| <= max(2 % of the wait, 2 simulated seconds) (the wait is
 the simulated one: from submission to the first admission). Preemptions agree when the same workloads
-are preempted in the same order; evictions at one simulated instant (a preemptor that evicts several
-workloads at once) have no order among themselves, so within TIE_SECONDS of each other they compare as
-a set.
+are preempted as often, in the same order. Two evictions have an order only where they are more than
+TIE_SECONDS apart in at least one run: the start tolerance, since a live run's reaction can move an
+eviction by as much as it moves a start (a preemptor that evicts several workloads at once evicts them
+at one instant, in no order).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kaiwo_ray.simulation.report import Recording, WorkloadRecord
 
 RELATIVE_TOLERANCE = 0.02
 ABSOLUTE_TOLERANCE = 2.0  # simulated seconds
-TIE_SECONDS = 1.0  # simulated evictions closer than this count as one moment
+TIE_SECONDS = ABSOLUTE_TOLERANCE  # evictions closer than this in both runs have no order
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,26 @@ class StartDifference:
         return abs(self.live - self.simulated) <= self.tolerance
 
 
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A workload's `count`-th eviction (or termination), at `moment`."""
+
+    moment: float
+    name: str
+    count: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.name, self.count
+
+
 @dataclass(slots=True)
 class Comparison:
     starts: list[StartDifference] = field(default_factory=list)
-    preemptions_live: list[frozenset[str]] = field(default_factory=list)
+    preemptions_live: list[frozenset[str]] = field(default_factory=list)  # grouped, for reading
     preemptions_simulated: list[frozenset[str]] = field(default_factory=list)
+    evictions_live: list[Eviction] = field(default_factory=list)
+    evictions_simulated: list[Eviction] = field(default_factory=list)
 
     @property
     def within(self) -> int:
@@ -55,7 +71,22 @@ class Comparison:
 
     @property
     def same_preemptions(self) -> bool:
-        return self.preemptions_live == self.preemptions_simulated
+        return ({e.key for e in self.evictions_live} == {e.key for e in self.evictions_simulated}
+                and not self.order_disagreements())
+
+    def order_disagreements(self) -> list[tuple[tuple[str, int], tuple[str, int]]]:
+        """Pairs of evictions (both runs have) that the runs put in opposite orders while more than
+        TIE_SECONDS apart in at least one of them: (first in the simulation, first live)."""
+        live = {e.key: e.moment for e in self.evictions_live}
+        both = [e for e in self.evictions_simulated if e.key in live]
+        found = []
+        for index, first in enumerate(both):
+            for second in both[index + 1:]:
+                sim_gap = second.moment - first.moment
+                live_gap = live[second.key] - live[first.key]
+                if live_gap < 0 and max(sim_gap, -live_gap) > TIE_SECONDS:
+                    found.append((first.key, second.key))
+        return found
 
     def worst(self, count: int = 5) -> list[StartDifference]:
         """The furthest apart first (a start on one side only counts as furthest of all)."""
@@ -68,25 +99,36 @@ def tolerance(submitted: float | None, started: float | None) -> float:
     return max(RELATIVE_TOLERANCE * wait, ABSOLUTE_TOLERANCE)
 
 
-def preemption_order(recording: Recording, tie_seconds: float = TIE_SECONDS) -> list[frozenset[str]]:
+def evictions(recording: Recording) -> list[Eviction]:
+    """Every eviction and termination, by time (then name)."""
+    found = sorted((interval.end, record.name) for record in recording.workloads
+                   for interval in record.intervals if interval.cause)
+    seen: dict[str, int] = {}
+    result = []
+    for moment, name in found:
+        seen[name] = seen.get(name, 0) + 1
+        result.append(Eviction(moment, name, seen[name]))
+    return result
+
+
+def preemption_order(recording: Recording, tie_seconds: float = 1.0) -> list[frozenset[str]]:
     """The preempted workloads' names in the order of their evictions, evictions within `tie_seconds`
-    of the previous one grouped."""
-    evictions = sorted((interval.end, record.name) for record in recording.workloads
-                       for interval in record.intervals if interval.cause)
+    of the previous one grouped (for reading; `Comparison.same_preemptions` decides)."""
     groups: list[set[str]] = []
     last: float | None = None
-    for moment, name in evictions:
-        if last is None or moment - last > tie_seconds:
+    for eviction in evictions(recording):
+        if last is None or eviction.moment - last > tie_seconds:
             groups.append(set())
-        groups[-1].add(name)
-        last = moment
+        groups[-1].add(eviction.name)
+        last = eviction.moment
     return [frozenset(group) for group in groups]
 
 
 def compare(live: Recording, simulated: Recording) -> Comparison:
     live_by_name: dict[str, WorkloadRecord] = {r.name: r for r in live.workloads}
     comparison = Comparison(preemptions_live=preemption_order(live),
-                            preemptions_simulated=preemption_order(simulated))
+                            preemptions_simulated=preemption_order(simulated),
+                            evictions_live=evictions(live), evictions_simulated=evictions(simulated))
     for sim in simulated.workloads:
         other = live_by_name.get(sim.name)
         comparison.starts.append(StartDifference(sim.name, other.started if other else None, sim.started,

@@ -9,10 +9,10 @@ measured - including 0 % - counts.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from kaiwo_ray import clock
 from kaiwo_ray.telemetry.history import GpuHistory, HistorySettings
 from kaiwo_ray.telemetry.model import GpuSample, NodeSample, PodRef
 
@@ -53,7 +53,7 @@ class Aggregator:
     # -- input ----------------------------------------------------------------------------------
 
     def ingest(self, sample: NodeSample, received: float | None = None) -> None:
-        now = time.time() if received is None else received
+        now = clock.timestamp() if received is None else received
         previous = self.nodes.get(sample.node)
         if previous is not None and sample.timestamp < previous.sample.timestamp:
             return  # a late push from before the last one (a restarted actor's backlog)
@@ -87,7 +87,7 @@ class Aggregator:
         state = self.nodes.get(node)
         if state is None or not state.live:
             return False
-        current = time.time() if now is None else now
+        current = clock.timestamp() if now is None else now
         return current - state.received <= self.stale_after and not state.sample.error
 
     def live_nodes(self, now: float | None = None) -> list[str]:
@@ -111,7 +111,7 @@ class Aggregator:
         utilization, or None where unknown. An empty list: no telemetry source knows this pod."""
         if self._index_dirty:
             self._reindex()
-        current = time.time() if now is None else now
+        current = clock.timestamp() if now is None else now
         found = list(self._pods.get((namespace, pod), []))
         if uid:
             found.extend(self._uids.get(uid, []))
@@ -126,5 +126,5 @@ class Aggregator:
 
     def snapshot(self, now: float | None = None) -> list[tuple[NodeSample, bool]]:
         """Every node's last sample and whether it is live (for the admin API, dashboard, metrics)."""
-        current = time.time() if now is None else now
+        current = clock.timestamp() if now is None else now
         return [(state.sample, self.is_live(name, current)) for name, state in sorted(self.nodes.items())]

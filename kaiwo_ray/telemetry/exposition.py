@@ -18,13 +18,13 @@ several pods has one series per pod, as in the exporters.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from kaiwo_ray import clock
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.model import GpuSample, PodRef
 
@@ -46,7 +46,7 @@ class AggregatorCollector:
         self.now = now
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        now = time.time() if self.now is None else self.now
+        now = clock.timestamp() if self.now is None else self.now
         f = {
             "amd_util": _g("gpu_gfx_activity", "GPU graphics/compute engine activity (percent)", AMD_LABELS),
             "amd_used": _g("gpu_used_vram", "Used VRAM (MB)", AMD_LABELS),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,7 +68,7 @@ class HardwareSampler:
 
     def read(self) -> NodeSample:
         """One blocking tick (driver calls + the kubelet), for a worker thread."""
-        stamp = time.time()
+        stamp = clock.timestamp()
         try:
             gpus = self.backend.sample()
         except Exception as err:  # a backend bug must not kill the actor: report the node as unreadable

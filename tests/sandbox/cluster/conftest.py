@@ -10,7 +10,7 @@ import kubernetes
 import pytest
 
 from kaiwo_sandbox.cluster.base import ClusterSettings
-from kaiwo_sandbox.contracts import JsonObj
+from kaiwo_sandbox.contracts import Clock, JsonObj
 from kaiwo_sandbox.pytest_plugin import SandboxFactory
 from kaiwo_sandbox.testing import RunningSandbox, eventually
 
@@ -60,14 +60,15 @@ def make_node_fixture() -> Callable[..., JsonObj]:
 @pytest.fixture
 def sandbox_factory(sandbox_factory: SandboxFactory) -> SandboxFactory:
     """`sandbox_factory(nodes=[...], cluster=True | [names], time_factor=0.01, settings=None,
-    manual_clock=False)`: the
+    manual_clock=False, clock=None)`: the
     plugin's factory with this suite's defaults (one plain node, every simulated controller)."""
 
     def make(*, nodes: list[JsonObj] | None = None, cluster: bool | Iterable[str] = True,
              time_factor: float = 0.01, settings: ClusterSettings | None = None,
-             manual_clock: bool = False) -> RunningSandbox:
+             manual_clock: bool = False, clock: Clock | None = None) -> RunningSandbox:
         return sandbox_factory(nodes=[make_node("node-1")] if nodes is None else nodes, cluster=cluster,
-                               time_factor=time_factor, cluster_settings=settings, manual_clock=manual_clock)
+                               time_factor=time_factor, cluster_settings=settings, manual_clock=manual_clock,
+                               clock=clock)
 
     return make
 
