@@ -37,12 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed exactly these Nodes (default: two AMD MI300X, one NVIDIA H100, one CPU node)")
     parser.add_argument("--time-factor", type=float, default=1.0, metavar="F",
                         help="scale simulated durations (0.1 = ten times faster than real time)")
-    parser.add_argument("--scaled-clock", action="store_true",
-                        help="with --time-factor F: the cluster's clock runs 1/F times as fast, for the sandbox and "
-                             "the operator alike (timestamps, durations, grace periods, polling intervals), so a "
-                             "run agrees with `kaiwo-ray simulate` to the second (kubectl's AGE runs ahead)")
-    parser.add_argument("--clock-origin", type=float, metavar="UNIX_SECONDS",
-                        help="with --scaled-clock: when the cluster's clock reads the wall clock (default: now)")
+    sandbox_cli.add_clock_arguments(parser)
     parser.add_argument("--port", type=int, default=0, help="sandbox port on 127.0.0.1 (default: any free port)")
     sandbox_cli.add_local_image_argument(parser)
     parser.add_argument("--health-interval", type=float, default=10.0, metavar="SECONDS",

@@ -42,8 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_clock_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scaled-clock", action="store_true",
                         help="with --time-factor F: the cluster's clock itself runs 1/F times as fast (timestamps, "
-                             "every timer), so a duration is the same number in specs, timestamps and "
-                             "`kaiwo-ray simulate` (kubectl's AGE runs ahead of the wall clock)")
+                             "every timer; under `dev` the operator's durations, grace periods and polls too), so "
+                             "a duration is the same number in specs, timestamps and `kaiwo-ray simulate` "
+                             "(kubectl's AGE runs ahead of the wall clock)")
     parser.add_argument("--clock-origin", type=float, metavar="UNIX_SECONDS",
                         help="with --scaled-clock: when the cluster's clock reads the wall clock (default: now)")
 

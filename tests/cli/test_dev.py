@@ -37,6 +37,11 @@ def test_dev_rejects_a_non_positive_time_factor(capsys: pytest.CaptureFixture[st
     assert "--time-factor must be greater than 0" in capsys.readouterr().err
 
 
+def test_dev_refuses_a_clock_origin_without_a_scaled_clock(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["dev", "--kubeconfig", str(tmp_path / "kc"), "--clock-origin", "1767225600"]) == 2
+    assert capsys.readouterr().err.strip() == "kaiwo-ray dev: --clock-origin needs --scaled-clock"
+
+
 def test_dev_names_a_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     missing = tmp_path / "nodes.yaml"
     assert main(["dev", "--kubeconfig", str(tmp_path / "kc"), "--nodes", str(missing)]) == 2

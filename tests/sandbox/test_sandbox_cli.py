@@ -179,3 +179,10 @@ def test_cli_runs_opt_in_add_ons_only_when_named() -> None:
     assert isinstance(without, list) and "cert-manager" not in without and "kuberay" not in without
     with pytest.raises(SystemExit):
         parser.parse_args([*k, "--with", "kueue"])  # not an add-on
+
+
+def test_cli_refuses_a_clock_origin_without_a_scaled_clock(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "hosts.cli.main", "sandbox", "--kubeconfig", str(tmp_path / "kc"),
+                             "--clock-origin", "1767225600"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "kaiwo-ray sandbox: --clock-origin needs --scaled-clock"

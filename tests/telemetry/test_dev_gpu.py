@@ -3,7 +3,12 @@ the telemetry actor and aggregator) with its simulated GPU nodes. An annotated i
 GpuWorkload that goes Idle and is preempted by a pending GPU Job; a KaiwoJob under
 `terminateUnderutilized` ends TERMINATED with GpuUtilizationLow while a busy one keeps RUNNING;
 the metrics endpoint serves the exporters' series. Utilization travels the Ray path: sandbox
-backend -> TelemetryActor -> AggregatorActor -> NativeSource in the controller actors."""
+backend -> TelemetryActor -> AggregatorActor -> NativeSource in the controller actors.
+
+It runs on the cluster's scaled clock (`--time-factor 0.5 --scaled-clock`): the sandbox, the controller
+and telemetry actors and the admin API all read cluster time (KAIWO_CLOCK_SCALE reaches the Ray
+workers), so the grace period, the termination delay and the polling intervals below are cluster
+seconds, each half as long on the wall clock."""
 
 from __future__ import annotations
 
@@ -71,8 +76,9 @@ def test_dev_preempts_an_idle_gpu_job_and_terminates_an_underutilized_kaiwojob(t
     kubeconfig = tmp_path / "kubeconfig"
     log_path = tmp_path / "dev.log"
     command = [sys.executable, "-m", "hosts.cli.main", "dev", "--kubeconfig", str(kubeconfig),
-               "--time-factor", "1", "--telemetry-interval", "0.5", "--resource-monitoring-interval", "1s",
-               "--gpu-preemption-interval", "1s", "--admin-port", str(_free_port())]
+               "--time-factor", "0.5", "--scaled-clock", "--telemetry-interval", "1",
+               "--resource-monitoring-interval", "2s", "--gpu-preemption-interval", "2s",
+               "--admin-port", str(_free_port())]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | {"PYTHONUNBUFFERED": "1"}
     with log_path.open("wb") as log:
         dev = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, env=env,
@@ -90,13 +96,13 @@ def test_dev_preempts_an_idle_gpu_job_and_terminates_an_underutilized_kaiwojob(t
 
         custom.patch_cluster_custom_object("config.kaiwo.silogen.ai", "v1alpha1", "kaiwoconfigs", "kaiwo", {
             "spec": {"resourceMonitoring": {"lowUtilizationThreshold": 10, "terminateUnderutilized": True,
-                                            "terminateUnderutilizedAfter": "3s"}}})
+                                            "terminateUnderutilizedAfter": "6s"}}})
         custom.create_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", _kaiwojob("idle-kj", "0"))
         custom.create_namespaced_custom_object(*KAIWO, "default", "kaiwojobs", _kaiwojob("busy-kj", "95"))
 
         namespace = "gpu-demo"
         core.create_namespace({"metadata": {"name": namespace, "annotations": {
-            PREFIX + "enabled": "true", PREFIX + "grace-period": "2s"}}})
+            PREFIX + "enabled": "true", PREFIX + "grace-period": "4s"}}})
         batch.create_namespaced_job(namespace, _job("idle-train", 8, "0"))
         batch.create_namespaced_job(namespace, _job("busy-train", 8, "95"))
 
