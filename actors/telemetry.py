@@ -31,7 +31,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from kaiwo_ray import clock
 from kaiwo_ray.telemetry.aggregator import Aggregator
 from kaiwo_ray.telemetry.model import NodeSample
-from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME, TelemetrySettings, actor_name
+from kaiwo_ray.telemetry.settings import AGGREGATOR_NAME, SAMPLE_PHASE, TelemetrySettings, actor_name
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +158,13 @@ class TelemetryActor:
         self.backend = self._sampler.name
         aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=self.ray_namespace)
         pending: Any = None
-        next_tick = clock.monotonic()  # the interval is of the operator's clock (the cluster's, when scaled)
+        interval = self.settings.interval  # of the operator's clock (the cluster's, when scaled)
         while True:
             try:
                 samples = await self._sampler.node_samples()
                 if pending is not None:  # one push in flight at most: a slow aggregator gets fresh data
                     with contextlib.suppress(Exception):
-                        async with asyncio.timeout(clock.wall_seconds(self.settings.interval)):
+                        async with asyncio.timeout(clock.wall_seconds(interval)):
                             await pending
                 pending = aggregator.push.remote(samples)
                 self.ticks += 1
@@ -175,10 +175,8 @@ class TelemetryActor:
                 self.last_error = f"{type(err).__name__}: {err}"
                 with contextlib.suppress(Exception):
                     aggregator = ray.get_actor(AGGREGATOR_NAME, namespace=self.ray_namespace)
-            next_tick += self.settings.interval
-            await clock.sleep(max(0.0, next_tick - clock.monotonic()))
-            if next_tick < clock.monotonic() - 10 * self.settings.interval:
-                next_tick = clock.monotonic()  # fell far behind (a paused process): do not burst
+            # The next sample's moment on the clock (a tick that ran late skips the moments it missed).
+            await clock.sleep_to_multiple(interval, SAMPLE_PHASE * interval)
 
     def health(self) -> dict[str, Any]:
         failed = ""

@@ -92,12 +92,17 @@ async def sleep(seconds: float) -> None:
     await asyncio.sleep(wall_seconds(seconds))
 
 
-async def sleep_to_multiple(interval: float) -> None:
-    """Sleep until the next whole multiple of `interval` seconds of this clock (counted from the epoch):
+def last_multiple(moment: float, interval: float, offset: float = 0.0) -> float:
+    """The latest `offset + k * interval` (k whole) at or before `moment` (seconds since the epoch)."""
+    return math.floor((moment - offset) / interval) * interval + offset
+
+
+async def sleep_to_multiple(interval: float, offset: float = 0.0) -> None:
+    """Sleep until the next `offset + k * interval` seconds of this clock (counted from the epoch):
     periodic work then happens at moments set by the clock, not by when the process started, so a
     simulation and a live run of the same trace poll at the same moments."""
     moment = timestamp()
-    await sleep((math.floor(moment / interval) + 1) * interval - moment)
+    await sleep(last_multiple(moment, interval, offset) + interval - moment)
 
 
 def scale() -> Scale | None:

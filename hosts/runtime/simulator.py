@@ -34,7 +34,7 @@ from kaiwo_ray.simulation.refusal import queue_config_refusal
 from kaiwo_ray.simulation.report import IDLE_GPU_PREEMPTION, Interval, Recording, WorkloadRecord
 from kaiwo_ray.simulation.trace import GPU_RESOURCE, NodeRoom, TraceEntry
 from kaiwo_sandbox.cluster.base import ClusterSettings
-from kaiwo_sandbox.contracts import CLUSTERQUEUES, EVENTS, GVR, WORKLOADS, JsonObj, WatchEvent
+from kaiwo_sandbox.contracts import CLUSTERQUEUES, EVENTS, GVR, PODS, WORKLOADS, JsonObj, WatchEvent
 from kaiwo_sandbox.instance import Sandbox, SandboxConfig
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,9 @@ class Features:
     resource_monitoring: bool = False
     # Simulated seconds between idle-GPU preemption polls (the operator's GPU_PREEMPTION_POLLING_INTERVAL).
     gpu_preemption_polling: float = 15.0
+    # Simulated seconds between the telemetry actors' GPU samples (`--telemetry-interval`): the readings
+    # the controllers get are those of the latest sample.
+    telemetry_interval: float = 1.0
 
     @staticmethod
     def of(kaiwo_config: JsonObj | None) -> Features:
@@ -308,7 +311,33 @@ def total_gpus(nodes: list[JsonObj]) -> int:
     return total
 
 
-def controller_options(features: Features, client: KubeClient) -> dict[str, dict[str, Any]]:
+@dataclass(slots=True)
+class PodStarts:
+    """When each pod started running (pod uid -> seconds since the epoch, on the simulated clock), from the
+    store's changes: what the telemetry actors' samples would have shown (`_telemetry`)."""
+
+    clock: Callable[[], float]
+    started: dict[str, float] = field(default_factory=dict)
+
+    def on_event(self, event: WatchEvent) -> None:
+        if event.gvr != PODS or event.type == "DELETED":
+            return
+        if (event.object.get("status") or {}).get("phase") == "Running":
+            self.started.setdefault(str(event.object["metadata"].get("uid") or ""), self.clock())
+
+
+def _telemetry(client: KubeClient, features: Features, pods: PodStarts) -> Any:
+    """GPU readings as the telemetry actors give them live: the sandbox's simulated GPUs, sampled every
+    `telemetry_interval` (kaiwo_ray.telemetry.sources.SamplingSource)."""
+    from kaiwo_ray.telemetry.aggregator import Aggregator
+    from kaiwo_ray.telemetry.sampler import SandboxSampler
+    from kaiwo_ray.telemetry.sources import SamplingSource
+
+    return SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0), interval=features.telemetry_interval,
+                          started=pods.started)
+
+
+def controller_options(features: Features, client: KubeClient, pods: PodStarts) -> dict[str, dict[str, Any]]:
     """The operator's controllers for a run and their options: the configuration, queue and KaiwoJob
     controllers always; GPU preemption and the resource monitor as `features` say, each reading GPU
     utilization as `kaiwo-ray dev` does (the sandbox's simulated GPUs, through the sandbox telemetry
@@ -316,9 +345,6 @@ def controller_options(features: Features, client: KubeClient) -> dict[str, dict
     from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
     from kaiwo_ray.controllers.monitoring import MonitorSettings
     from kaiwo_ray.kube.informer import InformerSettings
-    from kaiwo_ray.telemetry.aggregator import Aggregator
-    from kaiwo_ray.telemetry.sampler import SandboxSampler
-    from kaiwo_ray.telemetry.sources import SamplingSource
 
     informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
                                                        watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
@@ -326,10 +352,10 @@ def controller_options(features: Features, client: KubeClient) -> dict[str, dict
     if features.gpu_preemption:
         options["gpuworkload"] = {**informers, "settings": GpuPreemptionSettings(
             enabled=True, polling_interval=features.gpu_preemption_polling),
-                                  "source": SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0))}
+                                  "source": _telemetry(client, features, pods)}
     if features.resource_monitoring:
         options["resourcemonitor"] = {**informers, "settings": MonitorSettings(enabled=True),
-                                      "source": SamplingSource(SandboxSampler(client), Aggregator(stale_after=60.0))}
+                                      "source": _telemetry(client, features, pods)}
     return options
 
 
@@ -385,6 +411,8 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             cluster_settings=ClusterSettings(pod_start_seconds=POD_START_SECONDS)))
         await sandbox.start()
         unsubscribe = sandbox.store.subscribe(recorder.on_event)
+        pods = PodStarts(lambda: sim_clock.now().timestamp())
+        unsubscribe_pods = sandbox.store.subscribe(pods.on_event)
         operator: Operator | None = None
         client = await KubeClient.from_kubeconfig(str(kubeconfig))
         try:
@@ -399,7 +427,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             from kaiwo_ray.controllers.manager import HostSettings
 
             features = inputs.features if inputs.features is not None else Features.of(inputs.kaiwo_config)
-            options = controller_options(features, client)
+            options = controller_options(features, client, pods)
             # No leader election (one operator), and no coalescing window (requeues within it would only
             # add passes; the simulation reacts to every child event).
             operator = Operator(list(options), HostSettings(
@@ -424,6 +452,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             return recorder.recording(recorder.last_change if settled else recorder.now())
         finally:
             unsubscribe()
+            unsubscribe_pods()
             if operator is not None:
                 await operator.stop()
             await client.close()

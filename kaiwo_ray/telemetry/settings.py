@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 
 AGGREGATOR_NAME = "gpu-telemetry-aggregator"
 ACTOR_PREFIX = "gpu-telemetry-"
+# Nodes are sampled at the middle of each interval of the operator's clock (interval * (k + 1/2)): half an
+# interval away from the controllers' polls (at whole multiples), so a poll never races the sample of its
+# own moment, and a simulation (kaiwo_ray.telemetry.sources.SamplingSource with an interval) can tell
+# which sample a live poll would have read.
+SAMPLE_PHASE = 0.5
 
 
 @dataclass(slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import aiohttp
@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kaiwo_ray import clock
 from kaiwo_ray.reconcile.monitoring import GpuUse
+from kaiwo_ray.telemetry.settings import SAMPLE_PHASE
 
 log = logging.getLogger(__name__)
 
@@ -122,22 +123,35 @@ class NativeSource:
 
 class SamplingSource:
     """Our telemetry without Ray: a sampler read on demand into an aggregator core in this
-    process (`kaiwo-ray up --no-ray`, tests). Same answers as `NativeSource`."""
+    process (`kaiwo-ray up --no-ray`, tests). Same answers as `NativeSource`.
+
+    With an `interval` (`kaiwo-ray simulate`) it answers as the telemetry actors would have: they
+    sample every `interval` seconds at SAMPLE_PHASE of it, so a pod that started running after the
+    latest of those moments (`started`: pod uid -> when, on this clock) is in no sample yet and has no
+    reading (unknown, as live). Each read still samples now, which costs no timers in virtual time."""
 
     name = "telemetry-local"
 
-    def __init__(self, sampler: Any, aggregator: Any) -> None:
+    def __init__(self, sampler: Any, aggregator: Any, interval: float | None = None,
+                 started: Mapping[str, float] | None = None) -> None:
         self.sampler = sampler
         self.aggregator = aggregator
+        self.interval = interval
+        self.started = started if started is not None else {}
         self.last_error = ""
 
     async def readings(self, pods: Sequence[tuple[str, str, str]]) -> dict[PodKey, list[GpuUse]]:
         # Received and read on the operator's clock (virtual in `kaiwo-ray simulate`).
-        for sample in await self.sampler.node_samples():
-            self.aggregator.ingest(sample, received=clock.timestamp())
+        samples = await self.sampler.node_samples()
         now = clock.timestamp()
+        for sample in samples:
+            self.aggregator.ingest(sample, received=now)
+        sampled = None if self.interval is None else clock.last_multiple(now, self.interval,
+                                                                          SAMPLE_PHASE * self.interval)
         answer: dict[PodKey, list[GpuUse]] = {}
         for namespace, name, uid in pods:
+            if sampled is not None and self.started.get(uid, sampled) > sampled:
+                continue  # not in the telemetry actors' latest sample yet
             rows = self.aggregator.pod_readings(namespace, name, uid, now)
             if rows:
                 answer[(namespace, name)] = [GpuUse(name, r.gpu_id, r.utilization) for r in rows]

@@ -35,14 +35,16 @@ def test_idle_preemption_frees_the_gpus_for_the_waiting_workload_after_the_grace
     text = _run("--kaiwoconfig", str(DATA / "idle-preemption.yaml"))
     report = json.loads(text)
     rows = _rows(report)
-    # Idle from its start (0 s), grace 2m: preempted at 120 s (the trackers are polled every 15 s,
-    # and 120 is on that grid); the waiting one is admitted in the same simulated second.
+    # Idle from its start (0 s), grace 2m. The trackers are polled every 15 s (0, 15, 30, ...). At its
+    # start no telemetry sample shows it yet (they are taken at 0.5, 1.5, ... s), so its reading is
+    # unknown; the poll at 15 s finds it idle, and the one at 135 s preempts it. The waiting one is
+    # admitted in the same simulated second.
     assert rows["idle"]["preemptions"] == ["IdleGpuPreemption"]
-    assert rows["idle"]["terminated"] == 120.0 and rows["idle"]["finished"] is None
-    assert rows["busy"]["started"] == 120.0 and rows["busy"]["finished"] == 720.0
+    assert rows["idle"]["terminated"] == 135.0 and rows["idle"]["finished"] is None
+    assert rows["busy"]["started"] == 135.0 and rows["busy"]["finished"] == 735.0
     assert report["overall"]["preemptions"] == {"IdleGpuPreemption": 1}
     reclaimed = report["overall"]["reclaimed_gpu_hours"]
-    assert reclaimed == {"idle_preemption": round(8 * (3600 - 120) / 3600, 3), "resource_monitoring": 0.0}
+    assert reclaimed == {"idle_preemption": round(8 * (3600 - 135) / 3600, 3), "resource_monitoring": 0.0}
     assert report["queues"]["team-a"]["reclaimed_gpu_hours"] == reclaimed
     assert report["users"]["bob"]["reclaimed_gpu_hours"] == {"idle_preemption": 0.0, "resource_monitoring": 0.0}
     # Reproducible: the same inputs give the same bytes.
