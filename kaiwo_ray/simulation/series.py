@@ -52,8 +52,10 @@ def whole_spans(intervals: Sequence[Interval], replicas: int) -> list[tuple[floa
     cause of the pod whose end broke it ("" when it ended with the run or the service's deletion)."""
     if not replicas:
         return [(i.start, i.end, i.cause) for i in intervals]
-    changes = sorted([(i.start, 1, i.pods or 1, "") for i in intervals]
-                     + [(i.end, 0, -(i.pods or 1), i.cause) for i in intervals])  # ends first at a tie
+    # Starts before ends at the same moment: a span of no length (a service admitted as the run ends)
+    # is still an admission.
+    changes = sorted([(i.start, 0, i.pods or 1, "") for i in intervals]
+                     + [(i.end, 1, -(i.pods or 1), i.cause) for i in intervals])
     spans: list[tuple[float, float, str]] = []
     admitted, since = 0, None
     for time, _order, delta, cause in changes:
