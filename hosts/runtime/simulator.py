@@ -3,8 +3,9 @@ operator's real controllers in one process, on one `VirtualTimeLoop`, replaying 
 
 The trace's workloads are created as KaiwoJobs (and KaiwoServices) over HTTP at their submit times, as a
 user would; the operator renders them, Kueue admits, preempts and requeues them, the kubelets run their
-pods for the trace's duration (a service's until the simulation, as its owner, deletes it). A recorder reads what happened from the sandbox's store as it is committed, stamped
-with the loop's virtual time: when each Kueue Workload was admitted, evicted (and why) and finished.
+pods for the trace's duration (a service's until the simulation, as its owner, deletes it). A recorder
+reads what happened from the sandbox's store as it is committed, stamped with the loop's virtual time:
+when each Kueue Workload was admitted, evicted (and why) and finished.
 """
 
 from __future__ import annotations
