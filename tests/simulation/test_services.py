@@ -19,6 +19,8 @@ from hosts.runtime.forecast import forecast
 from hosts.runtime.simulator import kaiwojob, kaiwoservice
 from kaiwo_ray.nodes import default_nodes
 from kaiwo_ray.simulation.forecast import cluster_state
+from kaiwo_ray.simulation.report import Interval, WorkloadRecord
+from kaiwo_ray.simulation.series import whole_spans
 from kaiwo_ray.simulation.trace import TraceEntry, TraceWorkload, parse_trace
 
 DATA = Path(__file__).parent / "data"
@@ -67,6 +69,17 @@ def test_a_preempted_service_pod_is_readmitted_and_the_service_still_ends_at_its
     assert report["overall"]["preemptions"] == {"InClusterQueue": 1}
     assert report["series"]["pending"]["team-a"] == [[0.0, 0.0], [10.0, 1.0], [60.0, 0.0], [300.0, 0.0]]
     assert report["series"]["gpus_allocated"] == [[0.0, 8.0], [300.0, 0.0]]
+
+
+def test_a_service_is_started_while_all_its_pods_are_admitted() -> None:
+    pods = [Interval(0.0, 50.0, "InClusterQueue", pods=1), Interval(5.0, 90.0, pods=1), Interval(70.0, 90.0, pods=1)]
+    # 2 pods: whole from 5 (the second admission) until 50 (a preemption), again from 70
+    assert whole_spans(pods, 2) == [(5.0, 50.0, "InClusterQueue"), (70.0, 90.0, "")]
+    assert WorkloadRecord(1, "s", 0.0, pods, replicas=2).started == 5.0
+    assert WorkloadRecord(1, "s", 0.0, pods, replicas=3).started is None  # never 3 at once
+    # admitted as the run ends (a span of no length) is still a start; a job's intervals are its spans
+    assert WorkloadRecord(1, "s", 0.0, [Interval(9.0, 9.0, pods=1)], replicas=1).started == 9.0
+    assert whole_spans([Interval(1.0, 2.0, "x")], 0) == [(1.0, 2.0, "x")]
 
 
 @pytest.mark.parametrize(("line", "expected"), [
