@@ -71,6 +71,23 @@ def test_a_preempted_service_pod_is_readmitted_and_the_service_still_ends_at_its
     assert report["series"]["gpus_allocated"] == [[0.0, 8.0], [300.0, 0.0]]
 
 
+def test_a_service_past_its_declared_duration_is_terminated_by_the_operator(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "declared.jsonl"
+    trace.write_text(
+        '{"name": "s", "submit": 0, "user": "alice", "queue": "team-a", "kind": "service", "replicas": 2, '
+        '"gpus": 4, "duration": 5000, "declared_duration": 60}\n'
+        '{"name": "j", "submit": 10, "user": "bob", "queue": "team-a", "gpus": 4, "duration": 50}\n')
+    report: dict[str, Any] = json.loads(_simulate(capsys, trace))
+    s, j = report["workloads"]
+    # the KaiwoService's spec.duration (60 s) is over while j waits: the operator terminates it (its
+    # WorkloadTerminatedEarly reason, once per pod Workload) long before its owner would delete it
+    assert (s["started"], s["finished"], s["preemptions"]) == (0.0, None, ["DurationExceeded"] * 2)
+    assert 60.0 <= s["terminated"] < 61.0
+    assert j["started"] == s["terminated"]
+    assert j["finished"] == pytest.approx(j["started"] + 50, abs=0.01)
+
+
 def test_a_service_is_started_while_all_its_pods_are_admitted() -> None:
     pods = [Interval(0.0, 50.0, "InClusterQueue", pods=1), Interval(5.0, 90.0, pods=1), Interval(70.0, 90.0, pods=1)]
     # 2 pods: whole from 5 (the second admission) until 50 (a preemption), again from 70
