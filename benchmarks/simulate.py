@@ -7,7 +7,8 @@ workloads span a simulated week, the issue's target scenario (#37: 10,000 worklo
 on 100 nodes of 8 GPUs in <= 10 minutes on the 2-core machine).
 Run: `.venv/bin/python benchmarks/simulate.py` (1,000 workloads; `--scale 10000`, `--scale 50000` for the
 bigger runs, `--scale 1000,10000` for several; `--rayjob-share 0.2` makes that share of the same trace
-rayjobs: a RayJob of a head and one GPU worker each, through the simulated KubeRay). Prints wall seconds,
+rayjobs: a RayJob of a head and one GPU worker each, through the simulated KubeRay; `--service-share 0.2`
+services: a KaiwoService of one pod, deleted after its drawn duration). Prints wall seconds,
 simulated seconds per wall second and workloads per wall second, each on its own line, with the CPU
 seconds the run used and the machine's load average over it (the development machine is shared: wall
 time alone says little about the engine); `--progress SECONDS` adds a progress line every SECONDS.
@@ -117,17 +118,20 @@ def measure_gpu_preemption(horizon: float, seed: int) -> None:
         sys.stdout.flush()
 
 
-def measure(workloads: int, nodes: int, seed: int, rayjob_share: float = 0.0, every: float = 0.0) -> None:
-    settings = GeneratorSettings(workloads=workloads, seed=seed, rayjob_share=rayjob_share)
+def measure(workloads: int, nodes: int, seed: int, rayjob_share: float = 0.0, every: float = 0.0,
+            service_share: float = 0.0) -> None:
+    settings = GeneratorSettings(workloads=workloads, seed=seed, rayjob_share=rayjob_share,
+                                 service_share=service_share)
     trace = [TraceEntry(i + 1, w) for i, w in enumerate(generate(settings))]
     rayjobs = sum(1 for entry in trace if entry.workload.kind == "rayjob")
+    services = sum(1 for entry in trace if entry.workload.kind == "service")
     inputs = SimulationInputs(trace, gpu_nodes(nodes), queue_config(8 * nodes))
     recording, wall, cpu, load = _timed(inputs, every)
     started = sum(1 for record in recording.workloads if record.started is not None)
     finished = sum(1 for record in recording.workloads if record.finished is not None)
     # The target's pace: 10,000 workloads in 600 s is 16.7 workloads per wall second.
     pace = TARGET_WORKLOADS / TARGET_WALL_SECONDS
-    print(f"simulate_{workloads}_wall: {wall:.1f} s for {workloads} workloads ({rayjobs} rayjobs) on {nodes} nodes "
+    print(f"simulate_{workloads}_wall: {wall:.1f} s for {workloads} workloads ({rayjobs} rayjobs, {services} services) on {nodes} nodes "
           f"x 8 GPUs ({started} started, {finished} finished, {recording.ended / 3600:.1f} simulated hours; "
           f"load {load:.1f})")
     print(f"simulate_{workloads}_cpu: {cpu:.1f} s of CPU (this process; steadier than wall time on a shared machine)")
@@ -151,12 +155,14 @@ def main() -> int:
                         help="print a progress line every SECONDS of wall time (default: none)")
     parser.add_argument("--rayjob-share", type=float, default=0.0,
                         help="share of the workloads that are rayjobs (default 0)")
+    parser.add_argument("--service-share", type=float, default=0.0,
+                        help="share of the workloads that are services (default 0)")
     args = parser.parse_args()
     if args.gpu_preemption:
         measure_gpu_preemption(args.horizon, args.seed)
         return 0
     for count in (int(part) for part in args.scale.split(",")):
-        measure(count, args.nodes, args.seed, args.rayjob_share, args.progress)
+        measure(count, args.nodes, args.seed, args.rayjob_share, args.progress, args.service_share)
     return 0
 
 

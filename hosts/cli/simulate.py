@@ -121,7 +121,7 @@ class ProgressBar:
         if recorder is None:
             return
         submitted = sum(1 for tracked in recorder.by_name.values() if tracked.record.submitted is not None)
-        progress = Progress(self.total, submitted, recorder.finished + recorder.terminated, recorder.running,
+        progress = Progress(self.total, submitted, recorder.done, recorder.running,
                             recorder.now(), time.monotonic() - self.started)
         width = shutil.get_terminal_size((80, 24)).columns
         self.stream.write("\r" + render(progress, width, self.label) + "\x1b[K")

@@ -12,6 +12,7 @@ EXAMPLES = """examples:
   kaiwo-ray trace generate --workloads 1000 --rate 30 --queues team-a,team-b --seed 7 -o week.jsonl
   kaiwo-ray trace generate --gpus 1,8 --gpu-weights 9,1 --idle-fraction 0.3 > trace.jsonl
   kaiwo-ray trace generate --rayjob-share 0.2 --replicas 1,2,4 --replica-weights 6,3,1 -o mixed.jsonl
+  kaiwo-ray trace generate --service-share 0.1 -o with-services.jsonl
 """
 EXPORT_EXAMPLES = """examples:
   kaiwo-ray trace export --since 7d -A -o last-week.jsonl
@@ -49,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="share of workloads that hold GPUs at 0%% utilization (default 0.1)")
     gen.add_argument("--rayjob-share", type=float, default=0.0, metavar="SHARE",
                      help="share of workloads that are rayjobs (a head and GPU workers), 0..1 (default 0)")
+    gen.add_argument("--service-share", type=float, default=0.0, metavar="SHARE",
+                     help="share of workloads that are services (KaiwoServices, deleted after the drawn "
+                          "duration), 0..1 (default 0)")
     gen.add_argument("--replicas", type=lambda t: _numbers(int, t), default=(1,), metavar="N,N,...",
                      help="pods per workload (workers of a rayjob), each with the drawn GPUs (default 1)")
     gen.add_argument("--replica-weights", type=lambda t: _numbers(float, t), default=None, metavar="W,W,...",
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace, gpu_vendor=args.gpu_vendor, gpu_sizes=sizes,
         gpu_weights=tuple(float(w) for w in weights), duration_median=args.duration_median,
         duration_sigma=args.duration_sigma, duration_min=args.duration_min, duration_max=args.duration_max,
-        idle_fraction=args.idle_fraction, rayjob_share=args.rayjob_share,
+        idle_fraction=args.idle_fraction, rayjob_share=args.rayjob_share, service_share=args.service_share,
         replica_counts=tuple(int(count) for count in args.replicas),
         replica_weights=tuple(float(w) for w in (args.replica_weights or tuple(1.0 for _ in args.replicas))),
         seed=args.seed)

@@ -1,8 +1,8 @@
 """Estimated start times of pending KaiwoJobs: the cluster's state (kaiwo_ray/simulation/forecast.py)
 replayed forward by the simulator (hosts/runtime/simulator.py) once per run-time scenario.
 
-`python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "nodes", "queueConfig", "kaiwoConfig",
-"scores"}` (scores: how far the cluster's past estimates missed and their size class,
+`python -m hosts.runtime.forecast` reads `{"now", "kaiwojobs", "kaiwoservices" (optional), "nodes",
+"queueConfig", "kaiwoConfig", "scores"}` (scores: how far the cluster's past estimates missed and their size class,
 kaiwo_ray/simulation/forecast.py `score`)
 as JSON on stdin and writes the estimates as a JSON list: the admin API runs it as a child process,
 because a simulation takes seconds of CPU and sets the process's operator clock to virtual time.
@@ -94,7 +94,8 @@ def main() -> None:
 
     request = json.load(sys.stdin)
     now = datetime.fromisoformat(request["now"]) if request.get("now") else datetime.now(UTC)
-    result = forecast(cluster_state(request.get("kaiwojobs") or []), now, request.get("nodes") or [],
+    state = cluster_state(request.get("kaiwojobs") or [], request.get("kaiwoservices") or [])
+    result = forecast(state, now, request.get("nodes") or [],
                       request.get("queueConfig") or {}, request.get("kaiwoConfig"),
                       [_score(item) for item in request.get("scores") or []])
     json.dump([e.model_dump(mode="json") for e in result], sys.stdout)

@@ -1,10 +1,11 @@
 """The engine of `kaiwo-ray simulate`: a private sandbox (simulated scheduler, kubelets, Kueue) and the
 operator's real controllers in one process, on one `VirtualTimeLoop`, replaying a trace.
 
-The trace's workloads are created as KaiwoJobs over HTTP at their submit times, as a user would; the
-operator renders them, Kueue admits, preempts and requeues them, the kubelets run their pods for the
-trace's duration. A recorder reads what happened from the sandbox's store as it is committed, stamped
-with the loop's virtual time: when each Kueue Workload was admitted, evicted (and why) and finished.
+The trace's workloads are created as KaiwoJobs (and KaiwoServices) over HTTP at their submit times, as a
+user would; the operator renders them, Kueue admits, preempts and requeues them, the kubelets run their
+pods for the trace's duration (a service's until the simulation, as its owner, deletes it). A recorder
+reads what happened from the sandbox's store as it is committed, stamped with the loop's virtual time:
+when each Kueue Workload was admitted, evicted (and why) and finished.
 """
 
 from __future__ import annotations
@@ -41,8 +42,14 @@ log = logging.getLogger(__name__)
 
 # Virtual time 0 is this instant: fixed, so that timestamps (and thus every output) repeat run to run.
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
-# The operator's controllers a what-if needs: configuration, queues and KaiwoJobs.
+# The operator's controllers a what-if needs: configuration, queues and KaiwoJobs (and, for a trace with
+# services, KaiwoServices).
 CONTROLLERS = ["kaiwoconfig", "kaiwoqueueconfig", "kaiwojob"]
+SERVICE_CONTROLLER = "kaiwoservice"
+# A service's pods, as the operator labels them: Kueue admits each as a Workload of its own (its pod
+# integration; the Workload's pod set keeps the pod's labels), which these name back to the KaiwoService.
+TYPE_LABEL = "kaiwo.silogen.ai/type"
+NAME_LABEL = "kaiwo.silogen.ai/name"
 # Watches that outlast the run: the operator's informers' default (a 55 s watch, reopened; a 60 s
 # silence taken for a dead connection) guards against real networks, and would reopen every watch a
 # thousand times a simulated day. The sandbox's bookmarks (one an hour) keep a quiet stream alive.
@@ -111,11 +118,22 @@ class SimulationInputs:
     # The opt-in controllers to run; None: as the KaiwoConfig's sections say (Features.of).
     features: Features | None = None
 
+    @property
+    def has_services(self) -> bool:
+        return any(entry.workload.kind == "service" for entry in self.trace)
+
 
 @dataclass(slots=True)
 class _Tracked:
     record: WorkloadRecord
     admitted_at: float | None = None
+    # A service's: its admitted pod Workloads (name -> admission time), its lifetime (None: to the run's
+    # end), whether all its pods have been admitted at once yet, and whether the simulation deleted it.
+    service: bool = False
+    lifetime: float | None = None
+    pods: dict[str, float] = field(default_factory=dict)
+    started: bool = False
+    deleted: bool = False
 
 
 @dataclass
@@ -125,9 +143,15 @@ class Recorder:
     loop: asyncio.AbstractEventLoop
     by_name: dict[tuple[str, str], _Tracked] = field(default_factory=dict)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-    running: int = 0
-    finished: int = 0
+    running: int = 0  # admitted job Workloads, and services with all their pods admitted
+    finished: int = 0  # jobs finished, and services deleted by the simulation after their duration
     terminated: int = 0  # ended for good without finishing (idle preemption, resource monitor, duration)
+    serving: int = 0  # services without a duration that have started: they run until the run's end
+    # What the run waits for while nothing else changes: admitted job Workloads, and started services
+    # whose deletion is due.
+    awaited: int = 0
+    # Called with a service's (namespace, name) and duration when it has started (all pods admitted once).
+    on_service_start: Callable[[tuple[str, str], float], None] | None = None
     # (namespace, KaiwoJob) -> why the operator is ending it: "IdleGpuPreemption" (its GpuWorkload
     # tracker went Preempting) or its WorkloadTerminatedEarly reason (GpuUtilizationLow, DurationExceeded...)
     ending: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -137,8 +161,28 @@ class Recorder:
     def now(self) -> float:
         return self.loop.time() - self.origin
 
+    @property
+    def done(self) -> int:
+        """Workloads the run no longer waits for: finished, terminated, or serving until the end."""
+        return self.finished + self.terminated + self.serving
+
     def expect(self, entry: TraceEntry) -> None:
-        self.by_name[(entry.workload.namespace, entry.name)] = _Tracked(WorkloadRecord(entry.line, entry.name))
+        workload = entry.workload
+        service = workload.kind == "service"
+        record = WorkloadRecord(entry.line, entry.name, replicas=workload.replicas if service else 0)
+        self.by_name[(workload.namespace, entry.name)] = _Tracked(record, service=service, lifetime=workload.duration)
+
+    def service_deleted(self, key: tuple[str, str]) -> None:
+        """The simulation deletes the service now (its duration is over): that is its end."""
+        tracked = self.by_name[key]
+        if tracked.deleted or tracked.record.terminated is not None:
+            return
+        tracked.deleted = True
+        tracked.record.finished = self.last_change = self.now()
+        self.finished += 1
+        self.awaited -= 1
+        self.running -= 1
+        self.changed.set()
 
     def submitted(self, entry: TraceEntry) -> None:
         self.by_name[(entry.workload.namespace, entry.name)].record.submitted = self.last_change = self.now()
@@ -151,18 +195,30 @@ class Recorder:
             return
         obj = event.object
         meta = obj.get("metadata") or {}
-        owner = next((ref.get("name") for ref in meta.get("ownerReferences") or []), None)
+        owner_ref: JsonObj = next(iter(meta.get("ownerReferences") or []), {})
+        owner = owner_ref.get("name")
+        if owner_ref.get("kind") == "Pod":  # Kueue's pod integration: one pod of a service (or another pod)
+            labels = (((obj.get("spec") or {}).get("podSets") or [{}])[0].get("template") or {}).get(
+                "metadata", {}).get("labels") or {}
+            if labels.get(TYPE_LABEL) != "service":
+                return
+            owner = labels.get(NAME_LABEL)
         tracked = self.by_name.get((meta.get("namespace", ""), owner or ""))
-        if tracked is None:
+        if tracked is None or tracked.service != (owner_ref.get("kind") == "Pod"):
             return
         now = self.now()
         conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
         admitted = (conditions.get("Admitted") or {}).get("status") == "True" and event.type != "DELETED"
         finished = (conditions.get("Finished") or {}).get("status") == "True"
         record = tracked.record
+        if tracked.service:
+            self._on_service_pod(tracked, (meta.get("namespace", ""), owner or ""), str(meta.get("name") or ""),
+                                 admitted and not finished, conditions)
+            return
         if admitted and not finished and tracked.admitted_at is None and record.finished is None:
             tracked.admitted_at = now
             self.running += 1
+            self.awaited += 1
             self.last_change = now
             self.changed.set()
         elif tracked.admitted_at is not None and (finished or not admitted):
@@ -176,6 +232,7 @@ class Recorder:
             record.intervals.append(Interval(tracked.admitted_at, now, cause))
             tracked.admitted_at = None
             self.running -= 1
+            self.awaited -= 1
             if finished:
                 record.finished = now
                 self.finished += 1
@@ -185,15 +242,56 @@ class Recorder:
             self.last_change = now
             self.changed.set()
 
+    def _on_service_pod(self, tracked: _Tracked, key: tuple[str, str], workload: str, admitted: bool,
+                        conditions: dict[Any, JsonObj]) -> None:
+        """One pod Workload of a service admitted, or its admission ended (evicted, or the pod gone)."""
+        now = self.now()
+        record = tracked.record
+        over = tracked.deleted or record.terminated is not None
+        if admitted and workload not in tracked.pods and not over:
+            tracked.pods[workload] = now
+            if not tracked.started and len(tracked.pods) >= record.replicas:
+                tracked.started = True
+                self.running += 1
+                if tracked.lifetime is None:
+                    self.serving += 1
+                else:
+                    self.awaited += 1
+                    if self.on_service_start is not None:
+                        self.on_service_start(key, tracked.lifetime)
+        elif not admitted and workload in tracked.pods:
+            since = tracked.pods.pop(workload)
+            ending = self.ending.get(key)
+            cause = ""
+            if not tracked.deleted:
+                preempted = conditions.get("Preempted") or {}
+                evicted = conditions.get("Evicted") or {}
+                cause = ending or str(preempted.get("reason") if preempted.get("status") == "True"
+                                      else evicted.get("reason") or "Evicted")
+            record.intervals.append(Interval(since, now, cause, pods=1))
+            if ending is not None and not over:  # the operator ended the service: it never runs again
+                record.terminated = now
+                self.terminated += 1
+                if tracked.started:
+                    self.running -= 1
+                    if tracked.lifetime is None:
+                        self.serving -= 1
+                    else:
+                        self.awaited -= 1
+        else:
+            return
+        self.last_change = now
+        self.changed.set()
+
     def _on_operator_object(self, resource: str, obj: JsonObj) -> None:
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace", "")
         status = obj.get("status") or {}
         if resource == R.GPUWORKLOADS.plural:
             ref = (obj.get("spec") or {}).get("workloadRef") or {}
-            if ref.get("kind") == "KaiwoJob" and status.get("phase") in GPUWORKLOAD_PREEMPTING:
+            if ref.get("kind") in ("KaiwoJob", "KaiwoService") and status.get("phase") in GPUWORKLOAD_PREEMPTING:
                 self.ending.setdefault((namespace, str(ref.get("name") or "")), IDLE_GPU_PREEMPTION)
-        elif resource == R.KAIWOJOBS.plural:
+        elif resource in (R.KAIWOJOBS.plural, R.KAIWOSERVICES.plural):
             early = next((c for c in status.get("conditions") or [] if c.get("type") == "WorkloadTerminatedEarly"),
                          None)
             if early is not None:
@@ -206,6 +304,8 @@ class Recorder:
             record = tracked.record
             if tracked.admitted_at is not None:  # still running when the simulation stopped
                 record.intervals.append(Interval(tracked.admitted_at, ended, ""))
+            record.intervals.extend(Interval(since, ended, "", pods=1) for since in tracked.pods.values())
+            tracked.pods.clear()
             records.append(record)
         return Recording(sorted(records, key=lambda r: r.line), ended)
 
@@ -238,12 +338,12 @@ def kaiwojob(entry: TraceEntry) -> JsonObj:
         spec["priorityClass"] = workload.priority
     if workload.declared_duration is not None:
         spec["duration"] = f"{workload.declared_duration:g}s"
-    annotations = {RUN_SECONDS: f"{workload.duration:g}", START_SECONDS: "0",
+    annotations = {RUN_SECONDS: f"{workload.duration or 0:g}", START_SECONDS: "0",
                    GPU_UTILIZATION: workload.utilization_annotation(), TRACE_LINE: str(entry.line)}
     if workload.kind == "rayjob":
         del annotations[RUN_SECONDS]
         annotations[READY_SECONDS] = "0"  # Ray pods are ready at once (KubeRay's probes would wait 10 s)
-        spec.update(ray=True, replicas=workload.replicas, entrypoint=f"sleep {_seconds_text(workload.duration)}")
+        spec.update(ray=True, replicas=workload.replicas, entrypoint=f"sleep {_seconds_text(workload.duration or 0)}")
         if workload.gpus:
             spec.update(gpus=workload.total_gpus, gpusPerReplica=workload.gpus)
     elif workload.replicas > 1:
@@ -251,6 +351,30 @@ def kaiwojob(entry: TraceEntry) -> JsonObj:
         spec["job"] = {"spec": {"parallelism": pods, "completions": pods, "template": {"spec": {
             "restartPolicy": "Never", "containers": [{"name": "workload", "image": "simulated"}]}}}}
     return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoJob",
+            "metadata": {"name": entry.name, "namespace": workload.namespace, "annotations": annotations},
+            "spec": spec}
+
+
+def kaiwoservice(entry: TraceEntry) -> JsonObj:
+    """The KaiwoService a `service` line submits: a Deployment of `replicas` pods of `gpus` each
+    (`replicas` x `gpusPerReplica`, which the operator keeps), with the trace's GPU profile. Its pods
+    run until deleted (restartPolicy Always, no `run-seconds`): the simulation deletes the KaiwoService
+    `duration` seconds after it started. Kueue's pod integration admits each pod as a Workload of its own."""
+    workload = entry.workload
+    spec: JsonObj = {
+        "user": workload.user, "image": "simulated", "clusterQueue": workload.queue,
+        "resources": {"requests": {"cpu": workload.cpu, "memory": workload.memory},
+                      "limits": {"cpu": workload.cpu, "memory": workload.memory}},
+        "entrypoint": "simulated", "replicas": workload.replicas,
+    }
+    if workload.gpus:
+        spec.update(gpus=workload.total_gpus, gpusPerReplica=workload.gpus, gpuVendor=workload.gpu_vendor)
+    if workload.priority is not None:
+        spec["priorityClass"] = workload.priority
+    if workload.declared_duration is not None:
+        spec["duration"] = f"{workload.declared_duration:g}s"
+    annotations = {START_SECONDS: "0", GPU_UTILIZATION: workload.utilization_annotation(), TRACE_LINE: str(entry.line)}
+    return {"apiVersion": "kaiwo.silogen.ai/v1alpha1", "kind": "KaiwoService",
             "metadata": {"name": entry.name, "namespace": workload.namespace, "annotations": annotations},
             "spec": spec}
 
@@ -337,9 +461,10 @@ def _telemetry(client: KubeClient, features: Features, pods: PodStarts) -> Any:
                           started=pods.started)
 
 
-def controller_options(features: Features, client: KubeClient, pods: PodStarts) -> dict[str, dict[str, Any]]:
+def controller_options(features: Features, client: KubeClient, pods: PodStarts,
+                       services: bool = False) -> dict[str, dict[str, Any]]:
     """The operator's controllers for a run and their options: the configuration, queue and KaiwoJob
-    controllers always; GPU preemption and the resource monitor as `features` say, each reading GPU
+    controllers always, the KaiwoService one for a trace with `services`; GPU preemption and the resource monitor as `features` say, each reading GPU
     utilization as `kaiwo-ray dev` does (the sandbox's simulated GPUs, through the sandbox telemetry
     backend and the aggregator's core), in this process and sampled when asked (no Ray, no timers)."""
     from kaiwo_ray.controllers.gpupreemption import GpuPreemptionSettings
@@ -349,6 +474,8 @@ def controller_options(features: Features, client: KubeClient, pods: PodStarts) 
     informers = {"informer_settings": InformerSettings(watch_timeout_seconds=WATCH_SECONDS,
                                                        watch_idle_seconds=WATCH_SECONDS + BOOKMARK_SECONDS)}
     options: dict[str, dict[str, Any]] = {name: dict(informers) for name in CONTROLLERS}
+    if services:
+        options[SERVICE_CONTROLLER] = dict(informers)
     if features.gpu_preemption:
         options["gpuworkload"] = {**informers, "settings": GpuPreemptionSettings(
             enabled=True, polling_interval=features.gpu_preemption_polling),
@@ -415,6 +542,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
         unsubscribe_pods = sandbox.store.subscribe(pods.on_event)
         operator: Operator | None = None
         client = await KubeClient.from_kubeconfig(str(kubeconfig))
+        deletions: list[asyncio.Task[None]] = []  # services' owners, deleting them when their duration is over
         try:
             for res, body, what in ((R.KAIWOCONFIGS, inputs.kaiwo_config, "--kaiwoconfig"),
                                     (R.KAIWOQUEUECONFIGS, inputs.queue_config, "--queue-config")):
@@ -427,7 +555,7 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             from kaiwo_ray.controllers.manager import HostSettings
 
             features = inputs.features if inputs.features is not None else Features.of(inputs.kaiwo_config)
-            options = controller_options(features, client, pods)
+            options = controller_options(features, client, pods, inputs.has_services)
             # No leader election (one operator), and no coalescing window (requeues within it would only
             # add passes; the simulation reacts to every child event).
             operator = Operator(list(options), HostSettings(
@@ -446,17 +574,40 @@ async def simulate(inputs: SimulationInputs, progress: Callable[[Recorder], None
             # way and the operator's polls (at multiples of their interval) fall at the same moments.
             await asyncio.sleep(math.ceil(loop.time() / TRACE_START) * TRACE_START - loop.time())
             start = recorder.origin = loop.time()
+            recorder.on_service_start = lambda key, seconds: deletions.append(
+                loop.create_task(_delete_service(client, recorder, key, seconds)))
             settled = await _replay(inputs, client, recorder, start, progress)
             # Settled: what was pending never started; the run ended with its last change, not after
             # the quiet time that showed it.
             return recorder.recording(recorder.last_change if settled else recorder.now())
         finally:
+            recorder.on_service_start = None
+            for task in deletions:
+                task.cancel()
+            await asyncio.gather(*deletions, return_exceptions=True)
             unsubscribe()
             unsubscribe_pods()
             if operator is not None:
                 await operator.stop()
             await client.close()
             await sandbox.stop()
+
+
+def _kind(entry: TraceEntry) -> str:
+    return "KaiwoService" if entry.workload.kind == "service" else "KaiwoJob"
+
+
+async def _delete_service(client: KubeClient, recorder: Recorder, key: tuple[str, str], seconds: float) -> None:
+    """As the service's owner: delete the KaiwoService `seconds` after it started (its Deployment, and
+    with it its pods and their Workloads, go by garbage collection, as `kubectl delete` leaves them)."""
+    await asyncio.sleep(seconds)
+    recorder.service_deleted(key)
+    namespace, name = key
+    try:
+        await client.delete(R.KAIWOSERVICES, name, namespace)
+    except KubeError as err:
+        if err.code != 404:  # already gone (ended by the operator) is fine
+            raise
 
 
 async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Recorder, start: float,
@@ -472,14 +623,17 @@ async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Record
             await asyncio.sleep(due - loop.time())
         recorder.submitted(entry)
         try:
-            await client.create(R.KAIWOJOBS, kaiwojob(entry), entry.workload.namespace)
+            if entry.workload.kind == "service":
+                await client.create(R.KAIWOSERVICES, kaiwoservice(entry), entry.workload.namespace)
+            else:
+                await client.create(R.KAIWOJOBS, kaiwojob(entry), entry.workload.namespace)
         except KubeError as err:
-            raise SimulationError(f"trace line {entry.line}: the API server refused its KaiwoJob: {err}",
+            raise SimulationError(f"trace line {entry.line}: the API server refused its {_kind(entry)}: {err}",
                                   bad_input=True) from None
         if progress is not None:
             progress(recorder)
     total = len(inputs.trace)
-    while recorder.finished + recorder.terminated < total:
+    while recorder.done < total:
         recorder.changed.clear()
         wait = inputs.settle_seconds
         if horizon is not None:
@@ -490,8 +644,10 @@ async def _replay(inputs: SimulationInputs, client: KubeClient, recorder: Record
             async with asyncio.timeout(wait):
                 await recorder.changed.wait()
         except TimeoutError:
-            if recorder.running == 0:
-                return True  # nothing runs and nothing changed: what is still pending never starts
+            if recorder.awaited == 0:
+                # Nothing runs that will end (services without a duration hold their GPUs to the end)
+                # and nothing changed: what is still pending never starts.
+                return True
         if progress is not None:
             progress(recorder)
     return False

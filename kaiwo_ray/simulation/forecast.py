@@ -6,6 +6,11 @@ A KaiwoJob runs for its `spec.duration` when it declares one; else for a percent
 10th, 50th and 90th percentile run times) give the likely start (the 50th) and a span; that span,
 widened by how far the cluster's past estimates missed (conformal calibration, below), is the 80 %
 interval `earliest`..`latest`. A scenario that is the same trace as another is simulated once.
+
+A KaiwoService (not Ray) is in the trace too, as a `service`: a running one holds its GPUs until its
+`spec.duration` is over when it declares one, else to the forecast's horizon; a pending one is
+estimated like a job (its start: all its pods admitted), and then runs for its `spec.duration` or for
+ever. A service's past runs are no history (a service is deleted, not finished).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from kaiwo_ray.api.durations import parse_go_duration
-from kaiwo_ray.simulation.shape import kaiwojob_shape
+from kaiwo_ray.simulation.shape import kaiwojob_shape, kaiwoservice_shape
 from kaiwo_ray.simulation.trace import TraceEntry, TraceWorkload
 
 DEFAULT_RUN_SECONDS = 3600.0
@@ -56,8 +61,8 @@ class Job:
     created: datetime
     started: datetime | None
     declared: float | None  # spec.duration in seconds
-    kind: Literal["job", "rayjob"] = "job"
-    replicas: int = 1  # pods of a job, GPU workers of a rayjob; `gpus`, `cpu`, `memory` are each pod's
+    kind: Literal["job", "rayjob", "service"] = "job"
+    replicas: int = 1  # pods of a job or service, GPU workers of a rayjob; `gpus`, `cpu`, `memory` each pod's
 
     @property
     def total_gpus(self) -> int:
@@ -107,9 +112,10 @@ def _time(text: object) -> datetime | None:
         return None
 
 
-def _job(obj: Mapping[str, Any]) -> Job | None:
+def _job(obj: Mapping[str, Any], service: bool = False) -> Job | None:
     """The forecast's view of a KaiwoJob, batch (one pod, or `spec.job`'s pods) or Ray (a head and GPU
-    workers), shaped as `kaiwo_ray.simulation.shape` reads it; None without a creation time."""
+    workers), or with `service` of a KaiwoService's Deployment, shaped as `kaiwo_ray.simulation.shape`
+    reads it; None without a creation time."""
     spec = obj.get("spec") or {}
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
@@ -123,7 +129,7 @@ def _job(obj: Mapping[str, Any]) -> Job | None:
         except ValueError:
             declared = None
     requests = (spec.get("resources") or {}).get("requests") or {}
-    shape = kaiwojob_shape(spec)
+    shape = kaiwoservice_shape(spec) if service else kaiwojob_shape(spec)
     vendor: Literal["amd", "nvidia"] = "nvidia" if spec.get("gpuVendor") == "nvidia" else "amd"
     return Job(namespace=str(meta.get("namespace") or "default"), name=str(meta.get("name") or ""),
                user=str(spec.get("user") or "unknown"), queue=str(spec.get("clusterQueue") or "kaiwo"),
@@ -133,28 +139,47 @@ def _job(obj: Mapping[str, Any]) -> Job | None:
                kind=shape.kind, replicas=shape.replicas)
 
 
-def cluster_state(kaiwojobs: Iterable[Mapping[str, Any]]) -> ClusterState:
-    """Running, pending and finished KaiwoJobs from their objects (phase is `status.status`)."""
+def cluster_state(kaiwojobs: Iterable[Mapping[str, Any]],
+                  kaiwoservices: Iterable[Mapping[str, Any]] = ()) -> ClusterState:
+    """Running, pending and finished KaiwoJobs, and running and pending KaiwoServices, from their
+    objects (phase is `status.status`). A Ray KaiwoService (an AppWrapper) is left out, and so is a
+    KaiwoService named like a KaiwoJob of its namespace (the forecast's trace names each workload once)."""
     running: list[Job] = []
     pending: list[Job] = []
     history: list[tuple[str, str, float]] = []
-    for obj in kaiwojobs:
-        job = _job(obj)
+    objects = [(obj, False) for obj in kaiwojobs]
+    taken = {_key(obj) for obj, _ in objects}
+    objects += [(obj, True) for obj in kaiwoservices if not _ray_service(obj) and _key(obj) not in taken]
+    for obj, service in objects:
+        job = _job(obj, service)
         if job is None:
             continue
         status = obj.get("status") or {}
         phase = str(status.get("status") or "")
         if phase in RUNNING and job.started is not None:
             running.append(job)
-        elif phase in PENDING:  # a preempted and requeued one keeps its first startTime
+        elif phase in PENDING or (service and phase in RUNNING):
+            # A preempted and requeued one keeps its first startTime; a service STARTING without one
+            # waits for some of its pods (Kueue admits them one by one).
             pending.append(replace(job, started=None))
-        elif phase == "COMPLETE" and job.started is not None:
+        elif phase == "COMPLETE" and job.started is not None and not service:
             done = _time(status.get("completionTime"))
             if done is not None and done > job.started:
                 history.append((job.user, job.queue, (done - job.started).total_seconds()))
     running.sort(key=lambda j: (j.started or j.created, j.namespace, j.name))
     pending.sort(key=lambda j: (j.created, j.namespace, j.name))
     return ClusterState(running, pending, history)
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def _ray_service(obj: Mapping[str, Any]) -> bool:
+    """A Ray KaiwoService (`ray: true` or `spec.rayService`): an AppWrapper the forecast does not model."""
+    spec = obj.get("spec") or {}
+    return bool(spec.get("ray")) or isinstance(spec.get("rayService"), dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -207,15 +232,19 @@ def forecast_trace(state: ClusterState, now: datetime, q: float) -> list[TraceEn
     entries: list[TraceEntry] = []
     for job in state.running:
         elapsed = max(0.0, (now - (job.started or now)).total_seconds())
+        if job.kind == "service":  # held until its declared duration is over, else for ever
+            left = None if job.declared is None else max(1.0, job.declared - elapsed)
+            entries.append(TraceEntry(len(entries) + 1, _workload(job, 0.0, left)))
+            continue
         total, _basis = run_seconds(job, state.history, q, elapsed)
         entries.append(TraceEntry(len(entries) + 1, _workload(job, 0.0, max(1.0, total - elapsed))))
     for index, job in enumerate(state.pending, start=1):
-        total, _basis = run_seconds(job, state.history, q)
-        entries.append(TraceEntry(len(entries) + 1, _workload(job, float(index), total)))
+        total_or_none = job.declared if job.kind == "service" else run_seconds(job, state.history, q)[0]
+        entries.append(TraceEntry(len(entries) + 1, _workload(job, float(index), total_or_none)))
     return entries
 
 
-def _workload(job: Job, submit: float, duration: float) -> TraceWorkload:
+def _workload(job: Job, submit: float, duration: float | None) -> TraceWorkload:
     return TraceWorkload(name=job.name, namespace=job.namespace, submit=submit, user=job.user, queue=job.queue,
                          priority=job.priority, kind=job.kind, replicas=job.replicas, gpus=job.gpus,
                          gpu_vendor=job.gpu_vendor, cpu=job.cpu, memory=job.memory, duration=duration,

@@ -10,7 +10,9 @@ them at a steady level drawn from 50..100 %. A share `rayjob_share` of workloads
 workload has `replicas` pods (workers of a `rayjob`) drawn from `replica_counts` (weighted by
 `replica_weights`), each pod with the drawn GPUs. Kinds and replica counts come from a random stream
 of their own, so a trace with rayjobs or several replicas has the same arrivals, sizes, durations
-and utilizations as the one without (and the defaults give the traces they always gave).
+and utilizations as the one without (and the defaults give the traces they always gave). A share
+`service_share` of workloads are `service`s (KaiwoServices, deleted after the drawn duration), drawn
+from a third stream: with it, the other workloads keep their kinds and replicas too.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class GeneratorSettings:
     duration_max: float = 86400.0
     idle_fraction: float = 0.1
     rayjob_share: float = 0.0
+    service_share: float = 0.0
     replica_counts: tuple[int, ...] = (1,)
     replica_weights: tuple[float, ...] = (1.0,)
     seed: int = 0
@@ -68,6 +71,8 @@ class GeneratorSettings:
             found.append("--idle-fraction must be between 0 and 1")
         if not 0 <= self.rayjob_share <= 1:
             found.append("--rayjob-share must be between 0 and 1")
+        if not 0 <= self.service_share <= 1:
+            found.append("--service-share must be between 0 and 1")
         if not self.replica_counts or any(count < 1 for count in self.replica_counts):
             found.append("--replicas needs one or more counts of 1 or more")
         if len(self.replica_weights) != len(self.replica_counts) or any(w <= 0 for w in self.replica_weights):
@@ -78,6 +83,7 @@ class GeneratorSettings:
 def generate(settings: GeneratorSettings) -> Iterator[TraceWorkload]:
     rng = random.Random(settings.seed)
     shapes = random.Random(f"{settings.seed}/kinds")  # kinds and replicas: a stream of their own
+    services = random.Random(f"{settings.seed}/services")  # which are services: another
     clock = 0.0
     for index in range(settings.workloads):
         clock += rng.expovariate(settings.rate_per_hour / 3600.0)
@@ -89,13 +95,14 @@ def generate(settings: GeneratorSettings) -> Iterator[TraceWorkload]:
         ray = settings.rayjob_share > 0 and shapes.random() < settings.rayjob_share
         replicas = shapes.choices(settings.replica_counts, weights=settings.replica_weights)[0] \
             if len(settings.replica_counts) > 1 else settings.replica_counts[0]
+        service = settings.service_share > 0 and services.random() < settings.service_share
         yield TraceWorkload(
             name=f"w-{index + 1:06d}",
             submit=round(clock, 1),
             namespace=settings.namespace,
             user=f"user-{rng.randrange(settings.users) + 1}",
             queue=settings.queues[rng.randrange(len(settings.queues))],
-            kind="rayjob" if ray else "job",
+            kind="service" if service else "rayjob" if ray else "job",
             replicas=replicas,
             gpus=gpus,
             gpu_vendor=settings.gpu_vendor,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kaiwo_ray.simulation.series import time_series
+from kaiwo_ray.simulation.series import held_gpus, time_series, whole_spans
 from kaiwo_ray.simulation.trace import TraceEntry
 
 HOUR = 3600.0
@@ -27,11 +27,13 @@ RESOURCE_MONITORING = "GpuUtilizationLow"
 class Interval:
     """One admitted span of a workload; `cause` says why it ended early ("" if it finished or the
     simulation stopped): Kueue's Preempted reason (InClusterQueue, InCohortReclamation, ...) or
-    its Evicted reason."""
+    its Evicted reason. `pods`: how many of the workload's pods it holds (a service's pods are
+    admitted one by one, one interval each); 0: the whole workload."""
 
     start: float
     end: float
     cause: str = ""
+    pods: int = 0
 
 
 @dataclass(slots=True)
@@ -42,10 +44,14 @@ class WorkloadRecord:
     intervals: list[Interval] = field(default_factory=list)
     finished: float | None = None
     terminated: float | None = None  # ended for good by the operator without finishing
+    # A service's pods (its intervals are one pod's each); 0: each interval is the whole workload's.
+    replicas: int = 0
 
     @property
     def started(self) -> float | None:
-        return self.intervals[0].start if self.intervals else None
+        """The first admission; a service's: the first moment all its pods were admitted."""
+        spans = whole_spans(self.intervals, self.replicas)
+        return spans[0][0] if spans else None
 
 
 @dataclass(slots=True)
@@ -68,7 +74,7 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value + 0.0, 3)
 
 
-def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[str, Any]:
+def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]], ended: float) -> dict[str, Any]:
     waits: list[float] = []
     causes: Counter[str] = Counter()
     allocated = used = 0.0
@@ -82,12 +88,12 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
             waits.append(record.started - record.submitted)
         for interval in record.intervals:
             ran = interval.end - interval.start
-            allocated += ran * entry.workload.total_gpus
-            used += entry.workload.used_gpu_seconds(ran)
+            allocated += ran * held_gpus(entry.workload, interval)
+            used += entry.workload.used_gpu_seconds(ran, interval.pods)
             if interval.cause:
                 causes[interval.cause] += 1
             if interval.cause in (IDLE_GPU_PREEMPTION, RESOURCE_MONITORING):
-                reclaimed[interval.cause] += reclaimed_gpu_seconds(entry, interval)
+                reclaimed[interval.cause] += reclaimed_gpu_seconds(entry, interval, ended)
     return {
         "workloads": count,
         "started": count - never,
@@ -102,10 +108,16 @@ def _group_summary(pairs: Iterable[tuple[TraceEntry, WorkloadRecord]]) -> dict[s
     }
 
 
-def reclaimed_gpu_seconds(entry: TraceEntry, interval: Interval) -> float:
+def reclaimed_gpu_seconds(entry: TraceEntry, interval: Interval, ended: float | None = None) -> float:
     """GPU time the operator took back by ending this admission: what the workload would still have
-    held had it run to the end of its trace duration (GPUs x (duration - the admitted span))."""
-    return entry.workload.total_gpus * max(0.0, entry.workload.duration - (interval.end - interval.start))
+    held had it run to the end of its trace duration (GPUs x (duration - the admitted span)); a service
+    without a duration would have held them to the run's end."""
+    duration = entry.workload.duration
+    if duration is None:
+        left = 0.0 if ended is None else ended - interval.end
+    else:
+        left = duration - (interval.end - interval.start)
+    return held_gpus(entry.workload, interval) * max(0.0, left)
 
 
 def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ended: float,
@@ -118,7 +130,7 @@ def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ende
             index = int(start // bucket)
             while start < end and index < len(buckets):
                 stop = min(end, (index + 1) * bucket)
-                buckets[index] += (stop - start) * entry.workload.total_gpus
+                buckets[index] += (stop - start) * held_gpus(entry.workload, interval)
                 start, index = stop, index + 1
     return [round(value / bucket, 3) for value in buckets]
 
@@ -126,7 +138,7 @@ def allocation_timeline(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ende
 def build_report(trace: Sequence[TraceEntry], recording: Recording, gpus_in_cluster: int) -> dict[str, Any]:
     by_line = {record.line: record for record in recording.workloads}
     pairs = [(entry, by_line[entry.line]) for entry in trace]
-    overall = _group_summary(pairs)
+    overall = _group_summary(pairs, recording.ended)
     capacity = gpus_in_cluster * recording.ended / HOUR
     timeline = allocation_timeline(pairs, recording.ended)
     allocated_hours = overall["gpu_hours"]["allocated"] or 0.0
@@ -143,8 +155,8 @@ def build_report(trace: Sequence[TraceEntry], recording: Recording, gpus_in_clus
         "interrupted": recording.interrupted,
         "simulated_seconds": _r(recording.ended),
         "overall": overall,
-        "queues": _grouped(pairs, lambda entry: entry.workload.queue),
-        "users": _grouped(pairs, lambda entry: entry.workload.user),
+        "queues": _grouped(pairs, lambda entry: entry.workload.queue, recording.ended),
+        "users": _grouped(pairs, lambda entry: entry.workload.user, recording.ended),
         "never_started": [{"line": entry.line, "name": entry.name, "namespace": entry.workload.namespace,
                            "queue": entry.workload.queue}
                           for entry, record in pairs if record.started is None],
@@ -153,18 +165,19 @@ def build_report(trace: Sequence[TraceEntry], recording: Recording, gpus_in_clus
     }
 
 
-def _grouped(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], key: Any) -> dict[str, Any]:
+def _grouped(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], key: Any, ended: float) -> dict[str, Any]:
     groups: dict[str, list[tuple[TraceEntry, WorkloadRecord]]] = {}
     for pair in pairs:
         groups.setdefault(key(pair[0]), []).append(pair)
-    return {name: _group_summary(groups[name]) for name in sorted(groups)}
+    return {name: _group_summary(groups[name], ended) for name in sorted(groups)}
 
 
 def _peak(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]]) -> int:
     changes: list[tuple[float, int]] = []
     for entry, record in pairs:
         for interval in record.intervals:
-            changes += [(interval.start, entry.workload.total_gpus), (interval.end, -entry.workload.total_gpus)]
+            gpus = held_gpus(entry.workload, interval)
+            changes += [(interval.start, gpus), (interval.end, -gpus)]
     peak = current = 0
     for _, delta in sorted(changes, key=lambda change: (change[0], change[1])):  # ends before starts
         current += delta

@@ -25,15 +25,47 @@ class Interval(Protocol):
     def end(self) -> float: ...
     @property
     def cause(self) -> str: ...
+    @property
+    def pods(self) -> int: ...
 
 
 class WorkloadRecord(Protocol):
+    @property
+    def replicas(self) -> int: ...
     @property
     def submitted(self) -> float | None: ...
     @property
     def finished(self) -> float | None: ...
     @property
     def intervals(self) -> Sequence[Interval]: ...
+
+
+def held_gpus(workload: TraceWorkload, interval: Interval) -> int:
+    """GPUs an admitted span holds: the whole workload's, or those of its `pods` pods."""
+    return workload.gpus * interval.pods if interval.pods else workload.total_gpus
+
+
+def whole_spans(intervals: Sequence[Interval], replicas: int) -> list[tuple[float, float, str]]:
+    """When the workload was wholly admitted, as `(start, end, cause)`: each interval, where an interval
+    is the whole workload's (`replicas` 0); for a service, whose pods Kueue admits one by one (one
+    interval each), the spans in which `replicas` of them were admitted at once, each ended by the
+    cause of the pod whose end broke it ("" when it ended with the run or the service's deletion)."""
+    if not replicas:
+        return [(i.start, i.end, i.cause) for i in intervals]
+    # Starts before ends at the same moment: a span of no length (a service admitted as the run ends)
+    # is still an admission.
+    changes = sorted([(i.start, 0, i.pods or 1, "") for i in intervals]
+                     + [(i.end, 1, -(i.pods or 1), i.cause) for i in intervals])
+    spans: list[tuple[float, float, str]] = []
+    admitted, since = 0, None
+    for time, _order, delta, cause in changes:
+        admitted += delta
+        if since is None and admitted >= replicas:
+            since = time
+        elif since is not None and admitted < replicas:
+            spans.append((since, time, cause))
+            since = None
+    return spans
 
 
 def _step(deltas: Iterable[tuple[float, float]], ended: float) -> Series:
@@ -65,7 +97,7 @@ def _used_deltas(workload: TraceWorkload, interval: Interval) -> list[tuple[floa
     for segment in workload.utilization:
         if time >= interval.end:
             break
-        value = workload.total_gpus * segment.percent / 100
+        value = held_gpus(workload, interval) * segment.percent / 100
         deltas.append((time, value - previous))
         previous = value
         if segment.seconds is None:
@@ -79,15 +111,15 @@ def _used_deltas(workload: TraceWorkload, interval: Interval) -> list[tuple[floa
 
 def _pending_spans(record: WorkloadRecord, ended: float) -> list[tuple[float, float]]:
     """When the workload waited in its queue: from submission to its first admission, and from each
-    eviction to its next admission (or the run's end)."""
+    eviction to its next admission (or the run's end); a service until all its pods were admitted."""
     if record.submitted is None:
         return []
     spans: list[tuple[float, float]] = []
     waiting_since: float | None = record.submitted
-    for interval in record.intervals:
+    for start, end, cause in whole_spans(record.intervals, record.replicas):
         if waiting_since is not None:
-            spans.append((waiting_since, interval.start))
-        waiting_since = interval.end if interval.cause else None
+            spans.append((waiting_since, start))
+        waiting_since = end if cause else None
     if waiting_since is not None and record.finished is None:
         spans.append((waiting_since, ended))
     return [(start, end) for start, end in spans if end > start]
@@ -101,7 +133,8 @@ def time_series(pairs: Sequence[tuple[TraceEntry, WorkloadRecord]], ended: float
     for entry, record in pairs:
         workload = entry.workload
         for interval in record.intervals:
-            allocated += [(interval.start, workload.total_gpus), (interval.end, -workload.total_gpus)]
+            gpus = held_gpus(workload, interval)
+            allocated += [(interval.start, gpus), (interval.end, -gpus)]
             used += _used_deltas(workload, interval)
         queue = pending.setdefault(workload.queue, [])
         for start, end in _pending_spans(record, ended):

@@ -7,6 +7,8 @@ and `hosts/runtime/simulator.kaiwojob` writes the inverse.
 - A Ray KaiwoJob (`ray: true` or `spec.rayJob`) runs a head without GPUs and `replicas` workers of
   `gpusPerReplica` GPUs when those cover `gpus` (the operator keeps them); otherwise the operator splits
   `gpus` over the cluster's smallest GPU node, which a spec does not say: `ASSUMED_NODE_GPUS` stands in.
+- A KaiwoService (not Ray) runs a Deployment of pods with the same arithmetic as a Ray KaiwoJob's
+  workers (`replicas` x `gpusPerReplica`, else `gpus` split over `ASSUMED_NODE_GPUS`-GPU nodes).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ ASSUMED_NODE_GPUS = 8
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    kind: Literal["job", "rayjob"]
-    replicas: int  # pods of a job, GPU workers of a rayjob
+    kind: Literal["job", "rayjob", "service"]
+    replicas: int  # pods of a job or service, GPU workers of a rayjob
     gpus: int  # of each of those pods
 
 
@@ -34,14 +36,25 @@ def kaiwojob_shape(spec: Mapping[str, Any]) -> Shape:
     gpus = _count(spec.get("gpus"), 0)
     if not uses_ray(spec):
         return Shape("job", _job_pods(spec), gpus)
+    return _split("rayjob", spec, gpus)
+
+
+def kaiwoservice_shape(spec: Mapping[str, Any]) -> Shape:
+    """A (non-Ray) KaiwoService's Deployment: its pods and the GPUs of each."""
+    return _split("service", spec, _count(spec.get("gpus"), 0))
+
+
+def _split(kind: Literal["rayjob", "service"], spec: Mapping[str, Any], gpus: int) -> Shape:
+    """The operator's replica arithmetic (workloads.md §3): `replicas` x `gpusPerReplica` when they
+    cover `gpus`, else `gpus` split over nodes of `ASSUMED_NODE_GPUS`."""
     replicas = _count(spec.get("replicas"), 1)
     per_replica = _count(spec.get("gpusPerReplica"), 0)
     if per_replica and replicas * per_replica >= gpus:
-        return Shape("rayjob", replicas, per_replica)
+        return Shape(kind, replicas, per_replica)
     if gpus == 0:
-        return Shape("rayjob", replicas, 0)
+        return Shape(kind, replicas, 0)
     workers = -(-gpus // ASSUMED_NODE_GPUS)
-    return Shape("rayjob", workers, -(-gpus // workers))
+    return Shape(kind, workers, -(-gpus // workers))
 
 
 def _count(value: object, default: int) -> int:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kaiwo_ray.api.quantity import parse_quantity
 
 GpuVendor = Literal["amd", "nvidia"]
-Kind = Literal["job", "rayjob"]
+Kind = Literal["job", "rayjob", "service"]
 GPU_RESOURCE: dict[str, str] = {"amd": "amd.com/gpu", "nvidia": "nvidia.com/gpu"}
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -48,16 +48,18 @@ class TraceWorkload(BaseModel):
     """A WorkloadPriorityClass name (`spec.priorityClass`)."""
     kind: Kind = "job"
     """`job`: a KaiwoJob's batch Job, `replicas` pods; `rayjob`: a KaiwoJob with `ray: true` (a RayJob), a
-    head pod without GPUs and `replicas` workers."""
+    head pod without GPUs and `replicas` workers; `service`: a KaiwoService (a Deployment of `replicas`
+    pods, each its own Kueue Workload), deleted by its owner `duration` seconds after it started."""
     replicas: int = Field(default=1, ge=1, le=1000)
-    """Pods of a `job`, workers of a `rayjob`; each has `gpus`, `cpu` and `memory`."""
+    """Pods of a `job` or `service`, workers of a `rayjob`; each has `gpus`, `cpu` and `memory`."""
     gpus: int = Field(default=0, ge=0)
     """GPUs of each pod (each worker of a `rayjob`)."""
     gpu_vendor: GpuVendor = "amd"
     cpu: str = "1"
     memory: str = "1Gi"
-    duration: float = Field(gt=0)
-    """How long the workload runs once started, in seconds."""
+    duration: float | None = Field(default=None, gt=0)
+    """How long the workload runs once started, in seconds; required but for a `service`, which without
+    it runs until the simulation ends (a service never finishes by itself: its owner deletes it)."""
     declared_duration: float | None = Field(default=None, gt=0)
     """The KaiwoJob's `spec.duration` (seconds): after it, the workload may be preempted."""
     utilization: list[UtilizationSegment] = Field(default_factory=list)
@@ -103,8 +105,9 @@ class TraceWorkload(BaseModel):
             elapsed += segment.seconds
         return 0.0
 
-    def used_gpu_seconds(self, ran: float) -> float:
-        """GPU-seconds of work done by all the workload's GPUs in its first `ran` seconds (utilization-weighted)."""
+    def used_gpu_seconds(self, ran: float, pods: int = 0) -> float:
+        """GPU-seconds of work done in its first `ran` seconds (utilization-weighted) by all the workload's
+        GPUs, or by those of `pods` of its pods (a service's pods are admitted one by one)."""
         total, elapsed = 0.0, 0.0
         for segment in self.utilization:
             span = ran - elapsed if segment.seconds is None else min(segment.seconds, ran - elapsed)
@@ -112,7 +115,7 @@ class TraceWorkload(BaseModel):
                 break
             total += span * segment.percent / 100
             elapsed += span
-        return total * self.total_gpus
+        return total * (self.gpus * pods if pods else self.total_gpus)
 
 
 def _number(value: float | None) -> str:
@@ -158,6 +161,8 @@ def parse_trace(lines: Iterable[str]) -> list[TraceEntry]:
             first = err.errors()[0]
             field = ".".join(str(part) for part in first["loc"])
             raise TraceError(number, field, first["msg"]) from None
+        if workload.duration is None and workload.kind != "service":
+            raise TraceError(number, "duration", "Field required (only a service may run without one)")
         entry = TraceEntry(number, workload)
         key = (workload.namespace, entry.name)
         if key in names:

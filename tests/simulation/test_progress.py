@@ -50,6 +50,7 @@ def test_the_shell_redraws_in_place_and_ends_with_a_newline() -> None:
     class Recorder:  # what the bar reads of hosts.runtime.simulator.Recorder
         by_name: dict[str, object] = {}
         finished, terminated, running = 1, 1, 0
+        done = finished + terminated
 
         def now(self) -> float:
             return 60.0

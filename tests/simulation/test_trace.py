@@ -56,7 +56,7 @@ def test_a_line_parses_with_defaults_and_its_name_comes_from_the_line_number() -
     (line(utilization=[{"percent": 120}]), "line 2: utilization.0.percent: Input should be less than or equal to 100"),
     (line(colour="red"), "line 2: colour: Extra inputs are not permitted"),
     (line(name="w-00001"), "line 2: name: 'w-00001' in namespace 'default' is already line 1"),
-    (line(kind="rayservice"), "line 2: kind: Input should be 'job' or 'rayjob'"),
+    (line(kind="rayservice"), "line 2: kind: Input should be 'job', 'rayjob' or 'service'"),
     (line(replicas=0), "line 2: replicas: Input should be greater than or equal to 1"),
 ])
 def test_a_bad_line_is_one_message_naming_the_line_and_the_field(text: str, expected: str) -> None:
