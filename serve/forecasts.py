@@ -27,7 +27,7 @@ from datetime import datetime
 from kaiwo_ray import clock
 from kaiwo_ray.api.jsonobj import JsonObj
 from kaiwo_ray.kube.errors import KubeError
-from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, NODES
+from kaiwo_ray.kube.resources import KAIWOCONFIGS, KAIWOJOBS, KAIWOQUEUECONFIGS, KAIWOSERVICES, NODES
 from kaiwo_ray.simulation.forecast import PENDING, Estimate, Key, Score, settle
 from serve.state import AdminState
 
@@ -92,7 +92,8 @@ async def compute(state: AdminState) -> Forecasts:
         log.warning("start-time forecast skipped: KaiwoQueueConfig %s: %s", QUEUE_CONFIG, err)
         return memory
     configs = state.cache.items(KAIWOCONFIGS)
-    request = {"now": now.isoformat(), "kaiwojobs": jobs, "nodes": state.cache.items(NODES),
+    request = {"now": now.isoformat(), "kaiwojobs": jobs, "kaiwoservices": state.cache.items(KAIWOSERVICES),
+               "nodes": state.cache.items(NODES),
                "queueConfig": queue_config, "kaiwoConfig": configs[0] if configs else None, "scores": scores}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "hosts.runtime.forecast", stdin=asyncio.subprocess.PIPE,
