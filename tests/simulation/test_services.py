@@ -33,6 +33,14 @@ def _simulate(capsys: pytest.CaptureFixture[str], trace: Path) -> str:
     return capsys.readouterr().out
 
 
+def _report(capsys: pytest.CaptureFixture[str], tmp_path: Path, lines: str) -> dict[str, Any]:
+    """The JSON report of a trace of these lines."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(lines)
+    report: dict[str, Any] = json.loads(_simulate(capsys, trace))
+    return report
+
+
 def test_a_service_holds_its_gpus_until_its_owner_deletes_it(capsys: pytest.CaptureFixture[str]) -> None:
     out = _simulate(capsys, DATA / "services.jsonl")
     report: dict[str, Any] = json.loads(out)
@@ -56,12 +64,11 @@ def test_a_service_holds_its_gpus_until_its_owner_deletes_it(capsys: pytest.Capt
 
 def test_a_preempted_service_pod_is_readmitted_and_the_service_still_ends_at_its_deletion(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    trace = tmp_path / "preempt.jsonl"
-    trace.write_text(
-        '{"name": "s", "submit": 0, "user": "alice", "queue": "team-a", "kind": "service", "replicas": 2, '
-        '"gpus": 4, "duration": 300}\n'
-        '{"name": "h", "submit": 10, "user": "bob", "queue": "team-a", "priority": "high", "gpus": 4, "duration": 50}\n')
-    report: dict[str, Any] = json.loads(_simulate(capsys, trace))
+    report = _report(capsys, tmp_path,
+                     '{"name": "s", "submit": 0, "user": "alice", "queue": "team-a", "kind": "service", "replicas": 2, '
+                     '"gpus": 4, "duration": 300}\n'
+                     '{"name": "h", "submit": 10, "user": "bob", "queue": "team-a", "priority": "high", "gpus": 4, '
+                     '"duration": 50}\n')
     rows = {w["name"]: (w["started"], w["finished"], w["preemptions"]) for w in report["workloads"]}
     # h preempts one of s's pods at 10 (Kueue deletes the pod; the ReplicaSet makes another, queued
     # again, admitted when h ends at 60); s was started at 0, so its owner deletes it at 300
@@ -73,12 +80,10 @@ def test_a_preempted_service_pod_is_readmitted_and_the_service_still_ends_at_its
 
 def test_a_service_past_its_declared_duration_is_terminated_by_the_operator(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    trace = tmp_path / "declared.jsonl"
-    trace.write_text(
-        '{"name": "s", "submit": 0, "user": "alice", "queue": "team-a", "kind": "service", "replicas": 2, '
-        '"gpus": 4, "duration": 5000, "declared_duration": 60}\n'
-        '{"name": "j", "submit": 10, "user": "bob", "queue": "team-a", "gpus": 4, "duration": 50}\n')
-    report: dict[str, Any] = json.loads(_simulate(capsys, trace))
+    report = _report(capsys, tmp_path,
+                     '{"name": "s", "submit": 0, "user": "alice", "queue": "team-a", "kind": "service", "replicas": 2, '
+                     '"gpus": 4, "duration": 5000, "declared_duration": 60}\n'
+                     '{"name": "j", "submit": 10, "user": "bob", "queue": "team-a", "gpus": 4, "duration": 50}\n')
     s, j = report["workloads"]
     # the KaiwoService's spec.duration (60 s) is over while j waits: the operator terminates it (its
     # WorkloadTerminatedEarly reason, once per pod Workload) long before its owner would delete it
